@@ -1,1 +1,39 @@
-//! placeholder
+//! MySQL and MariaDB binary log events and column values: a pure decoder.
+//!
+//! No sockets, no async, no Kafka: bytes in, typed events and values out. The same
+//! [`EventDecoder`] serves binlog files and the replication stream.
+//!
+//! Where things happen:
+//! - [`file`]: binlog files (magic, gzip, several files in order) split into raw events;
+//! - [`header`] / [`event`]: the common header, the FORMAT_DESCRIPTION that drives everything
+//!   after it, checksums, and every event body;
+//! - [`table_map`]: TABLE_MAP events and their optional metadata (names, charsets, keys, ...);
+//! - [`rows`]: WRITE/UPDATE/DELETE/PARTIAL_UPDATE rows events: bitmaps and row images;
+//! - [`value`]: **where a byte becomes a value**, one column at a time, with
+//!   [`decimal`], [`temporal`], [`jsonb`] and [`charset`] for the types that need them;
+//! - [`decoder`]: the stateful [`EventDecoder`] (current FDE, table-map cache, compressed
+//!   transaction payloads).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
+
+pub mod charset;
+pub mod column;
+pub mod decimal;
+pub mod decoder;
+pub mod error;
+pub mod event;
+pub mod file;
+pub mod header;
+pub mod jsonb;
+pub mod rows;
+pub mod table_map;
+pub mod temporal;
+pub mod value;
+
+pub use column::{Column, ColumnType};
+pub use decoder::{DecodedEvent, EventDecoder};
+pub use error::{Error, Result};
+pub use event::Event;
+pub use header::{EventHeader, EventType};
+pub use table_map::TableMap;
+pub use value::Value;
+pub use sluice_protocol::gtid;

@@ -1,0 +1,3 @@
+//! (being written)
+/// Exact decimal (placeholder). 
+#[derive(Debug, Clone, PartialEq, Eq)] pub struct Decimal;

@@ -1,0 +1,5 @@
+//! (being written)
+/// Decoder placeholder.
+pub struct EventDecoder;
+/// Decoded event placeholder.
+pub struct DecodedEvent;

@@ -1,0 +1,3 @@
+//! (being written)
+/// Event placeholder.
+pub enum Event {}

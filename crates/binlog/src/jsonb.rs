@@ -1,0 +1,5 @@
+//! (being written)
+/// JSON (placeholder).
+#[derive(Debug, Clone, PartialEq)] pub struct JsonValue;
+/// JSON diff (placeholder).
+#[derive(Debug, Clone, PartialEq)] pub struct JsonDiff;

@@ -1,0 +1,3 @@
+//! (being written)
+/// TableMap placeholder.
+pub struct TableMap;
