@@ -273,3 +273,38 @@ impl Column {
         }
     }
 }
+
+// TEMPORARY (replaced by the value layer's versions at merge)
+use sluice_protocol::Reader;
+/// Reads a column's metadata word from TABLE_MAP.
+///
+/// # Errors
+/// Truncated input.
+pub fn read_column_meta(ty: ColumnType, r: &mut Reader<'_>) -> crate::Result<u16> {
+    use ColumnType::*;
+    Ok(match ty {
+        Float | Double | Blob | TinyBlob | MediumBlob | LongBlob | Geometry | Json | Timestamp2 | DateTime2
+        | Time2 | Vector => u16::from(r.u8("column meta")?),
+        VarChar | VarString | Bit | NewDecimal => r.u16("column meta")?,
+        String | Enum | Set => {
+            let a = r.u8("column meta")?;
+            let b = r.u8("column meta")?;
+            (u16::from(a) << 8) | u16::from(b)
+        }
+        _ => 0,
+    })
+}
+impl Column {
+    /// Resolves STRING's real type.
+    pub fn resolve_string_type(&mut self) {
+        if self.wire_type == ColumnType::String {
+            let real = (self.meta >> 8) as u8;
+            let real = if real & 0x30 != 0x30 { real | 0x30 } else { real };
+            match ColumnType::from_u8(real) {
+                ColumnType::Enum => self.ty = ColumnType::Enum,
+                ColumnType::Set => self.ty = ColumnType::Set,
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,5 +1,306 @@
-//! (being written)
-/// Decoder placeholder.
-pub struct EventDecoder;
-/// Decoded event placeholder.
-pub struct DecodedEvent;
+//! [`EventDecoder`]: the stateful decoder over a stream of raw events.
+//!
+//! It owns what decoding needs to remember between events: the FORMAT_DESCRIPTION in force
+//! (post-header lengths, checksum algorithm), the TABLE_MAP cache (cleared on rotate and on a
+//! new FDE), and the decompressed payload of the last TRANSACTION_PAYLOAD event. Files
+//! ([`crate::file`]) and the replication stream feed it the same way: one complete event
+//! (header, body, checksum) at a time.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::event::{mariadb_uncompress, parse_transaction_payload, ChecksumAlg, Event, FormatDescription, Query};
+use crate::header::{EventHeader, EventType, HEADER_LEN, LOG_EVENT_BINLOG_IN_USE_F};
+use crate::rows::{RowsEvent, RowsKind};
+use crate::table_map::TableMap;
+
+/// Limits and switches for an [`EventDecoder`].
+#[derive(Debug, Clone)]
+pub struct DecoderOptions {
+    /// Verify each event's CRC32 when the FDE announces one (turn off only for damaged files).
+    pub verify_checksum: bool,
+    /// Largest decompressed size accepted for a TRANSACTION_PAYLOAD or a MariaDB compressed
+    /// event; larger announced sizes are refused before allocating.
+    pub max_decompressed_size: u64,
+}
+
+impl Default for DecoderOptions {
+    fn default() -> Self {
+        DecoderOptions { verify_checksum: true, max_decompressed_size: 1 << 30 }
+    }
+}
+
+/// Counters the decoder keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecoderStats {
+    /// Events decoded (inner events of transaction payloads included).
+    pub events: u64,
+    /// Events of unknown types, skipped.
+    pub unknown_events: u64,
+    /// The unknown type codes seen, with counts.
+    pub unknown_types: Vec<(u8, u64)>,
+}
+
+/// One decoded event with its header.
+#[derive(Debug, Clone)]
+pub struct DecodedEvent<'a> {
+    /// The common header.
+    pub header: EventHeader,
+    /// The body.
+    pub event: Event<'a>,
+}
+
+/// Decodes raw events one at a time, keeping the state that decoding needs.
+#[derive(Debug)]
+pub struct EventDecoder {
+    fde: FormatDescription,
+    tables: HashMap<u64, Arc<TableMap>>,
+    opts: DecoderOptions,
+    payload: Option<Vec<u8>>,
+    stats: DecoderStats,
+}
+
+impl Default for EventDecoder {
+    fn default() -> Self {
+        EventDecoder::new(DecoderOptions::default())
+    }
+}
+
+impl EventDecoder {
+    /// A decoder before any FORMAT_DESCRIPTION (v4 defaults, no checksum).
+    pub fn new(opts: DecoderOptions) -> EventDecoder {
+        EventDecoder {
+            fde: FormatDescription::v4_default(),
+            tables: HashMap::new(),
+            opts,
+            payload: None,
+            stats: DecoderStats::default(),
+        }
+    }
+
+    /// The FORMAT_DESCRIPTION in force.
+    pub fn format(&self) -> &FormatDescription {
+        &self.fde
+    }
+
+    /// Sets the checksum algorithm before the first FDE arrives (replication streams start
+    /// with a fake ROTATE written with the checksum the source negotiated).
+    pub fn set_checksum(&mut self, alg: ChecksumAlg) {
+        self.fde.checksum = alg;
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &DecoderStats {
+        &self.stats
+    }
+
+    /// The cached table map for a table id.
+    pub fn table(&self, table_id: u64) -> Option<&Arc<TableMap>> {
+        self.tables.get(&table_id)
+    }
+
+    /// Takes the decompressed payload of the TRANSACTION_PAYLOAD event just decoded: a
+    /// sequence of complete events without checksums, to feed to
+    /// [`EventDecoder::decode_inner`] one at a time (see [`split_events`]).
+    pub fn take_payload(&mut self) -> Option<Vec<u8>> {
+        self.payload.take()
+    }
+
+    /// Decodes one complete event: header, body and (if the FDE says so) checksum.
+    ///
+    /// # Errors
+    /// Truncated or malformed events, checksum mismatches, rows events for unknown tables,
+    /// encrypted binlogs. The decoder stays usable after an error.
+    pub fn decode<'a>(&mut self, raw: &'a [u8]) -> Result<DecodedEvent<'a>> {
+        self.decode_with(raw, true)
+    }
+
+    /// Decodes an event from inside a TRANSACTION_PAYLOAD (these carry no checksum).
+    ///
+    /// # Errors
+    /// As [`EventDecoder::decode`].
+    pub fn decode_inner<'a>(&mut self, raw: &'a [u8]) -> Result<DecodedEvent<'a>> {
+        self.decode_with(raw, false)
+    }
+
+    fn decode_with<'a>(&mut self, raw: &'a [u8], outer: bool) -> Result<DecodedEvent<'a>> {
+        let header = EventHeader::parse(raw)?;
+        if header.event_size as usize != raw.len() {
+            return Err(Error::invalid(
+                "event header",
+                format!("event size {} but {} bytes were given", header.event_size, raw.len()),
+            ));
+        }
+        self.stats.events += 1;
+        let t = header.event_type;
+        // The FDE says whether it (and everything after it) carries a checksum; its body
+        // always ends with the algorithm byte and a 4-byte checksum slot, so it is parsed
+        // whole, before the checksum is known.
+        let fde = if t == EventType::FormatDescription {
+            Some(FormatDescription::parse(raw.get(HEADER_LEN..).unwrap_or(&[]))?)
+        } else {
+            None
+        };
+        let alg = if let Some(fde) = &fde {
+            fde.checksum
+        } else if outer {
+            self.fde.checksum
+        } else {
+            ChecksumAlg::None
+        };
+        let body_end = match alg {
+            ChecksumAlg::Crc32 => raw.len().checked_sub(4).filter(|&e| e >= HEADER_LEN).ok_or_else(|| {
+                Error::invalid("event", "too short to hold its checksum")
+            })?,
+            ChecksumAlg::None => raw.len(),
+        };
+        if alg == ChecksumAlg::Crc32 && self.opts.verify_checksum {
+            verify_crc(raw, body_end, t == EventType::FormatDescription)?;
+        }
+        if let Some(fde) = fde {
+            self.fde = fde.clone();
+            self.tables.clear();
+            return Ok(DecodedEvent { header, event: Event::FormatDescription(fde) });
+        }
+        let body = raw.get(HEADER_LEN..body_end).unwrap_or(&[]);
+        let event = self.decode_body(&header, body)?;
+        Ok(DecodedEvent { header, event })
+    }
+
+    fn decode_body<'a>(&mut self, header: &EventHeader, body: &'a [u8]) -> Result<Event<'a>> {
+        let t = header.event_type;
+        match t {
+            EventType::TableMap => {
+                let tm = Arc::new(TableMap::parse(body, self.fde.post_header_len(t, 8))?);
+                self.tables.insert(tm.table_id, Arc::clone(&tm));
+                Ok(Event::TableMap(tm))
+            }
+            EventType::TransactionPayload => {
+                let (info, payload) = parse_transaction_payload(body)?;
+                let max = self.opts.max_decompressed_size;
+                if info.uncompressed_size > max {
+                    return Err(Error::TooLarge { what: "transaction payload", len: info.uncompressed_size, max });
+                }
+                let bytes = match info.compression_type {
+                    0 => zstd_decompress(payload, info.uncompressed_size, max)?,
+                    255 => payload.to_vec(),
+                    other => {
+                        return Err(Error::invalid("transaction payload", format!("unknown compression type {other}")))
+                    }
+                };
+                self.payload = Some(bytes);
+                Ok(Event::TransactionPayload(info))
+            }
+            EventType::MariadbQueryCompressed => {
+                let q = Query::parse_compressed(body, self.fde.post_header_len(t, 13), self.opts.max_decompressed_size)?;
+                Ok(Event::Query(q))
+            }
+            EventType::PreGaWriteRows | EventType::PreGaUpdateRows | EventType::PreGaDeleteRows => Err(Error::invalid(
+                "rows event",
+                "pre-GA rows events (types 20-22, written by MySQL 5.1 betas) are not supported: \
+                 their table definitions are not in the binlog",
+            )),
+            _ if RowsKind::of(t).is_some() => {
+                let tables = &self.tables;
+                let max = self.opts.max_decompressed_size;
+                let ev = RowsEvent::parse(
+                    t,
+                    body,
+                    self.fde.post_header_len(t, 8),
+                    &|id| tables.get(&id).cloned(),
+                    |data| mariadb_uncompress(data, max, "compressed rows"),
+                )?;
+                Ok(Event::Rows(ev))
+            }
+            _ => {
+                let mut ev = Event::parse_simple(t, body, &self.fde)?;
+                match &mut ev {
+                    Event::Rotate(_) => self.tables.clear(),
+                    Event::MariadbGtid(g) => g.gtid.server_id = header.server_id,
+                    Event::Unknown(code) => {
+                        self.stats.unknown_events += 1;
+                        match self.stats.unknown_types.iter_mut().find(|(c, _)| c == code) {
+                            Some((_, n)) => *n += 1,
+                            None => self.stats.unknown_types.push((*code, 1)),
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(ev)
+            }
+        }
+    }
+}
+
+/// Checks an event's CRC32. The server computes the FDE's checksum with
+/// `LOG_EVENT_BINLOG_IN_USE_F` clear (it sets the flag in place while the file is open), so
+/// the flag is cleared before computing.
+fn verify_crc(raw: &[u8], body_end: usize, is_fde: bool) -> Result<()> {
+    let data = raw.get(..body_end).unwrap_or(&[]);
+    let stored = raw
+        .get(body_end..body_end + 4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_le_bytes)
+        .unwrap_or(0);
+    let mut h = crc32fast::Hasher::new();
+    if is_fde {
+        let (head, tail) = data.split_at(17.min(data.len()));
+        h.update(head);
+        let flags = tail.get(..2).map(|f| u16::from_le_bytes([f[0], f[1]])).unwrap_or(0);
+        h.update(&(flags & !LOG_EVENT_BINLOG_IN_USE_F).to_le_bytes());
+        h.update(tail.get(2..).unwrap_or(&[]));
+    } else {
+        h.update(data);
+    }
+    let actual = h.finalize();
+    if actual != stored {
+        return Err(Error::ChecksumMismatch { expected: stored, actual });
+    }
+    Ok(())
+}
+
+fn zstd_decompress(payload: &[u8], announced: u64, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let dec = zstd::stream::read::Decoder::new(payload)
+        .map_err(|e| Error::Decompress { what: "transaction payload", reason: e.to_string() })?;
+    let mut out = Vec::with_capacity(usize::try_from(announced.min(max)).unwrap_or(0));
+    dec.take(max + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Error::Decompress { what: "transaction payload", reason: e.to_string() })?;
+    if out.len() as u64 > max {
+        return Err(Error::TooLarge { what: "transaction payload", len: out.len() as u64, max });
+    }
+    Ok(out)
+}
+
+/// Splits a buffer of back-to-back complete events (a decompressed transaction payload) into
+/// events, by each header's size.
+pub fn split_events(buf: &[u8]) -> impl Iterator<Item = Result<&[u8]>> {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        let rest = buf.get(pos..)?;
+        if rest.is_empty() {
+            return None;
+        }
+        let res = EventHeader::parse(rest).and_then(|h| {
+            let size = h.event_size as usize;
+            if size < HEADER_LEN {
+                return Err(Error::invalid("payload event", format!("event size {size} < 19")));
+            }
+            rest.get(..size).ok_or_else(|| {
+                Error::from(sluice_protocol::Error::Truncated { what: "payload event", needed: size, remaining: rest.len() })
+            })
+        });
+        match res {
+            Ok(ev) => {
+                pos += ev.len();
+                Some(Ok(ev))
+            }
+            Err(e) => {
+                pos = buf.len();
+                Some(Err(e))
+            }
+        }
+    })
+}

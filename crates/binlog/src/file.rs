@@ -1,1 +1,227 @@
-//! (being written)
+//! Binlog files: the magic, gzip, stdin, and splitting a byte stream into events.
+//!
+//! [`BinlogReader`] reads one file (or stdin) in constant memory: it keeps one event's bytes
+//! at a time (plus the decompressed payload of a compressed transaction) and hands each to
+//! its [`EventDecoder`]. Events inside a TRANSACTION_PAYLOAD come out one by one after the
+//! payload event itself, marked `in_payload`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use crate::decoder::{split_events, DecodedEvent, EventDecoder};
+use crate::error::{Error, Result};
+use crate::header::{EventHeader, EventType, HEADER_LEN};
+
+/// The 4 bytes every binlog file starts with.
+pub const BINLOG_MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
+
+/// The largest event accepted (MySQL's `max_allowed_packet` ceiling is 1 GiB).
+pub const MAX_EVENT_SIZE: u32 = 1 << 30;
+
+/// An event with where it came from.
+#[derive(Debug)]
+pub struct Located<'a> {
+    /// File name as given.
+    pub file: &'a str,
+    /// Offset of the event in the file (for events inside a compressed transaction: the
+    /// offset of the TRANSACTION_PAYLOAD event that holds them).
+    pub offset: u64,
+    /// True for an event from inside a TRANSACTION_PAYLOAD.
+    pub in_payload: bool,
+    /// The decoded event.
+    pub event: DecodedEvent<'a>,
+}
+
+/// Reads the events of one binlog file.
+pub struct BinlogReader {
+    name: String,
+    src: Box<dyn BufRead>,
+    next_offset: u64,
+    buf: Vec<u8>,
+    decoder: EventDecoder,
+    payload: Vec<u8>,
+    payload_pos: usize,
+    payload_offset: u64,
+    failed: bool,
+}
+
+impl std::fmt::Debug for BinlogReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BinlogReader").field("name", &self.name).field("next_offset", &self.next_offset).finish()
+    }
+}
+
+impl BinlogReader {
+    /// Opens a binlog file (`-` is standard input); gzip-compressed files are recognised by
+    /// their magic and decompressed on the fly.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read; [`Error::NotABinlog`] when it lacks the magic.
+    pub fn open(path: &Path, decoder: EventDecoder) -> Result<BinlogReader> {
+        let name = path.display().to_string();
+        if name == "-" {
+            return BinlogReader::from_reader(name, std::io::stdin().lock(), decoder);
+        }
+        let f = File::open(path).map_err(|source| Error::Io { file: name.clone(), source })?;
+        BinlogReader::from_reader(name, f, decoder)
+    }
+
+    /// Reads a binlog from any byte source (gzip recognised by its magic).
+    ///
+    /// # Errors
+    /// As [`BinlogReader::open`].
+    pub fn from_reader(name: String, r: impl Read + 'static, decoder: EventDecoder) -> Result<BinlogReader> {
+        let mut br = BufReader::with_capacity(256 * 1024, r);
+        let head = br.fill_buf().map_err(|source| Error::Io { file: name.clone(), source })?;
+        let src: Box<dyn BufRead> = if head.starts_with(&[0x1f, 0x8b]) {
+            Box::new(BufReader::with_capacity(256 * 1024, flate2::bufread::MultiGzDecoder::new(br)))
+        } else {
+            Box::new(br)
+        };
+        let mut rd = BinlogReader {
+            name,
+            src,
+            next_offset: 0,
+            buf: Vec::with_capacity(64 * 1024),
+            decoder,
+            payload: Vec::new(),
+            payload_pos: 0,
+            payload_offset: 0,
+            failed: false,
+        };
+        let mut magic = [0u8; 4];
+        let n = rd.read_up_to(&mut magic)?;
+        if n < 4 || magic != BINLOG_MAGIC {
+            return Err(Error::NotABinlog { file: rd.name, found: magic.get(..n).unwrap_or(&[]).to_vec() });
+        }
+        rd.next_offset = 4;
+        Ok(rd)
+    }
+
+    /// The file name as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The decoder (its format, table maps and counters).
+    pub fn decoder(&self) -> &EventDecoder {
+        &self.decoder
+    }
+
+    /// Gives the decoder back (to continue with the next file of a sequence).
+    pub fn into_decoder(self) -> EventDecoder {
+        self.decoder
+    }
+
+    /// Offset just past the last event read: where a reader would resume.
+    pub fn position(&self) -> u64 {
+        self.next_offset
+    }
+
+    fn read_up_to(&mut self, out: &mut [u8]) -> Result<usize> {
+        let mut n = 0;
+        while n < out.len() {
+            let chunk = out.get_mut(n..).unwrap_or(&mut []);
+            match self.src.read(chunk) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(Error::Io { file: self.name.clone(), source }),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Reads and decodes the next event; `Ok(None)` at a clean end of file. After an error
+    /// the reader is finished (the stream position is no longer trustworthy).
+    ///
+    /// # Errors
+    /// I/O errors, a file that ends inside an event, and every decoding error, each naming
+    /// the file, the event's offset and its type.
+    pub fn next_event(&mut self) -> Result<Option<Located<'_>>> {
+        if self.failed {
+            return Ok(None);
+        }
+        // Events still waiting inside a decompressed transaction payload come first.
+        if self.payload_pos < self.payload.len() {
+            let Self { payload, payload_pos, decoder, name, payload_offset, failed, .. } = self;
+            let rest = payload.get(*payload_pos..).unwrap_or(&[]);
+            let raw = match split_events(rest).next() {
+                Some(Ok(raw)) => raw,
+                Some(Err(e)) => {
+                    *failed = true;
+                    return Err(e.at(name, *payload_offset, EventType::TransactionPayload));
+                }
+                None => &[],
+            };
+            *payload_pos += raw.len().max(1);
+            let t = raw.get(4).map_or(EventType::Unknown(0), |&b| EventType::from_u8(b));
+            return match decoder.decode_inner(raw) {
+                Ok(event) => Ok(Some(Located { file: name, offset: *payload_offset, in_payload: true, event })),
+                Err(e) => {
+                    *failed = true;
+                    Err(e.at(name, *payload_offset, t))
+                }
+            };
+        }
+
+        let offset = self.next_offset;
+        let mut head = [0u8; HEADER_LEN];
+        let n = self.read_up_to(&mut head)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < HEADER_LEN {
+            self.failed = true;
+            return Err(Error::invalid(
+                "event",
+                format!("the file ends {n} bytes into an event header (truncated file)"),
+            )
+            .at(&self.name, offset, head.get(4).map_or(EventType::Unknown(0), |&b| EventType::from_u8(b))));
+        }
+        let header = EventHeader::parse(&head)?;
+        let size = header.event_size;
+        if (size as usize) < HEADER_LEN || size > MAX_EVENT_SIZE {
+            self.failed = true;
+            return Err(Error::invalid("event header", format!("event size {size} is impossible (corrupt file?)")).at(
+                &self.name,
+                offset,
+                header.event_type,
+            ));
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(&head);
+        self.buf.resize(size as usize, 0);
+        let want = size as usize - HEADER_LEN;
+        let mut body = std::mem::take(&mut self.buf);
+        let got = self.read_up_to(body.get_mut(HEADER_LEN..).unwrap_or(&mut []));
+        self.buf = body;
+        let got = got?;
+        if got < want {
+            self.failed = true;
+            return Err(Error::invalid(
+                "event",
+                format!("the file ends after {got} of the event's {want} body bytes (truncated file)"),
+            )
+            .at(&self.name, offset, header.event_type));
+        }
+        self.next_offset = offset + u64::from(size);
+
+        let Self { buf, decoder, name, payload, payload_pos, payload_offset, failed, .. } = self;
+        match decoder.decode(buf) {
+            Ok(event) => {
+                if let Some(p) = decoder.take_payload() {
+                    *payload = p;
+                    *payload_pos = 0;
+                    *payload_offset = offset;
+                }
+                Ok(Some(Located { file: name, offset, in_payload: false, event }))
+            }
+            Err(e) => {
+                *failed = true;
+                Err(e.at(name, offset, header.event_type))
+            }
+        }
+    }
+}

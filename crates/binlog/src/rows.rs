@@ -1,1 +1,305 @@
-//! (being written)
+//! Rows events: WRITE/UPDATE/DELETE_ROWS (v1, v2), PARTIAL_UPDATE_ROWS, MariaDB's
+//! compressed variants, and the 5.1 pre-GA ones.
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 6 (4 in pre-GA) | table id |
+//! | 2 | flags (bit 0: end of statement) |
+//! | v2 only: 2 + n | extra data length (counting itself) and extra data |
+//! | lenenc | column count |
+//! | (n+7)/8 | columns present in the before image (or the only image) |
+//! | (n+7)/8 | UPDATE/PARTIAL only: columns present in the after image |
+//! | rest | rows; MariaDB's compressed types zlib-compress this part |
+//!
+//! Each row image: (PARTIAL after-image only: value options, partial-JSON bits), a NULL
+//! bitmap over the *present* columns, then the values of present non-NULL columns.
+//! Row images are decoded lazily by [`RowsEvent::rows`], one row at a time, so a huge event
+//! never becomes a huge vector.
+//!
+//! Reference: <https://dev.mysql.com/doc/dev/mysql-server/latest/classbinary__log_1_1Rows__event.html>
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use sluice_protocol::Reader;
+
+use crate::column::ColumnType;
+use crate::error::{Error, Result};
+use crate::header::EventType;
+use crate::jsonb;
+use crate::table_map::{bit_lsb, TableMap};
+use crate::value::{decode_value, Value};
+
+/// What a rows event does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowsKind {
+    /// INSERT: after images only.
+    Write,
+    /// UPDATE: before and after images.
+    Update,
+    /// UPDATE with partial JSON after images (MySQL 8.0.3+).
+    PartialUpdate,
+    /// DELETE: before images only.
+    Delete,
+}
+
+impl RowsKind {
+    /// The kind of a rows event type, with the MariaDB compression flag, or None when the type
+    /// is not a rows event.
+    pub fn of(t: EventType) -> Option<(RowsKind, bool)> {
+        use EventType::*;
+        Some(match t {
+            WriteRowsV1 | WriteRowsV2 | PreGaWriteRows => (RowsKind::Write, false),
+            UpdateRowsV1 | UpdateRowsV2 | PreGaUpdateRows => (RowsKind::Update, false),
+            DeleteRowsV1 | DeleteRowsV2 | PreGaDeleteRows => (RowsKind::Delete, false),
+            PartialUpdateRows => (RowsKind::PartialUpdate, false),
+            MariadbWriteRowsCompressedV1 | MariadbWriteRowsCompressed => (RowsKind::Write, true),
+            MariadbUpdateRowsCompressedV1 | MariadbUpdateRowsCompressed => (RowsKind::Update, true),
+            MariadbDeleteRowsCompressedV1 | MariadbDeleteRowsCompressed => (RowsKind::Delete, true),
+            _ => return None,
+        })
+    }
+
+    /// `INSERT`, `UPDATE` or `DELETE`.
+    pub fn sql_verb(self) -> &'static str {
+        match self {
+            RowsKind::Write => "INSERT",
+            RowsKind::Update | RowsKind::PartialUpdate => "UPDATE",
+            RowsKind::Delete => "DELETE",
+        }
+    }
+
+    /// The event name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowsKind::Write => "WRITE_ROWS_EVENT",
+            RowsKind::Update => "UPDATE_ROWS_EVENT",
+            RowsKind::PartialUpdate => "PARTIAL_UPDATE_ROWS_EVENT",
+            RowsKind::Delete => "DELETE_ROWS_EVENT",
+        }
+    }
+}
+
+/// `STMT_END_F`: the last rows event of a statement.
+pub const STMT_END_F: u16 = 1;
+
+/// A rows event with its table, ready to iterate its rows.
+#[derive(Debug, Clone)]
+pub struct RowsEvent<'a> {
+    /// What it does.
+    pub kind: RowsKind,
+    /// The exact event type.
+    pub event_type: EventType,
+    /// The table, from the TABLE_MAP with this event's table id.
+    pub table: Arc<TableMap>,
+    /// Flags (`STMT_END_F`, ...).
+    pub flags: u16,
+    /// v2 extra data (NDB info, partition info), raw.
+    pub extra_data: &'a [u8],
+    /// Column count as the event states it.
+    pub column_count: usize,
+    present_before: Cow<'a, [u8]>,
+    present_after: Cow<'a, [u8]>,
+    rows: Cow<'a, [u8]>,
+}
+
+/// One row change: before and/or after image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowChange<'a> {
+    /// The row before the change (UPDATE, DELETE).
+    pub before: Option<RowImage<'a>>,
+    /// The row after the change (INSERT, UPDATE).
+    pub after: Option<RowImage<'a>>,
+}
+
+/// One row image: a value per table column, `None` where the image does not include the
+/// column (`binlog_row_image=MINIMAL/NOBLOB`), `Some(Value::Null)` for SQL NULL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowImage<'a> {
+    /// Values by column index.
+    pub values: Vec<Option<Value<'a>>>,
+}
+
+impl<'a> RowsEvent<'a> {
+    /// Parses a rows event body against its table map. `post_header_len` comes from the FDE;
+    /// `uncompress` inflates MariaDB's compressed row data.
+    pub(crate) fn parse(
+        event_type: EventType,
+        body: &'a [u8],
+        post_header_len: u8,
+        tables: &impl Fn(u64) -> Option<Arc<TableMap>>,
+        uncompress: impl Fn(&'a [u8]) -> Result<Vec<u8>>,
+    ) -> Result<RowsEvent<'a>> {
+        let (kind, compressed) =
+            RowsKind::of(event_type).ok_or_else(|| Error::invalid("rows event", format!("{event_type} is not a rows event")))?;
+        let mut r = Reader::new(body);
+        let table_id = if post_header_len == 6 { u64::from(r.u32("table id")?) } else { r.uint_le(6, "table id")? };
+        let flags = r.u16("rows flags")?;
+        let v2 = matches!(
+            event_type,
+            EventType::WriteRowsV2
+                | EventType::UpdateRowsV2
+                | EventType::DeleteRowsV2
+                | EventType::PartialUpdateRows
+                | EventType::MariadbWriteRowsCompressed
+                | EventType::MariadbUpdateRowsCompressed
+                | EventType::MariadbDeleteRowsCompressed
+        );
+        let extra_data = if v2 {
+            let n = r.u16("rows extra data length")?;
+            r.take(usize::from(n).saturating_sub(2), "rows extra data")?
+        } else {
+            &[]
+        };
+        let table = tables(table_id).ok_or(Error::UnknownTable { table_id })?;
+        let n = r.lenenc_int("rows column count")?;
+        let column_count = usize::try_from(n).unwrap_or(usize::MAX);
+        if column_count > table.columns.len() {
+            return Err(Error::invalid(
+                "rows event",
+                format!(
+                    "{n} columns, but the TABLE_MAP of {} has {}",
+                    table.qualified_name(),
+                    table.columns.len()
+                ),
+            ));
+        }
+        let bitmap_len = column_count.div_ceil(8);
+        let first = r.take(bitmap_len, "columns-present bitmap")?;
+        let second = match kind {
+            RowsKind::Update | RowsKind::PartialUpdate => r.take(bitmap_len, "after-image columns bitmap")?,
+            _ => first,
+        };
+        let (present_before, present_after) = match kind {
+            RowsKind::Write => (Cow::Borrowed(&[][..]), Cow::Borrowed(first)),
+            RowsKind::Delete => (Cow::Borrowed(first), Cow::Borrowed(&[][..])),
+            _ => (Cow::Borrowed(first), Cow::Borrowed(second)),
+        };
+        let rest = r.take_rest();
+        let rows = if compressed { Cow::Owned(uncompress(rest)?) } else { Cow::Borrowed(rest) };
+        Ok(RowsEvent { kind, event_type, table, flags, extra_data, column_count, present_before, present_after, rows })
+    }
+
+    /// True when this is the last rows event of its statement.
+    pub fn is_statement_end(&self) -> bool {
+        self.flags & STMT_END_F != 0
+    }
+
+    /// The row changes, decoded one at a time.
+    pub fn rows(&self) -> RowsIter<'_> {
+        RowsIter { ev: self, r: Reader::new(&self.rows), done: false }
+    }
+
+    /// Number of row images in the event, walked without keeping values.
+    ///
+    /// # Errors
+    /// As [`RowsEvent::rows`].
+    pub fn count_rows(&self) -> Result<usize> {
+        let mut n = 0;
+        for row in self.rows() {
+            row?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn read_image<'r>(&'r self, r: &mut Reader<'r>, present: &[u8], after_of: Option<&RowImage<'r>>) -> Result<RowImage<'r>> {
+        let table = &self.table;
+        // PARTIAL_UPDATE after images start with value options and the partial-JSON bits
+        let mut partial_bits: Option<&[u8]> = None;
+        if self.kind == RowsKind::PartialUpdate && after_of.is_some() {
+            let options = r.lenenc_int("partial update value options")?;
+            if options & 1 != 0 {
+                partial_bits = Some(r.take(table.json_column_count().div_ceil(8), "partial JSON bitmap")?);
+            }
+        }
+        let present_count = (0..self.column_count).filter(|&i| bit_lsb(present, i)).count();
+        let nulls = r.take(present_count.div_ceil(8), "row NULL bitmap")?;
+        let mut values: Vec<Option<Value<'r>>> = vec![None; table.columns.len()];
+        let mut k = 0; // index among present columns
+        let mut json_k = 0; // index among JSON columns
+        for (i, col) in table.columns.iter().enumerate().take(self.column_count) {
+            let is_json = col.ty == ColumnType::Json;
+            let partial = is_json && partial_bits.is_some_and(|b| bit_lsb(b, json_k));
+            if is_json {
+                json_k += 1;
+            }
+            if !bit_lsb(present, i) {
+                continue;
+            }
+            let is_null = bit_lsb(nulls, k);
+            k += 1;
+            if is_null {
+                if let Some(v) = values.get_mut(i) {
+                    *v = Some(Value::Null);
+                }
+                continue;
+            }
+            let start = r.position();
+            let value = if partial {
+                read_partial_json(r, col.meta, after_of.and_then(|b| b.values.get(i)).and_then(Option::as_ref))
+            } else {
+                decode_value(r, col)
+            }
+            .map_err(|e| Error::Column {
+                table: table.qualified_name(),
+                column: format!("{} ({} {}) at row byte {start}", i + 1, col.display_name(), col.ty.name()),
+                source: Box::new(e),
+            })?;
+            if let Some(v) = values.get_mut(i) {
+                *v = Some(value);
+            }
+        }
+        Ok(RowImage { values })
+    }
+}
+
+/// Reads a partial JSON value (a diff vector, length-prefixed like a JSON value) and applies it
+/// to the before image's document when there is one.
+fn read_partial_json<'r>(r: &mut Reader<'r>, meta: u16, before: Option<&Value<'r>>) -> Result<Value<'r>> {
+    let len = r.uint_le(usize::from(meta), "partial JSON length")?;
+    let bytes = r.take_u64(len, "partial JSON diffs")?;
+    let diffs = jsonb::read_json_diffs(bytes)?;
+    match before {
+        Some(Value::Json(doc)) => {
+            let mut doc = doc.clone();
+            jsonb::apply_diffs(&mut doc, &diffs)?;
+            Ok(Value::Json(doc))
+        }
+        _ => Ok(Value::JsonDiff(diffs)),
+    }
+}
+
+/// Iterator over the row changes of a [`RowsEvent`]; stops after the first error.
+#[derive(Debug)]
+pub struct RowsIter<'r> {
+    ev: &'r RowsEvent<'r>,
+    r: Reader<'r>,
+    done: bool,
+}
+
+impl<'r> Iterator for RowsIter<'r> {
+    type Item = Result<RowChange<'r>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done || self.r.is_empty() {
+            return None;
+        }
+        let ev = self.ev;
+        let res = (|| {
+            Ok(match ev.kind {
+                RowsKind::Write => RowChange { before: None, after: Some(ev.read_image(&mut self.r, &ev.present_after, None)?) },
+                RowsKind::Delete => RowChange { before: Some(ev.read_image(&mut self.r, &ev.present_before, None)?), after: None },
+                RowsKind::Update | RowsKind::PartialUpdate => {
+                    let before = ev.read_image(&mut self.r, &ev.present_before, None)?;
+                    let after = ev.read_image(&mut self.r, &ev.present_after, Some(&before))?;
+                    RowChange { before: Some(before), after: Some(after) }
+                }
+            })
+        })();
+        if res.is_err() {
+            self.done = true;
+        }
+        Some(res)
+    }
+}
