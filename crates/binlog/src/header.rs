@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn header_fields() {
         // timestamp 1505467103, type 15 (FDE), server id 1, size 120, next 124, flags 1
-        let b = [0xdf, 0x9b, 0xbb, 0x59, 0x0f, 1, 0, 0, 0, 120, 0, 0, 0, 124, 0, 0, 0, 1, 0];
+        let b = [0xdf, 0x9a, 0xbb, 0x59, 0x0f, 1, 0, 0, 0, 120, 0, 0, 0, 124, 0, 0, 0, 1, 0];
         let h = EventHeader::parse(&b).unwrap();
         assert_eq!(h.timestamp, 1505467103);
         assert_eq!(h.event_type, EventType::FormatDescription);
