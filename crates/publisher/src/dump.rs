@@ -1,0 +1,447 @@
+//! `sluice dump`: binlog files to JSON lines, SQL, or flashback SQL.
+//!
+//! The loop here walks events in order, tracks the transaction each row belongs to (GTID,
+//! XID, BEGIN/COMMIT), applies the position/time/table filters, and hands rows to the chosen
+//! output. Values are rendered by [`crate::render`]; SQL statements by [`sql`].
+
+mod spool;
+mod sql;
+
+use std::collections::HashSet;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde_json::{json, Map, Value as Json};
+use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
+use sluice_binlog::event::Event;
+use sluice_binlog::file::{BinlogReader, Located};
+use sluice_binlog::rows::{RowsEvent, RowsKind};
+use sluice_binlog::temporal::days_from_civil;
+use sluice_binlog::Error as BinlogError;
+
+use crate::exit;
+use crate::filter::TableFilter;
+use crate::render::image_json;
+use spool::{ReverseSpool, TxSpool};
+
+/// Output format of `sluice dump`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One JSON object per row change (NDJSON).
+    Json,
+    /// SQL statements that re-apply the changes.
+    Sql,
+    /// SQL statements that undo the changes, last change first.
+    Flashback,
+}
+
+/// Arguments of `sluice dump`.
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice dump mysql-bin.000042 mysql-bin.000043
+  sluice dump --table 'shop.order*' --start-datetime '2024-05-01 10:00:00' binlog.gz
+  sluice dump --format flashback --start-position 4711 --stop-position 9000 mysql-bin.000042 > undo.sql
+
+Each JSON line: type (INSERT/UPDATE/DELETE), database, table, timestamp (UTC) and ts (seconds),
+position {file, offset, row}, server_id, gtid, before, after, xid. Columns are named from the
+binlog (binlog_row_metadata=FULL); when it has no names they are @1..@N, said once on stderr.
+A summary line per file goes to stderr.")]
+pub struct DumpArgs {
+    /// Binlog files, read in order (`-` reads standard input; gzip files are recognised).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
+
+    /// Start at the first event at or after this offset of the first file.
+    #[arg(long, value_name = "OFFSET")]
+    start_position: Option<u64>,
+
+    /// Stop before the first event at or after this offset of the last file.
+    #[arg(long, value_name = "OFFSET")]
+    stop_position: Option<u64>,
+
+    /// Skip events before this time: `YYYY-MM-DD hh:mm:ss` in UTC (or RFC 3339 with `Z`).
+    #[arg(long, value_name = "TIME", value_parser = parse_datetime)]
+    start_datetime: Option<u32>,
+
+    /// Stop at the first event at or after this time (UTC).
+    #[arg(long, value_name = "TIME", value_parser = parse_datetime)]
+    stop_datetime: Option<u32>,
+
+    /// Only rows of databases matching this pattern (`*` and `?` wildcards; repeatable).
+    #[arg(long = "database", short = 'd', value_name = "PATTERN")]
+    databases: Vec<String>,
+
+    /// Only rows of tables matching this pattern: `table` or `db.table`, wildcards allowed
+    /// (repeatable).
+    #[arg(long = "table", short = 't', value_name = "PATTERN")]
+    tables: Vec<String>,
+
+    /// Print every event (not only row changes) as JSON lines, for debugging (json format).
+    #[arg(long)]
+    events: bool,
+
+    /// Do not verify event checksums (to read what can be read of a damaged file).
+    #[arg(long)]
+    no_verify_checksum: bool,
+
+    /// Largest decompressed transaction payload or compressed event accepted, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    max_decompressed_mib: u64,
+}
+
+/// `YYYY-MM-DD[ T]hh:mm:ss[Z]` (UTC) to seconds since the epoch.
+fn parse_datetime(s: &str) -> Result<u32, String> {
+    let bad = || format!("{s:?} is not a time like '2024-05-01 10:00:00' (UTC)");
+    let t = s.trim().trim_end_matches('Z');
+    let (date, time) = t.split_once([' ', 'T']).unwrap_or((t, "00:00:00"));
+    let d: Vec<u32> = date.split('-').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad())?;
+    let tm: Vec<u32> = time.split(':').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad())?;
+    let (&[y, mo, da], &[h, mi, se]) = (d.as_slice(), tm.as_slice()) else { return Err(bad()) };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 59 {
+        return Err(bad());
+    }
+    let days = days_from_civil(i64::from(y), mo, da);
+    let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + se);
+    u32::try_from(secs).map_err(|_| format!("{s:?} is outside the binlog's time range (1970-2106)"))
+}
+
+/// The transaction the current rows belong to.
+#[derive(Default)]
+struct TxContext {
+    gtid: Option<String>,
+}
+
+/// Counts for the per-file summary.
+#[derive(Default)]
+struct Summary {
+    events: u64,
+    inserts: u64,
+    updates: u64,
+    deletes: u64,
+}
+
+struct Dumper<W: Write> {
+    args: DumpArgs,
+    out: W,
+    filter: TableFilter,
+    tx: TxContext,
+    json_spool: TxSpool,
+    flashback: ReverseSpool,
+    sql_in_tx: bool,
+    warned_positional: HashSet<String>,
+    stop: bool,
+}
+
+enum Failure {
+    Input(BinlogError),
+    Output(io::Error),
+    Sql(sql::SqlError),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Output(e)
+    }
+}
+
+/// Runs `sluice dump`; returns the exit code.
+pub fn run(args: DumpArgs) -> u8 {
+    let filter = TableFilter::new(args.databases.clone(), args.tables.clone());
+    let stdout = io::stdout().lock();
+    let mut d = Dumper {
+        args,
+        out: BufWriter::with_capacity(256 * 1024, stdout),
+        filter,
+        tx: TxContext::default(),
+        json_spool: TxSpool::default(),
+        flashback: ReverseSpool::default(),
+        sql_in_tx: false,
+        warned_positional: HashSet::new(),
+        stop: false,
+    };
+    let result = d.run_all();
+    let result = result.and_then(|()| d.finish());
+    match result {
+        Ok(()) => exit::OK,
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => exit::OK,
+        Err(Failure::Output(e)) => {
+            tracing::error!(error = %e, "Writing the output failed");
+            exit::IO
+        }
+        Err(Failure::Sql(e)) => {
+            let _ = d.out.flush();
+            tracing::error!("{e}");
+            exit::FAILURE
+        }
+        Err(Failure::Input(e)) => {
+            // what was decoded before the error is real: write it out
+            let _ = d.out.flush();
+            tracing::error!("{e}");
+            match e {
+                BinlogError::Io { .. } => exit::NO_INPUT,
+                _ => exit::DATA,
+            }
+        }
+    }
+}
+
+impl<W: Write> Dumper<W> {
+    fn run_all(&mut self) -> Result<(), Failure> {
+        if self.args.format == Format::Sql || self.args.format == Format::Flashback {
+            // TIMESTAMP literals are printed in UTC
+            writeln!(self.out, "SET time_zone = '+00:00';")?;
+        }
+        let files = self.args.files.clone();
+        let last = files.len().saturating_sub(1);
+        for (i, path) in files.iter().enumerate() {
+            if self.stop {
+                break;
+            }
+            let opts = DecoderOptions {
+                verify_checksum: !self.args.no_verify_checksum,
+                max_decompressed_size: self.args.max_decompressed_mib.saturating_mul(1 << 20),
+            };
+            let mut reader = BinlogReader::open(path, EventDecoder::new(opts)).map_err(Failure::Input)?;
+            let start = if i == 0 { self.args.start_position } else { None };
+            let stop = if i == last { self.args.stop_position } else { None };
+            let mut summary = Summary::default();
+            let res = self.run_file(&mut reader, start, stop, &mut summary);
+            let stats = reader.decoder().stats();
+            let unknown = if stats.unknown_types.is_empty() {
+                String::new()
+            } else {
+                let types: Vec<String> = stats.unknown_types.iter().map(|(t, n)| format!("type {t} x{n}")).collect();
+                format!(" ({})", types.join(", "))
+            };
+            eprintln!(
+                "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} unknown events skipped{}{}",
+                reader.name(),
+                summary.events,
+                summary.inserts + summary.updates + summary.deletes,
+                summary.inserts,
+                summary.updates,
+                summary.deletes,
+                stats.unknown_events,
+                unknown,
+                if res.is_err() { ", stopped by an error" } else { "" }
+            );
+            res?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), Failure> {
+        // rows of a transaction the input ends inside: print them, without an xid
+        self.end_transaction(None)?;
+        if self.args.format == Format::Flashback {
+            self.flashback.write_reversed(&mut self.out)?;
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+
+    fn run_file(&mut self, reader: &mut BinlogReader, start: Option<u64>, stop: Option<u64>, summary: &mut Summary) -> Result<(), Failure> {
+        loop {
+            let Some(ev) = reader.next_event().map_err(Failure::Input)? else { return Ok(()) };
+            summary.events += 1;
+            if stop.is_some_and(|s| ev.offset >= s && !ev.in_payload)
+                || self.args.stop_datetime.is_some_and(|t| ev.event.header.timestamp >= t && ev.event.header.timestamp != 0)
+            {
+                self.stop = true;
+                return Ok(());
+            }
+            let skip = start.is_some_and(|s| ev.offset < s) || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t);
+            self.handle(&ev, skip, summary)?;
+        }
+    }
+
+    fn handle(&mut self, ev: &Located<'_>, skip: bool, summary: &mut Summary) -> Result<(), Failure> {
+        if self.args.events && !skip {
+            self.print_event(ev)?;
+        }
+        match &ev.event.event {
+            Event::Gtid(g) => {
+                self.end_transaction(None)?;
+                self.tx.gtid = (!g.anonymous).then(|| g.gtid.to_string());
+            }
+            Event::MariadbGtid(g) => {
+                self.end_transaction(None)?;
+                self.tx.gtid = Some(g.gtid.to_string());
+            }
+            Event::Xid(xid) => {
+                self.end_transaction(Some(*xid))?;
+                self.tx.gtid = None;
+            }
+            Event::Query(q) if q.is_begin() => self.end_transaction(None)?,
+            Event::Query(q) if q.is_commit() || q.is_rollback() => {
+                self.end_transaction(None)?;
+                self.tx.gtid = None;
+            }
+            Event::Rows(rows) if !skip && !self.args.events => {
+                if self.filter.matches(&rows.table.database, &rows.table.table) {
+                    self.rows(ev, rows, summary)?;
+                }
+            }
+            Event::Rows(rows) if self.args.events => {
+                // counted even when printed as events
+                for r in rows.rows() {
+                    r.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, ev.event.header.event_type)))?;
+                    count(rows.kind, summary);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end_transaction(&mut self, xid: Option<u64>) -> Result<(), Failure> {
+        if !self.json_spool.is_empty() {
+            let suffix = match xid {
+                Some(x) => format!("{x}}}"),
+                None => "null}".to_string(),
+            };
+            self.json_spool.flush_with(&mut self.out, &suffix)?;
+        }
+        if self.sql_in_tx {
+            writeln!(self.out, "COMMIT;")?;
+            self.sql_in_tx = false;
+        }
+        if self.args.format == Format::Flashback {
+            self.flashback.begin();
+        }
+        Ok(())
+    }
+
+    fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, summary: &mut Summary) -> Result<(), Failure> {
+        let table = &rows.table;
+        if self.args.format == Format::Json && !table.has_column_names && self.warned_positional.insert(table.qualified_name()) {
+            tracing::warn!(
+                table = %table.qualified_name(),
+                "The binlog has no column names for this table (binlog_row_metadata=MINIMAL or an older server); columns are printed as @1..@N"
+            );
+        }
+        let header = &ev.event.header;
+        for (idx, row) in rows.rows().enumerate() {
+            let row = row.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, header.event_type)))?;
+            count(rows.kind, summary);
+            match self.args.format {
+                Format::Json => {
+                    let mut m = Map::new();
+                    m.insert("type".into(), Json::from(rows.kind.sql_verb()));
+                    m.insert("database".into(), Json::from(&*table.database));
+                    m.insert("table".into(), Json::from(&*table.table));
+                    m.insert("timestamp".into(), Json::from(iso_utc(header.timestamp)));
+                    m.insert("ts".into(), Json::from(header.timestamp));
+                    m.insert("position".into(), json!({ "file": ev.file, "offset": ev.offset, "row": idx }));
+                    m.insert("server_id".into(), Json::from(header.server_id));
+                    m.insert("gtid".into(), self.tx.gtid.as_deref().map_or(Json::Null, Json::from));
+                    m.insert("before".into(), row.before.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)));
+                    m.insert("after".into(), row.after.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)));
+                    // `xid` comes last and is written when the transaction ends: the line is
+                    // held open after `"xid":` until then (see spool::TxSpool).
+                    let mut line = Json::Object(m).to_string();
+                    line.pop();
+                    line.push_str(",\"xid\":");
+                    self.json_spool.push(&line)?;
+                }
+                Format::Sql => {
+                    let stmt = sql::redo(rows.kind, table, &row).map_err(Failure::Sql)?;
+                    if !self.sql_in_tx {
+                        writeln!(self.out, "BEGIN;")?;
+                        self.sql_in_tx = true;
+                    }
+                    writeln!(self.out, "{stmt}")?;
+                }
+                Format::Flashback => {
+                    let stmt = sql::undo(rows.kind, table, &row).map_err(Failure::Sql)?;
+                    self.flashback.push(&stmt)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn print_event(&mut self, ev: &Located<'_>) -> Result<(), Failure> {
+        let h = &ev.event.header;
+        let mut m = Map::new();
+        m.insert("event".into(), Json::from(ev.event.event.type_name()));
+        m.insert("type_code".into(), Json::from(h.event_type.code()));
+        m.insert("position".into(), json!({ "file": ev.file, "offset": ev.offset, "in_payload": ev.in_payload }));
+        m.insert("timestamp".into(), Json::from(iso_utc(h.timestamp)));
+        m.insert("server_id".into(), Json::from(h.server_id));
+        m.insert("size".into(), Json::from(h.event_size));
+        m.insert("next_position".into(), Json::from(h.log_pos));
+        let data = match &ev.event.event {
+            Event::FormatDescription(f) => json!({ "server_version": f.server_version, "binlog_version": f.binlog_version, "checksum": format!("{:?}", f.checksum) }),
+            Event::Rotate(r) => json!({ "next_file": r.next_file, "position": r.position }),
+            Event::Query(q) => json!({ "schema": q.schema, "query": q.query, "error_code": q.error_code, "thread_id": q.thread_id, "sql_mode": q.status.sql_mode, "time_zone": q.status.time_zone, "charset": q.status.charset }),
+            Event::Xid(x) => json!({ "xid": x }),
+            Event::Gtid(g) => json!({ "gtid": g.gtid.to_string(), "anonymous": g.anonymous, "last_committed": g.last_committed, "sequence_number": g.sequence_number, "transaction_length": g.transaction_length, "immediate_commit_timestamp": g.immediate_commit_timestamp }),
+            Event::PreviousGtids(s) => json!({ "gtid_set": s.to_string() }),
+            Event::TableMap(t) => json!({
+                "table_id": t.table_id, "database": &*t.database, "table": &*t.table,
+                "columns": t.columns.iter().map(|c| json!({ "name": c.display_name(), "type": c.ty.name(), "meta": c.meta, "nullable": c.nullable, "unsigned": c.unsigned, "collation": c.collation, "primary_key": c.primary_key })).collect::<Vec<_>>(),
+            }),
+            Event::Rows(r) => {
+                let mut rows = Vec::new();
+                for row in r.rows() {
+                    let row = row.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, h.event_type)))?;
+                    rows.push(json!({
+                        "before": row.before.as_ref().map(|i| image_json(&i.values, &r.table.columns)),
+                        "after": row.after.as_ref().map(|i| image_json(&i.values, &r.table.columns)),
+                    }));
+                }
+                json!({ "table": r.table.qualified_name(), "table_id": r.table.table_id, "flags": r.flags, "rows": rows })
+            }
+            Event::TransactionPayload(p) => json!({ "compression_type": p.compression_type, "payload_size": p.payload_size, "uncompressed_size": p.uncompressed_size }),
+            Event::RowsQuery(q) | Event::MariadbAnnotateRows(q) => json!({ "query": q }),
+            Event::Intvar(i) => json!({ "kind": i.kind, "value": i.value }),
+            Event::Rand { seed1, seed2 } => json!({ "seed1": seed1, "seed2": seed2 }),
+            Event::UserVar(u) => json!({ "name": u.name, "is_null": u.value.is_none() }),
+            Event::Heartbeat { file, position } => json!({ "file": file, "position": position }),
+            Event::Incident { kind, message } => json!({ "incident": kind, "message": message }),
+            Event::XaPrepare { one_phase } => json!({ "one_phase": one_phase }),
+            Event::MariadbBinlogCheckpoint(f) => json!({ "file": f }),
+            Event::MariadbGtid(g) => json!({ "gtid": g.gtid.to_string(), "flags": g.flags, "standalone": g.is_standalone(), "commit_id": g.commit_id }),
+            Event::MariadbGtidList(l) => json!({ "gtid_list": l.to_string() }),
+            _ => Json::Null,
+        };
+        m.insert("data".into(), data);
+        serde_json::to_writer(&mut self.out, &Json::Object(m)).map_err(io::Error::other)?;
+        self.out.write_all(b"\n")?;
+        Ok(())
+    }
+}
+
+fn count(kind: RowsKind, s: &mut Summary) {
+    match kind {
+        RowsKind::Write => s.inserts += 1,
+        RowsKind::Update | RowsKind::PartialUpdate => s.updates += 1,
+        RowsKind::Delete => s.deletes += 1,
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
+fn iso_utc(secs: u32) -> String {
+    let ts = sluice_binlog::temporal::Timestamp { seconds: secs, micros: 0, fsp: 0 };
+    format!("{}Z", ts.to_utc().to_iso8601())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datetimes() {
+        assert_eq!(parse_datetime("1970-01-01 00:00:00"), Ok(0));
+        assert_eq!(parse_datetime("2017-09-15T09:18:23Z"), Ok(1505467103));
+        assert!(parse_datetime("2017-13-15 00:00:00").is_err());
+        assert!(parse_datetime("yesterday").is_err());
+    }
+}

@@ -1,0 +1,183 @@
+//! Bounded-memory holding areas for `sluice dump` output that cannot be written yet.
+//!
+//! - [`TxSpool`] keeps a transaction's JSON lines until its XID is known (each line carries
+//!   the `xid` of its transaction, which the binlog writes at the end).
+//! - [`ReverseSpool`] keeps every flashback statement until the input ends, then gives
+//!   them back last-first.
+//!
+//! Both keep up to [`MEMORY_LIMIT`] bytes in memory and move the rest to an anonymous
+//! temporary file, so a million-row transaction does not become a million-row vector.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+
+/// Bytes kept in memory before spilling to a temporary file.
+pub const MEMORY_LIMIT: usize = 16 << 20;
+
+/// JSON lines of the open transaction, each missing its final `"xid": N}` part.
+#[derive(Default)]
+pub struct TxSpool {
+    mem: Vec<u8>,
+    file: Option<File>,
+    lines: u64,
+}
+
+impl TxSpool {
+    /// Adds a line (without newline; it must not contain one, as serialized JSON never does).
+    pub fn push(&mut self, line: &str) -> io::Result<()> {
+        self.mem.extend_from_slice(line.as_bytes());
+        self.mem.push(b'\n');
+        self.lines += 1;
+        if self.mem.len() > MEMORY_LIMIT {
+            let f = match &mut self.file {
+                Some(f) => f,
+                None => self.file.insert(tempfile::tempfile()?),
+            };
+            f.write_all(&self.mem)?;
+            self.mem.clear();
+        }
+        Ok(())
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.lines == 0
+    }
+
+    /// Writes every held line followed by `suffix` and a newline, in order, and empties the
+    /// spool.
+    pub fn flush_with(&mut self, out: &mut impl Write, suffix: &str) -> io::Result<()> {
+        if let Some(mut f) = self.file.take() {
+            f.seek(SeekFrom::Start(0))?;
+            for line in BufReader::new(f).split(b'\n') {
+                out.write_all(&line?)?;
+                out.write_all(suffix.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+        }
+        for line in self.mem.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            out.write_all(line)?;
+            out.write_all(suffix.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        self.mem.clear();
+        self.lines = 0;
+        Ok(())
+    }
+}
+
+/// Statements grouped by transaction, replayed last transaction first and, within each,
+/// last statement first.
+#[derive(Default)]
+pub struct ReverseSpool {
+    file: Option<File>,
+    written: u64,
+    mem: Vec<u8>,
+    /// (offset, length) of each statement in the combined stream (file then memory).
+    statements: Vec<(u64, u32)>,
+    /// Index into `statements` where each transaction starts.
+    transactions: Vec<usize>,
+}
+
+impl ReverseSpool {
+    /// Starts a new transaction group.
+    pub fn begin(&mut self) {
+        if self.transactions.last() != Some(&self.statements.len()) {
+            self.transactions.push(self.statements.len());
+        }
+    }
+
+    /// Adds a statement to the current transaction.
+    pub fn push(&mut self, stmt: &str) -> io::Result<()> {
+        if self.transactions.is_empty() {
+            self.transactions.push(0);
+        }
+        let off = self.written + self.mem.len() as u64;
+        let len = u32::try_from(stmt.len()).map_err(|_| io::Error::other("statement over 4 GiB"))?;
+        self.mem.extend_from_slice(stmt.as_bytes());
+        self.statements.push((off, len));
+        if self.mem.len() > MEMORY_LIMIT {
+            let f = match &mut self.file {
+                Some(f) => f,
+                None => self.file.insert(tempfile::tempfile()?),
+            };
+            f.write_all(&self.mem)?;
+            self.written += self.mem.len() as u64;
+            self.mem.clear();
+        }
+        Ok(())
+    }
+
+    /// Number of statements held.
+    pub fn len(&self) -> usize {
+        self.statements.len()
+    }
+
+    /// Writes the transactions in reverse, each wrapped in `BEGIN;` / `COMMIT;`.
+    pub fn write_reversed(&mut self, out: &mut impl Write) -> io::Result<()> {
+        let mut buf = Vec::new();
+        let mut end = self.statements.len();
+        for &start in self.transactions.iter().rev() {
+            if start >= end {
+                continue;
+            }
+            out.write_all(b"BEGIN;\n")?;
+            for &(off, len) in self.statements.get(start..end).unwrap_or(&[]).iter().rev() {
+                buf.resize(len as usize, 0);
+                if off >= self.written {
+                    let s = (off - self.written) as usize;
+                    buf.copy_from_slice(self.mem.get(s..s + len as usize).unwrap_or(&[]));
+                } else if let Some(f) = &mut self.file {
+                    f.seek(SeekFrom::Start(off))?;
+                    f.read_exact(&mut buf)?;
+                }
+                out.write_all(&buf)?;
+                out.write_all(b"\n")?;
+            }
+            out.write_all(b"COMMIT;\n")?;
+            end = start;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_spool_appends_suffix_in_order_across_the_spill() {
+        let mut s = TxSpool::default();
+        let big = "x".repeat(1 << 20);
+        for i in 0..20 {
+            s.push(&format!("{{\"i\":{i},\"pad\":\"{big}\",\"xid\":")).unwrap();
+        }
+        assert!(s.file.is_some(), "20 MiB must have spilled to a file");
+        let mut out = Vec::new();
+        s.flush_with(&mut out, "7}").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let ids: Vec<u64> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|v| {
+                assert_eq!(v["xid"], 7);
+                v["i"].as_u64().unwrap()
+            })
+            .collect();
+        assert_eq!(ids, (0..20).collect::<Vec<_>>());
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn reverse_spool_reverses_transactions_and_statements() {
+        let mut s = ReverseSpool::default();
+        s.begin();
+        s.push("a1").unwrap();
+        s.push("a2").unwrap();
+        s.begin();
+        s.push("b1").unwrap();
+        let mut out = Vec::new();
+        s.write_reversed(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "BEGIN;\nb1\nCOMMIT;\nBEGIN;\na2\na1\nCOMMIT;\n");
+    }
+}

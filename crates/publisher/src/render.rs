@@ -1,0 +1,219 @@
+//! Column values as JSON and as SQL literals, for `sluice dump`.
+//!
+//! JSON keeps values exact: integers beyond ±2^53 (what a double holds exactly, and so what
+//! most JSON readers keep) and DECIMALs are strings, binary is base64, temporal values are
+//! ISO 8601 strings (TIMESTAMP as a UTC instant with `Z`, DATETIME without a zone, zero dates
+//! as MySQL writes them: `0000-00-00`), ENUM and SET by their names.
+//!
+//! SQL literals are safe under any `sql_mode`: strings containing a backslash or a control
+//! character, and every binary value, are written as hex literals.
+
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use serde_json::{json, Value as Json};
+use sluice_binlog::charset::decode_text;
+use sluice_binlog::column::Column;
+use sluice_binlog::Value;
+
+/// The largest integer a JSON double holds exactly.
+const MAX_SAFE_INT: u64 = (1 << 53) - 1;
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn int_json(neg: bool, magnitude: u64, text: String) -> Json {
+    if magnitude <= MAX_SAFE_INT {
+        if neg {
+            // magnitude <= 2^53 fits an i64
+            Json::from(-(magnitude as i64))
+        } else {
+            Json::from(magnitude)
+        }
+    } else {
+        Json::String(text)
+    }
+}
+
+/// ENUM value name (1-based index; 0 is the empty error value).
+pub fn enum_name(col: &Column, index: u16) -> Option<String> {
+    if index == 0 {
+        return Some(String::new());
+    }
+    let names = col.enum_values.as_ref()?;
+    names.get(usize::from(index) - 1).map(|n| n.to_string())
+}
+
+/// SET members joined by commas, as MySQL prints them.
+pub fn set_names(col: &Column, bits: u64) -> Option<String> {
+    let names = col.set_values.as_ref()?;
+    let mut out = Vec::new();
+    for i in 0..64usize {
+        if bits & (1u64 << i) != 0 {
+            out.push(names.get(i)?.to_string());
+        }
+    }
+    Some(out.join(","))
+}
+
+/// The VECTOR elements (little-endian f32).
+pub fn vector_floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// A float as JSON without widening noise: f32 1.1 stays 1.1, not 1.100000023841858.
+fn f32_json(f: f32) -> Json {
+    let shortest: f64 = f.to_string().parse().unwrap_or(f64::from(f));
+    serde_json::Number::from_f64(shortest).map_or_else(|| Json::String(f.to_string()), Json::Number)
+}
+
+/// One value as JSON.
+pub fn value_json(v: &Value<'_>, col: &Column) -> Json {
+    match v {
+        Value::Null => Json::Null,
+        Value::Int(i) => int_json(*i < 0, i.unsigned_abs(), i.to_string()),
+        Value::UInt(u) => int_json(false, *u, u.to_string()),
+        Value::Float(f) => f32_json(*f),
+        Value::Double(d) => serde_json::Number::from_f64(*d).map_or_else(|| Json::String(d.to_string()), Json::Number),
+        Value::Decimal(d) => Json::String(d.to_string()),
+        Value::Year(y) => Json::from(*y),
+        Value::Date(d) => Json::String(d.to_string()),
+        Value::Time(t) => Json::String(t.to_string()),
+        Value::DateTime(dt) => Json::String(dt.to_iso8601()),
+        Value::Timestamp(ts) => {
+            let s = ts.to_utc().to_iso8601();
+            Json::String(if ts.is_zero() { s } else { s + "Z" })
+        }
+        Value::Text { bytes, collation } => match decode_text(bytes, *collation) {
+            Ok(s) => Json::String(s.into_owned()),
+            // bytes that are not valid in the column's charset: keep them, exactly
+            Err(_) => json!({ "base64": b64(bytes) }),
+        },
+        Value::Bytes(b) => Json::String(b64(b)),
+        Value::Enum(i) => enum_name(col, *i).map_or_else(|| Json::from(*i), Json::String),
+        Value::Set(bits) => set_names(col, *bits).map_or_else(|| int_json(false, *bits, bits.to_string()), Json::String),
+        Value::Bit { value, .. } => int_json(false, *value, value.to_string()),
+        Value::Json(doc) => Json::String(doc.to_string()),
+        Value::JsonDiff(diffs) => json!({ "json_diff": diffs.iter().map(|d| d.to_string()).collect::<Vec<_>>() }),
+        Value::Geometry { srid, wkb } => json!({ "srid": srid, "wkb": b64(wkb) }),
+        Value::Vector(bytes) => Json::Array(vector_floats(bytes).into_iter().map(f32_json).collect()),
+    }
+}
+
+/// A row image as a JSON object keyed by column name (`@N` when names are unknown);
+/// columns the image does not include are left out.
+pub fn image_json(values: &[Option<Value<'_>>], columns: &[Column]) -> Json {
+    let mut obj = serde_json::Map::with_capacity(values.len());
+    for (col, v) in columns.iter().zip(values) {
+        if let Some(v) = v {
+            obj.insert(col.display_name(), value_json(v, col));
+        }
+    }
+    Json::Object(obj)
+}
+
+fn hex_literal(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2 + 3);
+    s.push_str("X'");
+    for b in bytes {
+        let _ = write!(s, "{b:02X}");
+    }
+    s.push('\'');
+    s
+}
+
+/// A string literal: `'...'` with quotes doubled, or a `_utf8mb4 X'..'` hex literal when the
+/// text holds a backslash or a control character (whose meaning depends on sql_mode).
+pub fn sql_string(s: &str) -> String {
+    if s.chars().any(|c| c == '\\' || c.is_control()) {
+        return format!("_utf8mb4 {}", hex_literal(s.as_bytes()));
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push('\'');
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
+/// One value as an SQL literal.
+pub fn value_sql(v: &Value<'_>, col: &Column) -> String {
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Double(d) => d.to_string(),
+        Value::Decimal(d) => d.to_string(),
+        Value::Year(y) => y.to_string(),
+        Value::Date(d) => format!("'{d}'"),
+        Value::Time(t) => format!("'{t}'"),
+        Value::DateTime(dt) => format!("'{dt}'"),
+        // the SQL output sets time_zone='+00:00' first, so UTC text replays the same instant
+        Value::Timestamp(ts) => format!("'{ts}'"),
+        Value::Text { bytes, collation } => match decode_text(bytes, *collation) {
+            Ok(s) => sql_string(&s),
+            Err(_) => hex_literal(bytes),
+        },
+        Value::Bytes(b) => hex_literal(b),
+        Value::Enum(i) => enum_name(col, *i).map_or_else(|| i.to_string(), |n| sql_string(&n)),
+        Value::Set(bits) => set_names(col, *bits).map_or_else(|| bits.to_string(), |n| sql_string(&n)),
+        Value::Bit { value, .. } => format!("b'{value:b}'"),
+        Value::Json(doc) => sql_string(&doc.to_string()),
+        Value::JsonDiff(_) => "NULL /* partial JSON update without a before image */".into(),
+        Value::Geometry { srid, wkb } => format!("ST_GeomFromWKB({}, {srid})", hex_literal(wkb)),
+        Value::Vector(bytes) => {
+            let items: Vec<String> = vector_floats(bytes).iter().map(f32::to_string).collect();
+            format!("STRING_TO_VECTOR('[{}]')", items.join(","))
+        }
+    }
+}
+
+/// A backquoted identifier.
+pub fn ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_binlog::ColumnType;
+
+    fn col() -> Column {
+        Column::new(0, ColumnType::Long, 0, true)
+    }
+
+    #[test]
+    fn integers_stay_exact() {
+        assert_eq!(value_json(&Value::UInt(u64::MAX), &col()), Json::String("18446744073709551615".into()));
+        assert_eq!(value_json(&Value::Int(i64::MIN), &col()), Json::String("-9223372036854775808".into()));
+        assert_eq!(value_json(&Value::Int(-5), &col()), json!(-5));
+        assert_eq!(value_json(&Value::UInt(MAX_SAFE_INT), &col()), json!(9007199254740991u64));
+        assert_eq!(value_json(&Value::UInt(MAX_SAFE_INT + 1), &col()), json!("9007199254740992"));
+        assert_eq!(value_json(&Value::Float(1.1), &col()).to_string(), "1.1");
+    }
+
+    #[test]
+    fn sql_strings_are_safe() {
+        assert_eq!(sql_string("it's"), "'it''s'");
+        assert_eq!(sql_string("a\\b"), "_utf8mb4 X'615C62'");
+        assert_eq!(sql_string("a\nb"), "_utf8mb4 X'610A62'");
+        assert_eq!(ident("we`ird"), "`we``ird`");
+    }
+
+    #[test]
+    fn enum_and_set_names() {
+        let mut c = Column::new(0, ColumnType::Enum, 0, true);
+        c.enum_values = Some(vec!["a".into(), "b".into()].into());
+        c.set_values = Some(vec!["x".into(), "y".into(), "z".into()].into());
+        assert_eq!(value_json(&Value::Enum(2), &c), json!("b"));
+        assert_eq!(value_json(&Value::Enum(0), &c), json!(""));
+        assert_eq!(value_json(&Value::Set(0b101), &c), json!("x,z"));
+        assert_eq!(value_sql(&Value::Set(0b101), &c), "'x,z'");
+    }
+}
