@@ -232,13 +232,47 @@ def event_census(path):
     return counts, None
 
 
+def compare_final(port, path):
+    with open(path, encoding="utf-8") as fh:
+        expected = json.load(fh)["tables"]
+    conn = connect(port)
+    query(conn, "SET SESSION time_zone = '+00:00'")
+    actual = snapshot(conn)
+    conn.close()
+    problems = 0
+    for table in sorted(set(expected) | set(actual)):
+        e, a = expected.get(table), actual.get(table)
+        if e is None or a is None:
+            print(f"{table}: only in {'the server' if e is None else path}")
+            problems += 1
+        elif e != a:
+            problems += 1
+            if e["columns"] != a["columns"]:
+                print(f"{table}: columns differ")
+            for i, (er, ar) in enumerate(zip(e["rows"], a["rows"])):
+                for col in er:
+                    if er.get(col) != ar.get(col):
+                        print(f"{table} row {i} column {col}: expected {str(er.get(col))[:80]!r}, got {str(ar.get(col))[:80]!r}")
+            if len(e["rows"]) != len(a["rows"]):
+                print(f"{table}: expected {len(e['rows'])} rows, got {len(a['rows'])}")
+    print(f"compare-final: {len(expected)} tables, {sum(len(t['rows']) for t in expected.values())} rows, "
+          f"{problems} tables differ")
+    return 1 if problems else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--sql", required=True)
-    ap.add_argument("--datadir", required=True, help="the server's datadir (binlogs are copied from it)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--sql")
+    ap.add_argument("--datadir", help="the server's datadir (binlogs are copied from it)")
+    ap.add_argument("--out")
+    ap.add_argument("--compare-final", metavar="FILE",
+                    help="run no SQL: compare the server's tables with FILE (an expected-final.json); exit 1 on a difference")
     args = ap.parse_args()
+    if args.compare_final:
+        sys.exit(compare_final(args.port, args.compare_final))
+    if not (args.sql and args.datadir and args.out):
+        ap.error("--sql, --datadir and --out are required when recording")
 
     os.makedirs(args.out, exist_ok=True)
     snap = connect(args.port)
