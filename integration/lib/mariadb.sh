@@ -39,9 +39,10 @@ ensure_mariadb_installed() {
     _mariadb_log "installing mariadb-server and mariadb-client with apt-get"
     local sudo=""
     if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    # No service start during install: policy-rc.d is honoured by invoke-rc.d on Debian.
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null \
+        || { _mariadb_log "apt-get update failed"; return 1; }
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mariadb-server mariadb-client >/dev/null \
+        || { _mariadb_log "apt-get install mariadb-server mariadb-client failed"; return 1; }
     command -v mariadb >/dev/null 2>&1 || { _mariadb_log "mariadb client still missing after install"; return 1; }
 }
 
