@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Throwaway MariaDB servers for tests, started without systemd.
+#
+# Sourceable:   . integration/lib/mariadb.sh
+#               ensure_mariadb_installed
+#               mariadb_start NAME [extra mariadbd args...]   # exports MARIADB_PORT/_DATADIR/_SOCKET
+#               mariadb_sql NAME "SQL" [extra client args...] # SQL "-" reads stdin
+#               mariadb_stop NAME
+# Executable:   integration/lib/mariadb.sh install
+#               integration/lib/mariadb.sh start NAME [extra mariadbd args...]   # prints KEY=VALUE lines
+#               integration/lib/mariadb.sh stop NAME
+#               integration/lib/mariadb.sh sql NAME "SQL"
+#
+# Work files live in ${SLUICE_WORK:-<repo>/.work}/mariadb-NAME (datadir, sock, pid, port, error.log).
+# Only loopback (127.0.0.1) is used.
+
+_MARIADB_SH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+_MARIADB_SH_REPO="$(cd "$_MARIADB_SH_DIR/../.." && pwd)"
+
+_mariadb_log() { echo "mariadb.sh: $*" >&2; }
+
+mariadb_workdir() {
+    echo "${SLUICE_WORK:-$_MARIADB_SH_REPO/.work}"
+}
+
+mariadb_datadir() {
+    local name="${1:?mariadb_datadir NAME}"
+    echo "$(mariadb_workdir)/mariadb-$name"
+}
+
+# Installs mariadb-server and mariadb-client from apt when the binaries are missing. Idempotent.
+ensure_mariadb_installed() {
+    if command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; then
+        if command -v mariadb >/dev/null 2>&1 && command -v mariadb-binlog >/dev/null 2>&1 \
+            && command -v mariadb-install-db >/dev/null 2>&1 && command -v mariadb-admin >/dev/null 2>&1; then
+            return 0
+        fi
+    fi
+    _mariadb_log "installing mariadb-server and mariadb-client with apt-get"
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null \
+        || { _mariadb_log "apt-get update failed"; return 1; }
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mariadb-server mariadb-client >/dev/null \
+        || { _mariadb_log "apt-get install mariadb-server mariadb-client failed"; return 1; }
+    command -v mariadb >/dev/null 2>&1 || { _mariadb_log "mariadb client still missing after install"; return 1; }
+}
+
+_mariadbd_bin() {
+    if command -v mariadbd >/dev/null 2>&1; then command -v mariadbd; else echo /usr/sbin/mariadbd; fi
+}
+
+_mariadb_free_port() {
+    python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# True when the pid in FILE names a live process.
+_mariadb_pid_alive() {
+    local pidfile="$1" pid
+    [ -s "$pidfile" ] || return 1
+    pid="$(cat "$pidfile")"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+mariadb_stop() {
+    local name="${1:?mariadb_stop NAME}"
+    local d pid i
+    d="$(mariadb_datadir "$name")"
+    for pidfile in "$d/pid" "$d/mariadbd.pid"; do
+        if _mariadb_pid_alive "$pidfile"; then
+            pid="$(cat "$pidfile")"
+            kill -TERM "$pid" 2>/dev/null || true
+            for i in $(seq 1 300); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            if kill -0 "$pid" 2>/dev/null; then
+                _mariadb_log "server $name (pid $pid) ignored SIGTERM for 30 s; sending SIGKILL"
+                kill -KILL "$pid" 2>/dev/null || true
+                for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            fi
+        fi
+    done
+    rm -f "$d/pid" "$d/mariadbd.pid"
+}
+
+mariadb_start() {
+    local name="${1:?mariadb_start NAME [mariadbd args...]}"
+    shift
+    ensure_mariadb_installed || return 1
+    local d port mariadbd i
+    d="$(mariadb_datadir "$name")"
+    # A leftover server from an earlier run with the same NAME: stop it, then start from an empty datadir.
+    mariadb_stop "$name"
+    rm -rf "$d"
+    mkdir -p "$d/data"
+    if ! mariadb-install-db --no-defaults --datadir="$d/data" --user=root \
+        --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1; then
+        _mariadb_log "mariadb-install-db failed; see $d/install.log"
+        tail -n 20 "$d/install.log" >&2
+        return 1
+    fi
+    port="$(_mariadb_free_port)"
+    mariadbd="$(_mariadbd_bin)"
+    # setsid: the server must not get the terminal's SIGINT meant for the calling script.
+    setsid "$mariadbd" --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" --pid-file="$d/pid" \
+        --port="$port" --bind-address=127.0.0.1 --server-id=1 --log-bin=mysql-bin \
+        --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --binlog-checksum=CRC32 \
+        --gtid-strict-mode=ON --plugin-load-add=auth_ed25519 "$@" \
+        >>"$d/error.log" 2>&1 </dev/null &
+    local bgpid=$!
+    echo "$bgpid" >"$d/mariadbd.pid"
+    for i in $(seq 1 300); do
+        if mariadb-admin --no-defaults -uroot -h127.0.0.1 -P"$port" --connect-timeout=1 ping >/dev/null 2>&1; then
+            break
+        fi
+        if ! kill -0 "$bgpid" 2>/dev/null; then
+            _mariadb_log "mariadbd for $name exited during start-up; last lines of $d/error.log:"
+            tail -n 20 "$d/error.log" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    if ! mariadb-admin --no-defaults -uroot -h127.0.0.1 -P"$port" --connect-timeout=1 ping >/dev/null 2>&1; then
+        _mariadb_log "mariadbd for $name did not answer ping within 30 s; see $d/error.log"
+        tail -n 20 "$d/error.log" >&2
+        mariadb_stop "$name"
+        return 1
+    fi
+    echo "$port" >"$d/port"
+    export MARIADB_PORT="$port"
+    export MARIADB_DATADIR="$d/data"
+    export MARIADB_SOCKET="$d/sock"
+    echo "MARIADB_PORT=$MARIADB_PORT"
+    echo "MARIADB_DATADIR=$MARIADB_DATADIR"
+    echo "MARIADB_SOCKET=$MARIADB_SOCKET"
+}
+
+mariadb_port() {
+    local name="${1:?mariadb_port NAME}"
+    cat "$(mariadb_datadir "$name")/port"
+}
+
+# mariadb_sql NAME "SQL" [extra client args]; SQL "-" reads statements from stdin.
+mariadb_sql() {
+    local name="${1:?mariadb_sql NAME SQL}" sql="${2:?mariadb_sql NAME SQL}"
+    shift 2
+    local port
+    port="$(mariadb_port "$name")" || return 1
+    if [ "$sql" = "-" ]; then
+        mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" --default-character-set=utf8mb4 "$@"
+    else
+        mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" --default-character-set=utf8mb4 "$@" -e "$sql"
+    fi
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -euo pipefail
+    cmd="${1:-}"
+    shift || true
+    case "$cmd" in
+        install) ensure_mariadb_installed ;;
+        start) mariadb_start "$@" ;;
+        stop) mariadb_stop "$@" ;;
+        sql) mariadb_sql "$@" ;;
+        port) mariadb_port "$@" ;;
+        *)
+            echo "usage: $0 install | start NAME [mariadbd args...] | stop NAME | sql NAME SQL | port NAME" >&2
+            exit 2
+            ;;
+    esac
+fi
