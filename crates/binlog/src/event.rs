@@ -579,7 +579,11 @@ impl<'a> Event<'a> {
                 Event::Rotate(Rotate { position, next_file: String::from_utf8_lossy(r.take_rest()) })
             }
             EventType::Query => Event::Query(Query::parse(body, fde.post_header_len(t, 13))?),
-            EventType::Xid => Event::Xid(r.u64("xid")?),
+            EventType::Xid => {
+                let xid = r.u64("xid")?;
+                expect_end(&r, "XID event")?;
+                Event::Xid(xid)
+            }
             EventType::Gtid => Event::Gtid(Gtid::parse(body, false)?),
             EventType::AnonymousGtid => Event::Gtid(Gtid::parse(body, true)?),
             EventType::GtidTagged => Event::Gtid(Gtid::parse_tagged(body)?),
@@ -589,8 +593,16 @@ impl<'a> Event<'a> {
                 r.skip(1, "rows query length")?;
                 Event::RowsQuery(String::from_utf8_lossy(r.take_rest()))
             }
-            EventType::Intvar => Event::Intvar(Intvar { kind: r.u8("intvar type")?, value: r.u64("intvar value")? }),
-            EventType::Rand => Event::Rand { seed1: r.u64("rand seed1")?, seed2: r.u64("rand seed2")? },
+            EventType::Intvar => {
+                let iv = Intvar { kind: r.u8("intvar type")?, value: r.u64("intvar value")? };
+                expect_end(&r, "INTVAR event")?;
+                Event::Intvar(iv)
+            }
+            EventType::Rand => {
+                let (seed1, seed2) = (r.u64("rand seed1")?, r.u64("rand seed2")?);
+                expect_end(&r, "RAND event")?;
+                Event::Rand { seed1, seed2 }
+            }
             EventType::UserVar => {
                 let n = r.u32("user var name length")?;
                 let name = String::from_utf8_lossy(r.take_u64(u64::from(n), "user var name")?);
@@ -700,6 +712,16 @@ impl<'a> Event<'a> {
             Event::Other(t) => t.name(),
             Event::Unknown(_) => "UNKNOWN",
         }
+    }
+}
+
+/// Fixed-size bodies must be consumed exactly: extra bytes mean the event is not what its
+/// type says (a corrupt or foreign event), and reading on would misreport it.
+fn expect_end(r: &Reader<'_>, what: &'static str) -> Result<()> {
+    if r.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::invalid(what, format!("{} unexpected bytes after the body", r.remaining())))
     }
 }
 

@@ -1,0 +1,48 @@
+# Sluice: the targets people and CI run. `make test` and `make demo` do their own set-up
+# on a fresh Debian machine (MariaDB from apt, Rust crates from crates.io).
+
+CARGO ?= cargo
+SLUICE_WORK ?= $(CURDIR)/.work
+export SLUICE_WORK
+
+.PHONY: all build test test-fast lint fmt demo bench bench-data fuzz-smoke setup clean
+
+all: build
+
+build:
+	$(CARGO) build --release --bin sluice
+
+## Installs what the tests need that is not a Rust crate (MariaDB server and client).
+setup:
+	integration/lib/mariadb.sh install
+
+## Every test: unit, fixtures, oracles, mutation, and the scenarios against real MariaDB.
+test: setup
+	$(CARGO) test --workspace --all-targets
+
+## Unit tests only (no servers).
+test-fast:
+	$(CARGO) test --workspace --lib
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## Starts a local MariaDB, writes sample changes, and shows them decoded by `sluice dump`.
+demo: setup build
+	integration/demo.sh
+
+## The 1.4 M-row-change benchmark binlog (generated once, about 2 minutes).
+bench-data:
+	@test -f $(SLUICE_WORK)/bench/full/mysql-bin.000001 || bench/gen_bench_binlog.sh $(SLUICE_WORK)/bench
+
+## Decoder throughput, side by side with mysql_common on the same file.
+bench: bench-data
+	$(CARGO) run --release -p sluice-binlog --example bench_decode -- $(SLUICE_WORK)/bench/full/mysql-bin.*
+
+clean:
+	$(CARGO) clean
+	rm -rf $(SLUICE_WORK)
