@@ -340,9 +340,7 @@ pub enum TextError {
 }
 
 fn utf8<'a>(bytes: &'a [u8], charset: &'static str) -> Result<Cow<'a, str>, TextError> {
-    std::str::from_utf8(bytes)
-        .map(Cow::Borrowed)
-        .map_err(|e| TextError::Invalid { charset, offset: e.valid_up_to() })
+    std::str::from_utf8(bytes).map(Cow::Borrowed).map_err(|e| TextError::Invalid { charset, offset: e.valid_up_to() })
 }
 
 /// Decodes UTF-16 (big- or little-endian) or UCS-2 (no surrogates allowed).

@@ -237,8 +237,18 @@ impl ColumnType {
 pub fn read_column_meta(ty: ColumnType, r: &mut Reader<'_>) -> Result<u16> {
     use ColumnType as T;
     Ok(match ty {
-        T::Float | T::Double | T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob | T::Geometry | T::Json
-        | T::Vector | T::Timestamp2 | T::DateTime2 | T::Time2 => u16::from(r.u8("column metadata")?),
+        T::Float
+        | T::Double
+        | T::TinyBlob
+        | T::Blob
+        | T::MediumBlob
+        | T::LongBlob
+        | T::Geometry
+        | T::Json
+        | T::Vector
+        | T::Timestamp2
+        | T::DateTime2
+        | T::Time2 => u16::from(r.u8("column metadata")?),
         T::VarChar => r.u16("VARCHAR metadata")?,
         T::Bit => {
             let bits = r.u8("BIT metadata")?;

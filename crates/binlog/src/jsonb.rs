@@ -131,9 +131,7 @@ impl Parser {
                 let n = var_len(&mut r)?;
                 let s = r.take_u64(n, "JSON string")?;
                 self.spend(s.len())?;
-                JsonValue::String(
-                    String::from_utf8(s.to_vec()).map_err(|e| bad(format!("string is not UTF-8: {e}")))?,
-                )
+                JsonValue::String(String::from_utf8(s.to_vec()).map_err(|e| bad(format!("string is not UTF-8: {e}")))?)
             }
             T_OPAQUE => {
                 let field_type = ColumnType::from_u8(r.u8("JSON opaque type")?);
@@ -151,7 +149,9 @@ impl Parser {
         let mut r = Reader::new(buf);
         let count = usize::try_from(r.uint_le(w, "JSON element count")?).map_err(|_| bad("count"))?;
         let size = usize::try_from(r.uint_le(w, "JSON container size")?).map_err(|_| bad("size"))?;
-        let buf = buf.get(..size).ok_or_else(|| bad(format!("container size {size} exceeds the {} bytes left", buf.len())))?;
+        let buf = buf
+            .get(..size)
+            .ok_or_else(|| bad(format!("container size {size} exceeds the {} bytes left", buf.len())))?;
         let key_entry = if object { w + 2 } else { 0 };
         let value_entry = 1 + w;
         let header = 2 * w;
@@ -184,8 +184,12 @@ impl Parser {
             let v = if inlined {
                 self.value(ty, entry, depth)?
             } else {
-                let off = usize::try_from(Reader::new(entry).uint_le(w, "JSON value offset")?).map_err(|_| bad("offset"))?;
-                let at = buf.get(off..).filter(|s| !s.is_empty()).ok_or_else(|| bad(format!("value offset {off} is outside its container")))?;
+                let off =
+                    usize::try_from(Reader::new(entry).uint_le(w, "JSON value offset")?).map_err(|_| bad("offset"))?;
+                let at = buf
+                    .get(off..)
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| bad(format!("value offset {off} is outside its container")))?;
                 self.value(ty, at, depth)?
             };
             values.push(v);
@@ -304,7 +308,13 @@ fn write_double(f: &mut impl fmt::Write, d: f64) -> fmt::Result {
     let len = i32::try_from(digits.len()).unwrap_or(1);
     let decpt = exp + 1;
     const WIDTH: i32 = 34; // MY_GCVT_MAX_FIELD_WIDTH
-    let fixed_len = if decpt <= 0 { len - decpt + 2 } else if decpt < len { len + 1 } else { decpt };
+    let fixed_len = if decpt <= 0 {
+        len - decpt + 2
+    } else if decpt < len {
+        len + 1
+    } else {
+        decpt
+    };
     if d.is_sign_negative() && d != 0.0 {
         f.write_char('-')?;
     }
@@ -499,7 +509,8 @@ fn parse_path(path: &str) -> Result<Vec<Leg>> {
                                 Some('f') => key.push('\u{c}'),
                                 Some('u') => {
                                     let hex: String = (0..4).filter_map(|_| it.next().map(|(_, c)| c)).collect();
-                                    let cp = u32::from_str_radix(&hex, 16).map_err(|_| path_err(path, "bad \\u escape"))?;
+                                    let cp =
+                                        u32::from_str_radix(&hex, 16).map_err(|_| path_err(path, "bad \\u escape"))?;
                                     key.push(char::from_u32(cp).ok_or_else(|| path_err(path, "bad \\u escape"))?);
                                 }
                                 Some(c) => key.push(c),

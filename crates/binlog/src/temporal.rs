@@ -399,9 +399,10 @@ impl Timestamp {
             3 | 4 => r.uint_be(2, "TIMESTAMP2 fraction")? * 100,
             _ => r.uint_be(3, "TIMESTAMP2 fraction")?,
         };
-        let micros = u32::try_from(micros).ok().filter(|&m| m < 1_000_000).ok_or_else(|| {
-            Error::invalid("TIMESTAMP2", format!("fraction {micros} exceeds 999999 microseconds"))
-        })?;
+        let micros = u32::try_from(micros)
+            .ok()
+            .filter(|&m| m < 1_000_000)
+            .ok_or_else(|| Error::invalid("TIMESTAMP2", format!("fraction {micros} exceeds 999999 microseconds")))?;
         Ok(Timestamp { seconds, micros, fsp })
     }
 

@@ -274,12 +274,23 @@ mod tests {
         let b = crate::decimal::tests::encode(true, "0", "5", 10, 2);
         let v = one(&b, &col(ColumnType::NewDecimal, 0x0a02));
         assert!(matches!(&v, Value::Decimal(d) if d.to_string() == "-0.50"));
-        let dt = crate::temporal::DateTime { year: 2024, month: 1, day: 31, hour: 12, minute: 0, second: 0, micros: 123_456, fsp: 6 };
+        let dt = crate::temporal::DateTime {
+            year: 2024,
+            month: 1,
+            day: 31,
+            hour: 12,
+            minute: 0,
+            second: 0,
+            micros: 123_456,
+            fsp: 6,
+        };
         let b = crate::temporal::tests::encode_datetime2(&dt, 6);
         assert_eq!(one(&b, &col(ColumnType::DateTime2, 6)), Value::DateTime(dt));
         let mut ts = 1706702400u32.to_be_bytes().to_vec();
         ts.push(12);
-        assert!(matches!(one(&ts, &col(ColumnType::Timestamp2, 2)), Value::Timestamp(t) if t.to_string() == "2024-01-31 12:00:00.12"));
+        assert!(
+            matches!(one(&ts, &col(ColumnType::Timestamp2, 2)), Value::Timestamp(t) if t.to_string() == "2024-01-31 12:00:00.12")
+        );
         assert!(decode_value(&mut Reader::new(&[0; 8]), &col(ColumnType::Time2, 9)).is_err());
     }
 
