@@ -10,6 +10,10 @@
 
 use std::sync::Arc;
 
+use sluice_protocol::reader::Reader;
+
+use crate::error::{Error, Result};
+
 /// A column's wire type (`enum_field_types`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -210,6 +214,68 @@ impl ColumnType {
     }
 }
 
+/// Reads one column's entry in a TABLE_MAP's metadata block and forms its metadata word.
+///
+/// | type                                                     | bytes | word                         |
+/// |----------------------------------------------------------|-------|------------------------------|
+/// | FLOAT, DOUBLE                                            | 1     | the size (4 / 8)             |
+/// | TINY_BLOB..LONG_BLOB, BLOB, GEOMETRY, JSON, VECTOR       | 1     | length-prefix width (1..=4)  |
+/// | TIMESTAMP2, DATETIME2, TIME2                             | 1     | fsp (0..=6)                  |
+/// | VARCHAR                                                  | 2 LE  | maximum byte length          |
+/// | BIT                                                      | 2     | `bytes << 8 \| bits % 8` (byte 0 = bits, byte 1 = bytes) |
+/// | NEWDECIMAL                                               | 2     | `precision << 8 \| scale`    |
+/// | STRING, ENUM, SET                                        | 2     | `byte0 << 8 \| byte1` (real type, length: see [`Column::resolve_string_type`]) |
+/// | TYPED_ARRAY                                              | 1 + the element type's | the element type's word |
+/// | everything else (integers, DATE, old temporal types, VAR_STRING, DECIMAL, ...) | 0 | 0 |
+///
+/// As MySQL's `table_def` (`rpl_utility.cc`) reads it; VECTOR (MySQL 9.0) is stored like a
+/// BLOB with a 1-byte word (4: a 4-byte length prefix). VAR_STRING has no metadata: servers
+/// write VARCHAR columns as VARCHAR.
+///
+/// # Errors
+/// [`Error::Wire`] when the block is truncated; [`Error::Invalid`] for a nested typed array.
+pub fn read_column_meta(ty: ColumnType, r: &mut Reader<'_>) -> Result<u16> {
+    use ColumnType as T;
+    Ok(match ty {
+        T::Float
+        | T::Double
+        | T::TinyBlob
+        | T::Blob
+        | T::MediumBlob
+        | T::LongBlob
+        | T::Geometry
+        | T::Json
+        | T::Vector
+        | T::Timestamp2
+        | T::DateTime2
+        | T::Time2 => u16::from(r.u8("column metadata")?),
+        T::VarChar => r.u16("VARCHAR metadata")?,
+        T::Bit => {
+            let bits = r.u8("BIT metadata")?;
+            let bytes = r.u8("BIT metadata")?;
+            u16::from_be_bytes([bytes, bits])
+        }
+        T::NewDecimal | T::String | T::Enum | T::Set => {
+            let [a, b] = r.array::<2>("column metadata")?;
+            u16::from_be_bytes([a, b])
+        }
+        T::TypedArray => {
+            let inner = ColumnType::from_u8(r.u8("typed array element type")?);
+            match inner {
+                T::TypedArray => return Err(Error::invalid("column metadata", "nested typed array")),
+                // A typed VARCHAR array adds a third byte.
+                T::VarChar => {
+                    let len = r.u16("typed array metadata")?;
+                    r.skip(1, "typed array metadata")?;
+                    len
+                }
+                other => read_column_meta(other, r)?,
+            }
+        }
+        _ => 0,
+    })
+}
+
 /// Everything known about one column of a table, from its TABLE_MAP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
@@ -265,6 +331,49 @@ impl Column {
         }
     }
 
+    /// For wire type STRING, replaces the raw metadata word with the real type and its
+    /// length, as the server packs them (`Field_string::do_save_field_metadata`):
+    ///
+    /// - byte 0 (high byte of `meta`) is the real type with bits 4-5 *flipped* to carry bits
+    ///   8-9 of the length: when `(byte0 & 0x30) != 0x30`, the length is
+    ///   `byte1 | (((byte0 & 0x30) ^ 0x30) << 4)` and the real type `byte0 | 0x30`
+    ///   (CHAR columns over 255 bytes, e.g. `CHAR(100)` in utf8mb4);
+    /// - otherwise the real type is byte 0 and the length byte 1.
+    ///
+    /// Afterwards `ty` and `meta` mean:
+    /// - ENUM: `ty = Enum`, `meta` = pack length in bytes (1 for up to 255 members, else 2);
+    /// - SET: `ty = Set`, `meta` = pack length in bytes (1..=8, one bit per member);
+    /// - CHAR / BINARY: `ty = String`, `meta` = the maximum byte length (characters times
+    ///   the charset's maximum character width).
+    ///
+    /// Other wire types are left alone, and calling it twice is harmless (a resolved length
+    /// is at most 1023, so its high byte is below the smallest packed real type).
+    pub fn resolve_string_type(&mut self) {
+        if self.wire_type != ColumnType::String || self.ty != ColumnType::String {
+            return;
+        }
+        let [byte0, byte1] = self.meta.to_be_bytes();
+        if byte0 < 0x80 {
+            return; // already resolved (or never packed)
+        }
+        let (real, len) = if byte0 & 0x30 != 0x30 {
+            (byte0 | 0x30, u16::from(byte1) | (u16::from((byte0 & 0x30) ^ 0x30) << 4))
+        } else {
+            (byte0, u16::from(byte1))
+        };
+        match ColumnType::from_u8(real) {
+            ColumnType::Enum => {
+                self.ty = ColumnType::Enum;
+                self.meta = u16::from(byte1);
+            }
+            ColumnType::Set => {
+                self.ty = ColumnType::Set;
+                self.meta = u16::from(byte1);
+            }
+            _ => self.meta = len,
+        }
+    }
+
     /// The name to show: the real name, or `@N` (1-based, as mysqlbinlog prints) when unknown.
     pub fn display_name(&self) -> String {
         match &self.name {
@@ -274,37 +383,59 @@ impl Column {
     }
 }
 
-// TEMPORARY (replaced by the value layer's versions at merge)
-use sluice_protocol::Reader;
-/// Reads a column's metadata word from TABLE_MAP.
-///
-/// # Errors
-/// Truncated input.
-pub fn read_column_meta(ty: ColumnType, r: &mut Reader<'_>) -> crate::Result<u16> {
-    use ColumnType::*;
-    Ok(match ty {
-        Float | Double | Blob | TinyBlob | MediumBlob | LongBlob | Geometry | Json | Timestamp2 | DateTime2
-        | Time2 | Vector => u16::from(r.u8("column meta")?),
-        VarChar | VarString | Bit | NewDecimal => r.u16("column meta")?,
-        String | Enum | Set => {
-            let a = r.u8("column meta")?;
-            let b = r.u8("column meta")?;
-            (u16::from(a) << 8) | u16::from(b)
-        }
-        _ => 0,
-    })
-}
-impl Column {
-    /// Resolves STRING's real type.
-    pub fn resolve_string_type(&mut self) {
-        if self.wire_type == ColumnType::String {
-            let real = (self.meta >> 8) as u8;
-            let real = if real & 0x30 != 0x30 { real | 0x30 } else { real };
-            match ColumnType::from_u8(real) {
-                ColumnType::Enum => self.ty = ColumnType::Enum,
-                ColumnType::Set => self.ty = ColumnType::Set,
-                _ => {}
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(ty: ColumnType, bytes: &[u8]) -> (u16, usize) {
+        let mut r = Reader::new(bytes);
+        let m = read_column_meta(ty, &mut r).unwrap();
+        (m, r.position())
+    }
+
+    #[test]
+    fn metadata_widths() {
+        assert_eq!(meta(ColumnType::Double, &[8, 0xaa]), (8, 1));
+        assert_eq!(meta(ColumnType::Blob, &[2]), (2, 1));
+        assert_eq!(meta(ColumnType::Vector, &[4]), (4, 1));
+        assert_eq!(meta(ColumnType::DateTime2, &[6]), (6, 1));
+        assert_eq!(meta(ColumnType::VarChar, &[0x2c, 0x01]), (300, 2));
+        // BIT(10): 2 bits + 1 byte
+        assert_eq!(meta(ColumnType::Bit, &[2, 1]), (0x0102, 2));
+        // DECIMAL(10,2)
+        assert_eq!(meta(ColumnType::NewDecimal, &[10, 2]), (0x0a02, 2));
+        // ENUM as STRING: real type 247, pack length 1
+        assert_eq!(meta(ColumnType::String, &[0xf7, 0x01]), (0xf701, 2));
+        assert_eq!(meta(ColumnType::Long, &[0xff]), (0, 0));
+        assert_eq!(meta(ColumnType::VarString, &[0xff]), (0, 0));
+        assert_eq!(meta(ColumnType::TypedArray, &[15, 0x10, 0x00, 0x2d]), (16, 4));
+        assert_eq!(meta(ColumnType::TypedArray, &[3]), (0, 1));
+        assert!(read_column_meta(ColumnType::VarChar, &mut Reader::new(&[1])).is_err());
+    }
+
+    fn resolved(meta: u16) -> (ColumnType, u16) {
+        let mut c = Column::new(0, ColumnType::String, meta, true);
+        c.resolve_string_type();
+        let once = (c.ty, c.meta);
+        c.resolve_string_type();
+        assert_eq!((c.ty, c.meta), once, "idempotent");
+        once
+    }
+
+    #[test]
+    fn string_real_types() {
+        assert_eq!(resolved(0xf701), (ColumnType::Enum, 1));
+        assert_eq!(resolved(0xf702), (ColumnType::Enum, 2));
+        assert_eq!(resolved(0xf808), (ColumnType::Set, 8));
+        // CHAR(10) latin1
+        assert_eq!(resolved(0xfe0a), (ColumnType::String, 10));
+        // CHAR(100) utf8mb4 = 400 bytes: 400 = 0x190; bits 8-9 = 1 -> byte0 = 0xfe ^ 0x10 = 0xee
+        assert_eq!(resolved(0xee90), (ColumnType::String, 400));
+        // CHAR(255) utf8mb4 = 1020 bytes = 0x3fc -> byte0 = 0xfe ^ 0x30 = 0xce
+        assert_eq!(resolved(0xcefc), (ColumnType::String, 1020));
+        // other wire types are left alone
+        let mut c = Column::new(0, ColumnType::VarChar, 0xf701, true);
+        c.resolve_string_type();
+        assert_eq!((c.ty, c.meta), (ColumnType::VarChar, 0xf701));
     }
 }

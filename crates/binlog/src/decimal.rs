@@ -1,3 +1,403 @@
-//! (being written)
-/// Exact decimal (placeholder). 
-#[derive(Debug, Clone, PartialEq, Eq)] pub struct Decimal;
+//! Exact DECIMAL / NUMERIC values: MySQL's binary decimal format, text, and the unscaled
+//! two's-complement bytes the Avro `decimal` logical type wants.
+//!
+//! ## Binary format (`bin2decimal`)
+//! A DECIMAL(P, S) has `P - S` integer digits and `S` fraction digits. Each side is cut into
+//! groups of 9 digits stored as 4-byte big-endian integers; the leftover digits (the
+//! *leading* integer digits and the *trailing* fraction digits) take
+//! `[0, 1, 1, 2, 2, 3, 3, 4, 4, 4][n]` bytes:
+//!
+//! | part                    | bytes                 |
+//! |-------------------------|-----------------------|
+//! | leading integer digits  | `DIG2BYTES[intg % 9]` |
+//! | full integer groups     | `4 * (intg / 9)`      |
+//! | full fraction groups    | `4 * (frac / 9)`      |
+//! | trailing fraction digits| `DIG2BYTES[frac % 9]` |
+//!
+//! The top bit of the first byte is the sign, flipped (set for positive values); a negative
+//! value has every byte inverted. No floats anywhere: digits stay digits.
+//!
+//! References: MySQL `strings/decimal.cc` (`bin2decimal`, `decimal_bin_size`),
+//! <https://dev.mysql.com/doc/refman/8.0/en/precision-math-decimal-characteristics.html>.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sluice_protocol::reader::Reader;
+
+use crate::error::{Error, Result};
+
+/// Bytes used by a leftover group of `n` (0..=8) digits.
+const DIG2BYTES: [usize; 10] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
+/// Digits per full group.
+const DIG_PER_DEC: usize = 9;
+/// The largest precision MySQL and MariaDB accept.
+pub const MAX_PRECISION: u8 = 65;
+/// The largest scale accepted (MariaDB allows 38; MySQL 30).
+pub const MAX_SCALE: u8 = 38;
+
+/// An exact decimal number: sign, the digits of the unscaled integer, and the scale.
+///
+/// `Decimal { digits: 12345, scale: 2 }` is `123.45`. Zero is never negative.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Decimal {
+    negative: bool,
+    /// Decimal digits (0..=9) of the unscaled magnitude, most significant first, no leading
+    /// zeros (empty for zero).
+    digits: Vec<u8>,
+    precision: u8,
+    scale: u8,
+}
+
+fn dig2bytes(n: usize) -> usize {
+    DIG2BYTES.get(n).copied().unwrap_or(4)
+}
+
+/// The byte size of a binary DECIMAL(precision, scale).
+pub fn binary_size(precision: u8, scale: u8) -> usize {
+    let intg = usize::from(precision.saturating_sub(scale));
+    let frac = usize::from(scale);
+    (intg / DIG_PER_DEC) * 4 + dig2bytes(intg % DIG_PER_DEC) + (frac / DIG_PER_DEC) * 4 + dig2bytes(frac % DIG_PER_DEC)
+}
+
+fn check_shape(precision: u8, scale: u8) -> Result<()> {
+    if precision == 0 || precision > MAX_PRECISION || scale > MAX_SCALE || scale > precision {
+        return Err(Error::invalid("DECIMAL", format!("bad precision/scale ({precision},{scale})")));
+    }
+    Ok(())
+}
+
+/// Appends `n` digits of `v` (zero-padded) to `out`.
+fn push_digits(out: &mut Vec<u8>, v: u32, n: usize) {
+    let start = out.len();
+    let mut v = v;
+    for _ in 0..n {
+        out.push(u8::try_from(v % 10).unwrap_or(0));
+        v /= 10;
+    }
+    if let Some(s) = out.get_mut(start..) {
+        s.reverse();
+    }
+}
+
+impl Decimal {
+    /// Reads a binary DECIMAL(precision, scale) (`bin2decimal`).
+    ///
+    /// # Errors
+    /// [`Error::Wire`] when truncated; [`Error::Invalid`] for an impossible precision/scale
+    /// or a digit group out of range.
+    pub fn read(r: &mut Reader<'_>, precision: u8, scale: u8) -> Result<Decimal> {
+        check_shape(precision, scale)?;
+        let size = binary_size(precision, scale);
+        let raw = r.take(size, "DECIMAL")?;
+        let first = raw.first().copied().unwrap_or(0x80);
+        let negative = first & 0x80 == 0;
+        let mask: u8 = if negative { 0xff } else { 0 };
+        let mut bytes: Vec<u8> = raw.iter().map(|b| b ^ mask).collect();
+        if let Some(b) = bytes.first_mut() {
+            *b ^= 0x80;
+        }
+        let mut g = Reader::new(&bytes);
+        let intg = usize::from(precision - scale);
+        let frac = usize::from(scale);
+        let mut digits = Vec::with_capacity(usize::from(precision));
+        let mut group = |g: &mut Reader<'_>, ndig: usize| -> Result<()> {
+            if ndig == 0 {
+                return Ok(());
+            }
+            let v = g.uint_be(dig2bytes(ndig), "DECIMAL group")?;
+            let limit = 10u64.pow(u32::try_from(ndig).unwrap_or(9));
+            if v >= limit {
+                return Err(Error::invalid("DECIMAL", format!("digit group {v} has more than {ndig} digits")));
+            }
+            push_digits(&mut digits, u32::try_from(v).unwrap_or(0), ndig);
+            Ok(())
+        };
+        group(&mut g, intg % DIG_PER_DEC)?;
+        for _ in 0..intg / DIG_PER_DEC {
+            group(&mut g, DIG_PER_DEC)?;
+        }
+        for _ in 0..frac / DIG_PER_DEC {
+            group(&mut g, DIG_PER_DEC)?;
+        }
+        group(&mut g, frac % DIG_PER_DEC)?;
+        Ok(Decimal::from_parts(negative, digits, precision, scale))
+    }
+
+    fn from_parts(negative: bool, digits: Vec<u8>, precision: u8, scale: u8) -> Decimal {
+        let lead = digits.iter().take_while(|&&d| d == 0).count();
+        let digits: Vec<u8> = digits.get(lead..).unwrap_or(&[]).to_vec();
+        let negative = negative && !digits.is_empty();
+        Decimal { negative, digits, precision, scale }
+    }
+
+    /// Digits after the decimal point.
+    pub fn scale(&self) -> u8 {
+        self.scale
+    }
+
+    /// Total digits declared (the column's precision, or the digits a parsed literal needs).
+    pub fn precision(&self) -> u8 {
+        self.precision
+    }
+
+    /// True for values below zero (zero is never negative).
+    pub fn is_negative(&self) -> bool {
+        self.negative
+    }
+
+    /// True for zero.
+    pub fn is_zero(&self) -> bool {
+        self.digits.is_empty()
+    }
+
+    /// The unscaled integer as minimal big-endian two's-complement bytes (the Avro
+    /// `decimal` logical type's encoding): `123.45` with scale 2 is 12345 = `[0x30, 0x39]`.
+    pub fn to_unscaled_be_bytes(&self) -> Vec<u8> {
+        // Magnitude in little-endian u32 limbs: limbs = limbs * 10 + d.
+        let mut limbs: Vec<u32> = Vec::new();
+        for &d in &self.digits {
+            let mut carry = u64::from(d);
+            for limb in limbs.iter_mut() {
+                let v = u64::from(*limb) * 10 + carry;
+                *limb = (v & 0xffff_ffff) as u32;
+                carry = v >> 32;
+            }
+            if carry != 0 {
+                limbs.push((carry & 0xffff_ffff) as u32);
+            }
+        }
+        // Big-endian magnitude with one spare leading zero byte for the sign bit.
+        let mut be: Vec<u8> = vec![0];
+        for limb in limbs.iter().rev() {
+            be.extend_from_slice(&limb.to_be_bytes());
+        }
+        if self.negative {
+            // Two's complement: invert and add one.
+            for b in be.iter_mut() {
+                *b = !*b;
+            }
+            for b in be.iter_mut().rev() {
+                let (v, overflow) = b.overflowing_add(1);
+                *b = v;
+                if !overflow {
+                    break;
+                }
+            }
+        }
+        // Strip redundant sign bytes.
+        let mut start = 0;
+        while let (Some(&b), Some(&next)) = (be.get(start), be.get(start + 1)) {
+            let redundant = (b == 0 && next & 0x80 == 0) || (b == 0xff && next & 0x80 != 0);
+            if !redundant {
+                break;
+            }
+            start += 1;
+        }
+        be.split_off(start)
+    }
+
+    /// The unscaled integer's decimal digits, most significant first (empty for zero).
+    pub fn unscaled_digits(&self) -> &[u8] {
+        &self.digits
+    }
+}
+
+impl fmt::Display for Decimal {
+    /// Prints as MySQL does: every scale digit kept (`5.00`), `-0.50`, no point for scale 0.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scale = usize::from(self.scale);
+        // Pad with leading zeros to at least one integer digit.
+        let width = self.digits.len().max(scale + 1);
+        let pad = width - self.digits.len();
+        let mut s = String::with_capacity(width + 2);
+        if self.negative {
+            s.push('-');
+        }
+        let int_len = width - scale;
+        let all = std::iter::repeat_n(0u8, pad).chain(self.digits.iter().copied());
+        for (i, d) in all.enumerate() {
+            if i == int_len {
+                s.push('.');
+            }
+            s.push(char::from(b'0' + d));
+        }
+        f.write_str(&s)
+    }
+}
+
+impl FromStr for Decimal {
+    type Err = Error;
+
+    /// Parses `[-+]digits[.digits]`; the scale is the number of fraction digits written, the
+    /// precision the significant integer digits plus the scale (at least 1).
+    fn from_str(s: &str) -> Result<Decimal> {
+        let bad = || Error::invalid("DECIMAL", format!("not a decimal number: {s:?}"));
+        let (negative, body) = match s.as_bytes().first() {
+            Some(b'-') => (true, s.get(1..).unwrap_or("")),
+            Some(b'+') => (false, s.get(1..).unwrap_or("")),
+            _ => (false, s),
+        };
+        let (int, frac) = match body.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (body, ""),
+        };
+        if (int.is_empty() && frac.is_empty())
+            || !int.bytes().all(|b| b.is_ascii_digit())
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+            || (body.contains('.') && frac.is_empty())
+        {
+            return Err(bad());
+        }
+        let int_sig = int.trim_start_matches('0').len();
+        let scale = u8::try_from(frac.len()).map_err(|_| bad())?;
+        let precision = u8::try_from((int_sig + frac.len()).max(1)).map_err(|_| bad())?;
+        check_shape(precision, scale)?;
+        let digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
+        Ok(Decimal::from_parts(negative, digits, precision, scale))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// MySQL's `decimal2bin` for a digit string, for tests.
+    pub(crate) fn encode(negative: bool, int: &str, frac: &str, precision: u8, scale: u8) -> Vec<u8> {
+        let intg = usize::from(precision - scale);
+        let fr = usize::from(scale);
+        let int = format!("{:0>w$}", int, w = intg);
+        let frac = format!("{:0<w$}", frac, w = fr);
+        let mut out = Vec::new();
+        let mut put = |digs: &str| {
+            if digs.is_empty() {
+                return;
+            }
+            let v: u32 = digs.parse().unwrap();
+            let n = dig2bytes(digs.len());
+            out.extend_from_slice(&v.to_be_bytes()[4 - n..]);
+        };
+        let lead = intg % 9;
+        put(&int[..lead]);
+        for c in int.as_bytes()[lead..].chunks(9) {
+            put(std::str::from_utf8(c).unwrap());
+        }
+        for c in frac.as_bytes().chunks(9) {
+            put(std::str::from_utf8(c).unwrap());
+        }
+        out[0] ^= 0x80;
+        if negative {
+            for b in out.iter_mut() {
+                *b = !*b;
+            }
+        }
+        out
+    }
+
+    fn dec(bytes: &[u8], p: u8, s: u8) -> Decimal {
+        let mut r = Reader::new(bytes);
+        let d = Decimal::read(&mut r, p, s).unwrap();
+        assert!(r.is_empty());
+        d
+    }
+
+    #[test]
+    fn mysql_manual_example() {
+        // 1234567890.1234 as DECIMAL(14,4): the example from decimal.cc's comment.
+        let bytes = [0x81, 0x0D, 0xFB, 0x38, 0xD2, 0x04, 0xD2];
+        assert_eq!(dec(&bytes, 14, 4).to_string(), "1234567890.1234");
+        // -1234567890.1234
+        let neg: Vec<u8> = bytes.iter().map(|b| !b).collect();
+        assert_eq!(dec(&neg, 14, 4).to_string(), "-1234567890.1234");
+    }
+
+    #[test]
+    fn display_like_mysql() {
+        assert_eq!(dec(&encode(false, "5", "", 10, 2), 10, 2).to_string(), "5.00");
+        assert_eq!(dec(&encode(true, "0", "5", 10, 2), 10, 2).to_string(), "-0.50");
+        assert_eq!(dec(&encode(false, "0", "", 10, 2), 10, 2).to_string(), "0.00");
+        assert_eq!(dec(&encode(false, "42", "", 5, 0), 5, 0).to_string(), "42");
+        assert_eq!(dec(&encode(false, "", "05", 2, 2), 2, 2).to_string(), "0.05");
+        assert_eq!(dec(&encode(true, "0", "", 5, 0), 5, 0).to_string(), "0");
+        assert_eq!("0.001".parse::<Decimal>().unwrap().to_string(), "0.001");
+        assert_eq!("-12.30".parse::<Decimal>().unwrap().to_string(), "-12.30");
+        assert!("1.".parse::<Decimal>().is_err());
+        assert!("abc".parse::<Decimal>().is_err());
+        assert!("".parse::<Decimal>().is_err());
+    }
+
+    #[test]
+    fn bad_groups_and_shapes() {
+        // 999999999 + 1 does not fit a 9-digit group
+        let mut b = encode(false, "0", "", 9, 0);
+        b.copy_from_slice(&[0x80 | 0x3b, 0x9a, 0xca, 0x00]);
+        assert!(Decimal::read(&mut Reader::new(&b), 9, 0).is_err());
+        assert!(Decimal::read(&mut Reader::new(&[0x80]), 2, 3).is_err());
+        assert!(Decimal::read(&mut Reader::new(&[0x80]), 10, 2).is_err());
+    }
+
+    #[test]
+    fn unscaled_bytes() {
+        let d: Decimal = "123.45".parse().unwrap();
+        assert_eq!(d.to_unscaled_be_bytes(), vec![0x30, 0x39]);
+        let d: Decimal = "-1.28".parse().unwrap();
+        assert_eq!(d.to_unscaled_be_bytes(), vec![0x80]);
+        let d: Decimal = "1.28".parse().unwrap();
+        assert_eq!(d.to_unscaled_be_bytes(), vec![0x00, 0x80]);
+        let d: Decimal = "0.00".parse().unwrap();
+        assert_eq!(d.to_unscaled_be_bytes(), vec![0x00]);
+    }
+
+    fn minimal_i128(v: i128) -> Vec<u8> {
+        let b = v.to_be_bytes();
+        let mut start = 0;
+        while start < 15 {
+            let (x, n) = (b[start], b[start + 1]);
+            if (x == 0 && n & 0x80 == 0) || (x == 0xff && n & 0x80 != 0) {
+                start += 1;
+            } else {
+                break;
+            }
+        }
+        b[start..].to_vec()
+    }
+
+    proptest! {
+        #[test]
+        fn binary_round_trip(p in 1u8..=65, s_frac in 0u8..=30, neg: bool, seed in proptest::collection::vec(0u8..10, 65)) {
+            let s = s_frac.min(p);
+            let intg = usize::from(p - s);
+            let int: String = seed[..intg].iter().map(|d| char::from(b'0' + d)).collect();
+            let frac: String = seed[intg..usize::from(p)].iter().map(|d| char::from(b'0' + d)).collect();
+            let bytes = encode(neg, &int, &frac, p, s);
+            prop_assert_eq!(bytes.len(), binary_size(p, s));
+            let d = dec(&bytes, p, s);
+            let int_trim = int.trim_start_matches('0');
+            let zero = int_trim.is_empty() && frac.bytes().all(|b| b == b'0');
+            let expect = format!("{}{}{}{}", if neg && !zero { "-" } else { "" },
+                if int_trim.is_empty() { "0" } else { int_trim },
+                if s > 0 { "." } else { "" }, frac);
+            prop_assert_eq!(d.to_string(), expect.clone());
+            let back: Decimal = expect.parse().unwrap();
+            prop_assert_eq!(back.to_string(), expect);
+            prop_assert_eq!(back.unscaled_digits(), d.unscaled_digits());
+        }
+
+        #[test]
+        fn unscaled_matches_i128(v in any::<i64>(), scale in 0u8..10) {
+            let v = i128::from(v) * 1_000_003;
+            let abs = v.unsigned_abs().to_string();
+            let abs = format!("{:0>w$}", abs, w = usize::from(scale) + 1);
+            let (i, f) = abs.split_at(abs.len() - usize::from(scale));
+            let text = format!("{}{}{}{}", if v < 0 { "-" } else { "" }, i, if scale > 0 { "." } else { "" }, f);
+            let d: Decimal = text.parse().unwrap();
+            prop_assert_eq!(d.to_unscaled_be_bytes(), minimal_i128(v));
+        }
+
+        #[test]
+        fn never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40), p in 0u8..80, s in 0u8..40) {
+            let _ = Decimal::read(&mut Reader::new(&bytes), p, s);
+        }
+    }
+}
