@@ -150,9 +150,11 @@ impl EventDecoder {
             ChecksumAlg::None
         };
         let body_end = match alg {
-            ChecksumAlg::Crc32 => raw.len().checked_sub(4).filter(|&e| e >= HEADER_LEN).ok_or_else(|| {
-                Error::invalid("event", "too short to hold its checksum")
-            })?,
+            ChecksumAlg::Crc32 => raw
+                .len()
+                .checked_sub(4)
+                .filter(|&e| e >= HEADER_LEN)
+                .ok_or_else(|| Error::invalid("event", "too short to hold its checksum"))?,
             ChecksumAlg::None => raw.len(),
         };
         if alg == ChecksumAlg::Crc32 && self.opts.verify_checksum {
@@ -193,7 +195,8 @@ impl EventDecoder {
                 Ok(Event::TransactionPayload(info))
             }
             EventType::MariadbQueryCompressed => {
-                let q = Query::parse_compressed(body, self.fde.post_header_len(t, 13), self.opts.max_decompressed_size)?;
+                let q =
+                    Query::parse_compressed(body, self.fde.post_header_len(t, 13), self.opts.max_decompressed_size)?;
                 Ok(Event::Query(q))
             }
             EventType::PreGaWriteRows | EventType::PreGaUpdateRows | EventType::PreGaDeleteRows => Err(Error::invalid(
@@ -238,16 +241,13 @@ impl EventDecoder {
 /// the flag is cleared before computing.
 fn verify_crc(raw: &[u8], body_end: usize, is_fde: bool) -> Result<()> {
     let data = raw.get(..body_end).unwrap_or(&[]);
-    let stored = raw
-        .get(body_end..body_end + 4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map(u32::from_le_bytes)
-        .unwrap_or(0);
+    let stored =
+        raw.get(body_end..body_end + 4).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(u32::from_le_bytes).unwrap_or(0);
     let mut h = crc32fast::Hasher::new();
     if is_fde {
         let (head, tail) = data.split_at(17.min(data.len()));
         h.update(head);
-        let flags = tail.get(..2).map(|f| u16::from_le_bytes([f[0], f[1]])).unwrap_or(0);
+        let flags = tail.get(..2).and_then(|f| <[u8; 2]>::try_from(f).ok()).map_or(0, u16::from_le_bytes);
         h.update(&(flags & !LOG_EVENT_BINLOG_IN_USE_F).to_le_bytes());
         h.update(tail.get(2..).unwrap_or(&[]));
     } else {
@@ -289,7 +289,11 @@ pub fn split_events(buf: &[u8]) -> impl Iterator<Item = Result<&[u8]>> {
                 return Err(Error::invalid("payload event", format!("event size {size} < 19")));
             }
             rest.get(..size).ok_or_else(|| {
-                Error::from(sluice_protocol::Error::Truncated { what: "payload event", needed: size, remaining: rest.len() })
+                Error::from(sluice_protocol::Error::Truncated {
+                    what: "payload event",
+                    needed: size,
+                    remaining: rest.len(),
+                })
             })
         });
         match res {

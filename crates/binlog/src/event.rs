@@ -109,9 +109,10 @@ impl FormatDescription {
         let aware = checksum_aware(&server_version);
         let (lens, checksum) = if aware {
             // the last 5 bytes: algorithm byte and the FDE's own CRC slot
-            let split = rest.len().checked_sub(5).ok_or_else(|| {
-                Error::invalid("format description", "too short for the checksum algorithm byte")
-            })?;
+            let split = rest
+                .len()
+                .checked_sub(5)
+                .ok_or_else(|| Error::invalid("format description", "too short for the checksum algorithm byte"))?;
             let (lens, tail) = rest.split_at(split);
             let alg = match tail.first() {
                 Some(0) => ChecksumAlg::None,
@@ -139,7 +140,8 @@ impl FormatDescription {
 /// Whether a server of this version writes the checksum-algorithm byte in its FDE:
 /// MySQL from 5.6.1, MariaDB from 5.3.0.
 fn checksum_aware(version: &str) -> bool {
-    let mut nums = version.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse::<u32>().unwrap_or(0));
+    let mut nums =
+        version.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse::<u32>().unwrap_or(0));
     let v = (nums.next().unwrap_or(0), nums.next().unwrap_or(0), nums.next().unwrap_or(0));
     if version.contains("MariaDB") {
         v >= (5, 3, 0)
@@ -279,7 +281,8 @@ fn parse_status_vars(bytes: &[u8]) -> QueryStatus {
                     // 254 = OVER_MAX_DBS_IN_EVENT_MTS: no names follow
                     if n != 254 {
                         for _ in 0..n {
-                            st.updated_db_names.push(String::from_utf8_lossy(r.nul_bytes("Q_UPDATED_DB_NAMES")?).into_owned());
+                            st.updated_db_names
+                                .push(String::from_utf8_lossy(r.nul_bytes("Q_UPDATED_DB_NAMES")?).into_owned());
                         }
                     }
                 }
@@ -361,7 +364,8 @@ impl Gtid {
             let has_original = imm & (1 << 55) != 0;
             let imm = imm & !(1 << 55);
             g.immediate_commit_timestamp = Some(imm);
-            g.original_commit_timestamp = Some(if has_original { r.uint_le(7, "original commit timestamp")? } else { imm });
+            g.original_commit_timestamp =
+                Some(if has_original { r.uint_le(7, "original commit timestamp")? } else { imm });
             if !r.is_empty() {
                 g.transaction_length = Some(r.lenenc_int("transaction length")?);
             }
@@ -418,7 +422,8 @@ impl Gtid {
                     let len = vu(&mut r, "gtid tag length")?;
                     let t = r.take_u64(len, "gtid tag")?;
                     if !t.is_empty() {
-                        let s = std::str::from_utf8(t).map_err(|_| Error::invalid("tagged gtid", "tag is not UTF-8"))?;
+                        let s =
+                            std::str::from_utf8(t).map_err(|_| Error::invalid("tagged gtid", "tag is not UTF-8"))?;
                         g.gtid.tsid.tag = Some(Tag::new(s)?);
                     }
                 }
@@ -427,7 +432,7 @@ impl Gtid {
                 6 => g.immediate_commit_timestamp = Some(vu(&mut r, "gtid immediate commit ts")?),
                 7 => g.original_commit_timestamp = Some(vu(&mut r, "gtid original commit ts")?),
                 8 => g.transaction_length = Some(vu(&mut r, "gtid transaction length")?),
-                9 | 10 | 11 => {
+                9..=11 => {
                     vu(&mut r, "gtid server version / ticket")?;
                 }
                 other => {
@@ -637,14 +642,20 @@ impl<'a> Event<'a> {
             EventType::Stop => Event::Stop,
             EventType::Incident => {
                 let kind = r.u16("incident type")?;
-                let message = if r.is_empty() { Cow::Borrowed("") } else { String::from_utf8_lossy(r.u8_prefixed("incident message")?) };
+                let message = if r.is_empty() {
+                    Cow::Borrowed("")
+                } else {
+                    String::from_utf8_lossy(r.u8_prefixed("incident message")?)
+                };
                 Event::Incident { kind, message }
             }
             EventType::XaPrepare => Event::XaPrepare { one_phase: r.u8("xa one phase")? != 0 },
             EventType::MariadbAnnotateRows => Event::MariadbAnnotateRows(String::from_utf8_lossy(body)),
             EventType::MariadbBinlogCheckpoint => {
                 let n = r.u32("checkpoint name length")?;
-                Event::MariadbBinlogCheckpoint(String::from_utf8_lossy(r.take_u64(u64::from(n), "checkpoint file name")?))
+                Event::MariadbBinlogCheckpoint(String::from_utf8_lossy(
+                    r.take_u64(u64::from(n), "checkpoint file name")?,
+                ))
             }
             EventType::MariadbGtid => {
                 let seq_no = r.u64("gtid seq_no")?;
@@ -747,10 +758,7 @@ pub(crate) fn mariadb_uncompress(data: &[u8], max: u64, what: &'static str) -> R
     let mut z = flate2::read::ZlibDecoder::new(r.rest()).take(len + 1);
     z.read_to_end(&mut out).map_err(|e| Error::Decompress { what, reason: e.to_string() })?;
     if out.len() as u64 != len {
-        return Err(Error::Decompress {
-            what,
-            reason: format!("announced {len} bytes, got {}", out.len()),
-        });
+        return Err(Error::Decompress { what, reason: format!("announced {len} bytes, got {}", out.len()) });
     }
     Ok(out)
 }
@@ -829,8 +837,8 @@ mod tests {
         let body = [
             0x02u8, 0x78, 0x00, // version 1, size 60, last non-ignorable field 0
             0x00, 0x00, // field 0 flags = 0
-            0x02, 0xaa, 0xee, 0x25, 0x02, 0x08, 0x04, 0x65, 0x02, 0x22, 0xc5, 0x03, 0xc5, 0x02, 0xe1, 0x02, 0x9c,
-            0xc1, 0x03, 0x11, 0x03, 0x55, 0x02, 0xde, 0xad, 0x03, // field 1 uuid, 16 varlen bytes
+            0x02, 0xaa, 0xee, 0x25, 0x02, 0x08, 0x04, 0x65, 0x02, 0x22, 0xc5, 0x03, 0xc5, 0x02, 0xe1, 0x02, 0x9c, 0xc1,
+            0x03, 0x11, 0x03, 0x55, 0x02, 0xde, 0xad, 0x03, // field 1 uuid, 16 varlen bytes
             0x04, 0x0c, // field 2 gno = 3 (zig-zag)
             0x06, 0x0a, b'm', b'y', b't', b'a', b'g', // field 3 tag "mytag"
             0x08, 0x00, // field 4 last_committed = 0

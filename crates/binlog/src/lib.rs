@@ -34,6 +34,6 @@ pub use decoder::{DecodedEvent, EventDecoder};
 pub use error::{Error, Result};
 pub use event::Event;
 pub use header::{EventHeader, EventType};
+pub use sluice_protocol::gtid;
 pub use table_map::TableMap;
 pub use value::Value;
-pub use sluice_protocol::gtid;

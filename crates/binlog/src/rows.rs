@@ -130,8 +130,8 @@ impl<'a> RowsEvent<'a> {
         tables: &impl Fn(u64) -> Option<Arc<TableMap>>,
         uncompress: impl Fn(&'a [u8]) -> Result<Vec<u8>>,
     ) -> Result<RowsEvent<'a>> {
-        let (kind, compressed) =
-            RowsKind::of(event_type).ok_or_else(|| Error::invalid("rows event", format!("{event_type} is not a rows event")))?;
+        let (kind, compressed) = RowsKind::of(event_type)
+            .ok_or_else(|| Error::invalid("rows event", format!("{event_type} is not a rows event")))?;
         let mut r = Reader::new(body);
         let table_id = if post_header_len == 6 { u64::from(r.u32("table id")?) } else { r.uint_le(6, "table id")? };
         let flags = r.u16("rows flags")?;
@@ -157,11 +157,7 @@ impl<'a> RowsEvent<'a> {
         if column_count > table.columns.len() {
             return Err(Error::invalid(
                 "rows event",
-                format!(
-                    "{n} columns, but the TABLE_MAP of {} has {}",
-                    table.qualified_name(),
-                    table.columns.len()
-                ),
+                format!("{n} columns, but the TABLE_MAP of {} has {}", table.qualified_name(), table.columns.len()),
             ));
         }
         let bitmap_len = column_count.div_ceil(8);
@@ -203,7 +199,12 @@ impl<'a> RowsEvent<'a> {
         Ok(n)
     }
 
-    fn read_image<'r>(&'r self, r: &mut Reader<'r>, present: &[u8], after_of: Option<&RowImage<'r>>) -> Result<RowImage<'r>> {
+    fn read_image<'r>(
+        &'r self,
+        r: &mut Reader<'r>,
+        present: &[u8],
+        after_of: Option<&RowImage<'r>>,
+    ) -> Result<RowImage<'r>> {
         let table = &self.table;
         // PARTIAL_UPDATE after images start with value options and the partial-JSON bits
         let mut partial_bits: Option<&[u8]> = None;
@@ -288,8 +289,12 @@ impl<'r> Iterator for RowsIter<'r> {
         let ev = self.ev;
         let res = (|| {
             Ok(match ev.kind {
-                RowsKind::Write => RowChange { before: None, after: Some(ev.read_image(&mut self.r, &ev.present_after, None)?) },
-                RowsKind::Delete => RowChange { before: Some(ev.read_image(&mut self.r, &ev.present_before, None)?), after: None },
+                RowsKind::Write => {
+                    RowChange { before: None, after: Some(ev.read_image(&mut self.r, &ev.present_after, None)?) }
+                }
+                RowsKind::Delete => {
+                    RowChange { before: Some(ev.read_image(&mut self.r, &ev.present_before, None)?), after: None }
+                }
                 RowsKind::Update | RowsKind::PartialUpdate => {
                     let before = ev.read_image(&mut self.r, &ev.present_before, None)?;
                     let after = ev.read_image(&mut self.r, &ev.present_after, Some(&before))?;

@@ -125,10 +125,8 @@ impl TableMap {
         match ty {
             // SIGNEDNESS: one bit per numeric column, most significant bit first
             1 => {
-                let mut k = 0;
-                for c in self.columns.iter_mut().filter(|c| is_numeric(c.ty)) {
+                for (k, c) in self.columns.iter_mut().filter(|c| is_numeric(c.ty)).enumerate() {
                     c.unsigned = bit_msb(v, k);
-                    k += 1;
                 }
             }
             // DEFAULT_CHARSET / ENUM_AND_SET_DEFAULT_CHARSET: a default collation, then
@@ -167,7 +165,10 @@ impl TableMap {
                 for c in self.columns.iter_mut().filter(|c| c.ty == want) {
                     let count = r.lenenc_int("enum/set value count")?;
                     if count > r.remaining() as u64 {
-                        return Err(Error::invalid("enum/set values", format!("{count} values in {} bytes", r.remaining())));
+                        return Err(Error::invalid(
+                            "enum/set values",
+                            format!("{count} values in {} bytes", r.remaining()),
+                        ));
                     }
                     let mut names: Vec<Arc<str>> = Vec::with_capacity(count as usize);
                     for _ in 0..count {

@@ -107,7 +107,8 @@ fn every_fixture_decodes_or_fails_clearly() {
                 let msg = e.to_string();
                 let at_offset = matches!(&e, Error::At { offset: o, .. } if o == offset);
                 if !at_offset || !msg.contains(text) {
-                    failures.push(format!("{name}: expected an error at offset {offset} mentioning {text:?}, got: {msg}"));
+                    failures
+                        .push(format!("{name}: expected an error at offset {offset} mentioning {text:?}, got: {msg}"));
                 }
                 assert!(msg.contains(name), "the error must name the file: {msg}");
             }
@@ -150,7 +151,9 @@ fn unknown_event_is_skipped_and_counted() {
 /// rust_mysql_common asserts the inner event sequence of a compressed transaction.
 #[test]
 fn transaction_payload_inner_events() {
-    let mut rd = BinlogReader::open(&fixture("mysql/rust_mysql_common/transaction_compression.000001"), EventDecoder::default()).unwrap();
+    let mut rd =
+        BinlogReader::open(&fixture("mysql/rust_mysql_common/transaction_compression.000001"), EventDecoder::default())
+            .unwrap();
     let mut inner = Vec::new();
     while let Some(ev) = rd.next_event().unwrap() {
         if ev.in_payload {
@@ -164,8 +167,11 @@ fn transaction_payload_inner_events() {
 /// untagged PREVIOUS_GTIDS (8.0.40).
 #[test]
 fn gtids() {
-    let mut rd =
-        BinlogReader::open(&fixture("mysql/rust_mysql_common/binlog_transaction_with_GTID_TAG.000001"), EventDecoder::default()).unwrap();
+    let mut rd = BinlogReader::open(
+        &fixture("mysql/rust_mysql_common/binlog_transaction_with_GTID_TAG.000001"),
+        EventDecoder::default(),
+    )
+    .unwrap();
     let (mut prev, mut gtid) = (None, None);
     while let Some(ev) = rd.next_event().unwrap() {
         match &ev.event.event {
@@ -194,7 +200,8 @@ fn gtids() {
 /// MariaDB 10.5 TABLE_MAP with full metadata: names, primary key, charsets (rust_mysql_common).
 #[test]
 fn mariadb_table_map_metadata() {
-    let mut rd = BinlogReader::open(&fixture("mysql/rust_mysql_common/mariadb-bin.000001"), EventDecoder::default()).unwrap();
+    let mut rd =
+        BinlogReader::open(&fixture("mysql/rust_mysql_common/mariadb-bin.000001"), EventDecoder::default()).unwrap();
     let mut tm = None;
     let mut gtids = Vec::new();
     while let Some(ev) = rd.next_event().unwrap() {
@@ -233,7 +240,9 @@ fn checksum_mismatch_is_reported() {
     let msg = err.to_string();
     assert!(msg.contains("PREVIOUS_GTIDS_LOG_EVENT") && msg.contains("checksum mismatch"), "{msg}");
 
-    let mut rd = BinlogReader::open(&tmp, EventDecoder::new(DecoderOptions { verify_checksum: false, ..Default::default() })).unwrap();
+    let mut rd =
+        BinlogReader::open(&tmp, EventDecoder::new(DecoderOptions { verify_checksum: false, ..Default::default() }))
+            .unwrap();
     let mut n = 0;
     while let Ok(Some(_)) = rd.next_event() {
         n += 1;

@@ -168,9 +168,7 @@ impl GtidSet {
 
     /// True when `gtid` is in the set.
     pub fn contains(&self, gtid: &MysqlGtid) -> bool {
-        self.sets
-            .get(&gtid.tsid)
-            .is_some_and(|iv| iv.iter().any(|&(s, e)| s <= gtid.gno && gtid.gno < e))
+        self.sets.get(&gtid.tsid).is_some_and(|iv| iv.iter().any(|&(s, e)| s <= gtid.gno && gtid.gno < e))
     }
 
     /// The union of two sets.
@@ -385,7 +383,7 @@ pub fn write_varlen_uint(out: &mut Vec<u8>, v: u64) {
     }
     let marker = (1u64 << extra) - 1;
     let encoded = (v << (extra + 1)) | marker;
-    out.extend_from_slice(&encoded.to_le_bytes()[..=extra]);
+    out.extend_from_slice(encoded.to_le_bytes().get(..=extra).unwrap_or(&[]));
 }
 
 /// One MariaDB GTID: `domain-server-seq`.

@@ -246,17 +246,27 @@ impl<W: Write> Dumper<W> {
         Ok(())
     }
 
-    fn run_file(&mut self, reader: &mut BinlogReader, start: Option<u64>, stop: Option<u64>, summary: &mut Summary) -> Result<(), Failure> {
+    fn run_file(
+        &mut self,
+        reader: &mut BinlogReader,
+        start: Option<u64>,
+        stop: Option<u64>,
+        summary: &mut Summary,
+    ) -> Result<(), Failure> {
         loop {
             let Some(ev) = reader.next_event().map_err(Failure::Input)? else { return Ok(()) };
             summary.events += 1;
             if stop.is_some_and(|s| ev.offset >= s && !ev.in_payload)
-                || self.args.stop_datetime.is_some_and(|t| ev.event.header.timestamp >= t && ev.event.header.timestamp != 0)
+                || self
+                    .args
+                    .stop_datetime
+                    .is_some_and(|t| ev.event.header.timestamp >= t && ev.event.header.timestamp != 0)
             {
                 self.stop = true;
                 return Ok(());
             }
-            let skip = start.is_some_and(|s| ev.offset < s) || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t);
+            let skip = start.is_some_and(|s| ev.offset < s)
+                || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t);
             self.handle(&ev, skip, summary)?;
         }
     }
@@ -283,16 +293,15 @@ impl<W: Write> Dumper<W> {
                 self.end_transaction(None)?;
                 self.tx.gtid = None;
             }
-            Event::Rows(rows) if !skip && !self.args.events => {
-                if self.filter.matches(&rows.table.database, &rows.table.table) {
+            Event::Rows(rows) if !skip && self.filter.matches(&rows.table.database, &rows.table.table) => {
+                if self.args.events {
+                    // printed with the event above; counted here
+                    for r in rows.rows() {
+                        r.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, ev.event.header.event_type)))?;
+                        count(rows.kind, summary);
+                    }
+                } else {
                     self.rows(ev, rows, summary)?;
-                }
-            }
-            Event::Rows(rows) if self.args.events => {
-                // counted even when printed as events
-                for r in rows.rows() {
-                    r.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, ev.event.header.event_type)))?;
-                    count(rows.kind, summary);
                 }
             }
             _ => {}
@@ -320,7 +329,10 @@ impl<W: Write> Dumper<W> {
 
     fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, summary: &mut Summary) -> Result<(), Failure> {
         let table = &rows.table;
-        if self.args.format == Format::Json && !table.has_column_names && self.warned_positional.insert(table.qualified_name()) {
+        if self.args.format == Format::Json
+            && !table.has_column_names
+            && self.warned_positional.insert(table.qualified_name())
+        {
             tracing::warn!(
                 table = %table.qualified_name(),
                 "The binlog has no column names for this table (binlog_row_metadata=MINIMAL or an older server); columns are printed as @1..@N"
@@ -341,8 +353,14 @@ impl<W: Write> Dumper<W> {
                     m.insert("position".into(), json!({ "file": ev.file, "offset": ev.offset, "row": idx }));
                     m.insert("server_id".into(), Json::from(header.server_id));
                     m.insert("gtid".into(), self.tx.gtid.as_deref().map_or(Json::Null, Json::from));
-                    m.insert("before".into(), row.before.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)));
-                    m.insert("after".into(), row.after.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)));
+                    m.insert(
+                        "before".into(),
+                        row.before.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)),
+                    );
+                    m.insert(
+                        "after".into(),
+                        row.after.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)),
+                    );
                     // `xid` comes last and is written when the transaction ends: the line is
                     // held open after `"xid":` until then (see spool::TxSpool).
                     let mut line = Json::Object(m).to_string();
@@ -378,11 +396,17 @@ impl<W: Write> Dumper<W> {
         m.insert("size".into(), Json::from(h.event_size));
         m.insert("next_position".into(), Json::from(h.log_pos));
         let data = match &ev.event.event {
-            Event::FormatDescription(f) => json!({ "server_version": f.server_version, "binlog_version": f.binlog_version, "checksum": format!("{:?}", f.checksum) }),
+            Event::FormatDescription(f) => {
+                json!({ "server_version": f.server_version, "binlog_version": f.binlog_version, "checksum": format!("{:?}", f.checksum) })
+            }
             Event::Rotate(r) => json!({ "next_file": r.next_file, "position": r.position }),
-            Event::Query(q) => json!({ "schema": q.schema, "query": q.query, "error_code": q.error_code, "thread_id": q.thread_id, "sql_mode": q.status.sql_mode, "time_zone": q.status.time_zone, "charset": q.status.charset }),
+            Event::Query(q) => {
+                json!({ "schema": q.schema, "query": q.query, "error_code": q.error_code, "thread_id": q.thread_id, "sql_mode": q.status.sql_mode, "time_zone": q.status.time_zone, "charset": q.status.charset })
+            }
             Event::Xid(x) => json!({ "xid": x }),
-            Event::Gtid(g) => json!({ "gtid": g.gtid.to_string(), "anonymous": g.anonymous, "last_committed": g.last_committed, "sequence_number": g.sequence_number, "transaction_length": g.transaction_length, "immediate_commit_timestamp": g.immediate_commit_timestamp }),
+            Event::Gtid(g) => {
+                json!({ "gtid": g.gtid.to_string(), "anonymous": g.anonymous, "last_committed": g.last_committed, "sequence_number": g.sequence_number, "transaction_length": g.transaction_length, "immediate_commit_timestamp": g.immediate_commit_timestamp })
+            }
             Event::PreviousGtids(s) => json!({ "gtid_set": s.to_string() }),
             Event::TableMap(t) => json!({
                 "table_id": t.table_id, "database": &*t.database, "table": &*t.table,
@@ -399,7 +423,9 @@ impl<W: Write> Dumper<W> {
                 }
                 json!({ "table": r.table.qualified_name(), "table_id": r.table.table_id, "flags": r.flags, "rows": rows })
             }
-            Event::TransactionPayload(p) => json!({ "compression_type": p.compression_type, "payload_size": p.payload_size, "uncompressed_size": p.uncompressed_size }),
+            Event::TransactionPayload(p) => {
+                json!({ "compression_type": p.compression_type, "payload_size": p.payload_size, "uncompressed_size": p.uncompressed_size })
+            }
             Event::RowsQuery(q) | Event::MariadbAnnotateRows(q) => json!({ "query": q }),
             Event::Intvar(i) => json!({ "kind": i.kind, "value": i.value }),
             Event::Rand { seed1, seed2 } => json!({ "seed1": seed1, "seed2": seed2 }),
@@ -408,7 +434,9 @@ impl<W: Write> Dumper<W> {
             Event::Incident { kind, message } => json!({ "incident": kind, "message": message }),
             Event::XaPrepare { one_phase } => json!({ "one_phase": one_phase }),
             Event::MariadbBinlogCheckpoint(f) => json!({ "file": f }),
-            Event::MariadbGtid(g) => json!({ "gtid": g.gtid.to_string(), "flags": g.flags, "standalone": g.is_standalone(), "commit_id": g.commit_id }),
+            Event::MariadbGtid(g) => {
+                json!({ "gtid": g.gtid.to_string(), "flags": g.flags, "standalone": g.is_standalone(), "commit_id": g.commit_id })
+            }
             Event::MariadbGtidList(l) => json!({ "gtid_list": l.to_string() }),
             _ => Json::Null,
         };

@@ -27,11 +27,6 @@ impl TableFilter {
             });
         db_ok && table_ok
     }
-
-    /// True when the database passes (for statements without a table).
-    pub fn matches_database(&self, db: &str) -> bool {
-        self.databases.is_empty() || self.databases.iter().any(|p| wildcard(p, db))
-    }
 }
 
 /// Glob match with `*` (any run) and `?` (one character), iterative with backtracking to the

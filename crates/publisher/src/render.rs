@@ -92,7 +92,9 @@ pub fn value_json(v: &Value<'_>, col: &Column) -> Json {
         },
         Value::Bytes(b) => Json::String(b64(b)),
         Value::Enum(i) => enum_name(col, *i).map_or_else(|| Json::from(*i), Json::String),
-        Value::Set(bits) => set_names(col, *bits).map_or_else(|| int_json(false, *bits, bits.to_string()), Json::String),
+        Value::Set(bits) => {
+            set_names(col, *bits).map_or_else(|| int_json(false, *bits, bits.to_string()), Json::String)
+        }
         Value::Bit { value, .. } => int_json(false, *value, value.to_string()),
         Value::Json(doc) => Json::String(doc.to_string()),
         Value::JsonDiff(diffs) => json!({ "json_diff": diffs.iter().map(|d| d.to_string()).collect::<Vec<_>>() }),

@@ -108,11 +108,6 @@ impl ReverseSpool {
         Ok(())
     }
 
-    /// Number of statements held.
-    pub fn len(&self) -> usize {
-        self.statements.len()
-    }
-
     /// Writes the transactions in reverse, each wrapped in `BEGIN;` / `COMMIT;`.
     pub fn write_reversed(&mut self, out: &mut impl Write) -> io::Result<()> {
         let mut buf = Vec::new();

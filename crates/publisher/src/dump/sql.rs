@@ -36,7 +36,11 @@ fn col_name(t: &TableMap, i: usize) -> String {
 }
 
 fn present<'v, 'a>(t: &'v TableMap, img: &'v RowImage<'a>) -> impl Iterator<Item = (usize, &'v Value<'a>)> + 'v {
-    img.values.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i, v))).filter(move |(i, _)| *i < t.columns.len())
+    img.values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+        .filter(move |(i, _)| *i < t.columns.len())
 }
 
 fn insert(t: &TableMap, img: &RowImage<'_>) -> String {
@@ -55,7 +59,8 @@ fn assignments(t: &TableMap, img: &RowImage<'_>) -> String {
 
 fn where_clause(t: &TableMap, img: &RowImage<'_>) -> Result<String, SqlError> {
     let has_pk = t.columns.iter().any(|c| c.primary_key);
-    let key_in_image = has_pk && t.columns.iter().filter(|c| c.primary_key).all(|c| matches!(img.values.get(c.index), Some(Some(_))));
+    let key_in_image =
+        has_pk && t.columns.iter().filter(|c| c.primary_key).all(|c| matches!(img.values.get(c.index), Some(Some(_))));
     let parts: Vec<String> = present(t, img)
         .filter(|(i, _)| !key_in_image || t.columns.get(*i).is_some_and(|c| c.primary_key))
         .map(|(i, v)| match v {
@@ -84,7 +89,11 @@ pub fn redo(kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<String,
     Ok(match kind {
         RowsKind::Write => insert(t, row.after.as_ref().ok_or_else(none)?),
         RowsKind::Delete => {
-            format!("DELETE FROM {} WHERE {} LIMIT 1;", table_ident(t), where_clause(t, row.before.as_ref().ok_or_else(none)?)?)
+            format!(
+                "DELETE FROM {} WHERE {} LIMIT 1;",
+                table_ident(t),
+                where_clause(t, row.before.as_ref().ok_or_else(none)?)?
+            )
         }
         RowsKind::Update | RowsKind::PartialUpdate => format!(
             "UPDATE {} SET {} WHERE {} LIMIT 1;",
@@ -101,7 +110,11 @@ pub fn undo(kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<String,
     let none = || SqlError::NoImage(t.qualified_name());
     Ok(match kind {
         RowsKind::Write => {
-            format!("DELETE FROM {} WHERE {} LIMIT 1;", table_ident(t), where_clause(t, row.after.as_ref().ok_or_else(none)?)?)
+            format!(
+                "DELETE FROM {} WHERE {} LIMIT 1;",
+                table_ident(t),
+                where_clause(t, row.after.as_ref().ok_or_else(none)?)?
+            )
         }
         RowsKind::Delete => insert(t, row.before.as_ref().ok_or_else(none)?),
         RowsKind::Update | RowsKind::PartialUpdate => format!(
@@ -152,7 +165,10 @@ mod tests {
     fn redo_and_undo() {
         let t = table(true);
         let ins = RowChange { before: None, after: Some(img(1, Some("ann"))) };
-        assert_eq!(redo(RowsKind::Write, &t, &ins).unwrap(), "INSERT INTO `shop`.`users` (`id`, `name`) VALUES (1, 'ann');");
+        assert_eq!(
+            redo(RowsKind::Write, &t, &ins).unwrap(),
+            "INSERT INTO `shop`.`users` (`id`, `name`) VALUES (1, 'ann');"
+        );
         assert_eq!(undo(RowsKind::Write, &t, &ins).unwrap(), "DELETE FROM `shop`.`users` WHERE `id`=1 LIMIT 1;");
         let upd = RowChange { before: Some(img(1, None)), after: Some(img(1, Some("bo"))) };
         assert_eq!(
@@ -160,7 +176,10 @@ mod tests {
             "UPDATE `shop`.`users` SET `id`=1, `name`=NULL WHERE `id`=1 LIMIT 1;"
         );
         let del = RowChange { before: Some(img(2, Some("o'k"))), after: None };
-        assert_eq!(undo(RowsKind::Delete, &t, &del).unwrap(), "INSERT INTO `shop`.`users` (`id`, `name`) VALUES (2, 'o''k');");
+        assert_eq!(
+            undo(RowsKind::Delete, &t, &del).unwrap(),
+            "INSERT INTO `shop`.`users` (`id`, `name`) VALUES (2, 'o''k');"
+        );
     }
 
     #[test]
