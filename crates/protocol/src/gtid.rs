@@ -385,7 +385,7 @@ pub fn write_varlen_uint(out: &mut Vec<u8>, v: u64) {
     }
     let marker = (1u64 << extra) - 1;
     let encoded = (v << (extra + 1)) | marker;
-    out.extend_from_slice(&encoded.to_le_bytes()[..=extra]);
+    out.extend_from_slice(encoded.to_le_bytes().get(..=extra).unwrap_or(&[]));
 }
 
 /// One MariaDB GTID: `domain-server-seq`.
