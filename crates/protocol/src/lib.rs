@@ -14,6 +14,8 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 pub mod auth;
+#[cfg(feature = "net")]
+pub mod conn;
 pub mod error;
 pub mod gtid;
 pub mod handshake;
@@ -22,5 +24,7 @@ pub mod query;
 pub mod reader;
 pub mod replication;
 
+#[cfg(feature = "net")]
+pub use conn::{BinlogStream, ConnectOptions, Connection, DumpRequest, StartPosition, TlsMode};
 pub use error::{Error, Result, ServerError};
 pub use reader::Reader;
