@@ -615,7 +615,8 @@ pub struct BinlogStream {
 
 impl BinlogStream {
     /// The next event (header, body and checksum, without the packet's 0x00 prefix), or `None`
-    /// at the end of a non-blocking dump.
+    /// at the end of a non-blocking dump. Servers (MySQL and MariaDB alike) close the
+    /// connection once a dump ends, so a new dump or query needs a new connection.
     ///
     /// # Errors
     /// [`Error::Timeout`] when nothing (not even a heartbeat) arrived within `read_timeout`;
@@ -641,11 +642,6 @@ impl BinlogStream {
                 Err(Error::Server(e))
             }
         }
-    }
-
-    /// The connection, usable for queries again once a non-blocking dump has ended.
-    pub fn into_connection(self) -> Connection {
-        self.conn
     }
 
     /// The underlying connection (server version, options).
