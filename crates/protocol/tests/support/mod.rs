@@ -14,6 +14,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const MARIADBD: &[&str] = &[
@@ -131,6 +132,39 @@ fn gen_certs(dir: &Path) -> TlsFiles {
     }
 }
 
+/// Bootstrap servers run one at a time: concurrent `mariadb-install-db` runs were seen to
+/// crash the bootstrap server (signal 11) on this 2-core machine, so installs are serialised
+/// and retried.
+static INSTALL_LOCK: Mutex<()> = Mutex::new(());
+
+fn install(data: &Path, dir: &Path) {
+    let _guard = INSTALL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = String::new();
+    for _ in 0..3 {
+        let _ = std::fs::remove_dir_all(data);
+        let out = Command::new("mariadb-install-db")
+            .args([
+                "--no-defaults",
+                &format!("--datadir={}", data.display()),
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ])
+            .output()
+            .expect("run mariadb-install-db");
+        if out.status.success() {
+            return;
+        }
+        last = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    panic!("mariadb-install-db failed 3 times:\n{last}");
+}
+
 const INIT_SQL: &str = "
 CREATE USER 'native'@'%' IDENTIFIED BY 'native-pw';
 GRANT ALL PRIVILEGES ON *.* TO 'native'@'%';
@@ -156,16 +190,7 @@ impl MariaDb {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let data = dir.join("data");
-        run(
-            Command::new("mariadb-install-db").args([
-                "--no-defaults",
-                &format!("--datadir={}", data.display()),
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ]),
-            "mariadb-install-db",
-        );
+        install(&data, &dir);
         std::fs::write(dir.join("init.sql"), INIT_SQL).unwrap();
         let tls_files = tls.then(|| gen_certs(&dir));
         let port = free_port();
