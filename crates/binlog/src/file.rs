@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::decoder::{split_events, DecodedEvent, EventDecoder};
+use crate::error::Error as BinlogError;
 use crate::error::{Error, Result};
 use crate::header::{EventHeader, EventType, HEADER_LEN};
 
@@ -40,9 +41,7 @@ pub struct BinlogReader {
     next_offset: u64,
     buf: Vec<u8>,
     decoder: EventDecoder,
-    payload: Vec<u8>,
-    payload_pos: usize,
-    payload_offset: u64,
+    payload: PendingPayload,
     failed: bool,
 }
 
@@ -85,9 +84,7 @@ impl BinlogReader {
             next_offset: 0,
             buf: Vec::with_capacity(64 * 1024),
             decoder,
-            payload: Vec::new(),
-            payload_pos: 0,
-            payload_offset: 0,
+            payload: PendingPayload::default(),
             failed: false,
         };
         let mut magic = [0u8; 4];
@@ -144,24 +141,14 @@ impl BinlogReader {
             return Ok(None);
         }
         // Events still waiting inside a decompressed transaction payload come first.
-        if self.payload_pos < self.payload.len() {
-            let Self { payload, payload_pos, decoder, name, payload_offset, failed, .. } = self;
-            let rest = payload.get(*payload_pos..).unwrap_or(&[]);
-            let raw = match split_events(rest).next() {
-                Some(Ok(raw)) => raw,
-                Some(Err(e)) => {
-                    *failed = true;
-                    return Err(e.at(name, *payload_offset, EventType::TransactionPayload));
-                }
-                None => &[],
-            };
-            *payload_pos += raw.len().max(1);
-            let t = raw.get(4).map_or(EventType::Unknown(0), |&b| EventType::from_u8(b));
-            return match decoder.decode_inner(raw) {
-                Ok(event) => Ok(Some(Located { file: name, offset: *payload_offset, in_payload: true, event })),
+        if self.payload.has_next() {
+            let Self { payload, decoder, name, failed, .. } = self;
+            let offset = payload.offset();
+            return match payload.next(decoder) {
+                Ok(event) => Ok(Some(Located { file: name, offset, in_payload: true, event })),
                 Err(e) => {
                     *failed = true;
-                    Err(e.at(name, *payload_offset, t))
+                    Err(e.at(name, offset, EventType::TransactionPayload))
                 }
             };
         }
@@ -208,14 +195,10 @@ impl BinlogReader {
         }
         self.next_offset = offset + u64::from(size);
 
-        let Self { buf, decoder, name, payload, payload_pos, payload_offset, failed, .. } = self;
+        let Self { buf, decoder, name, payload, failed, .. } = self;
         match decoder.decode(buf) {
             Ok(event) => {
-                if let Some(p) = decoder.take_payload() {
-                    *payload = p;
-                    *payload_pos = 0;
-                    *payload_offset = offset;
-                }
+                payload.refill(decoder, offset);
                 Ok(Some(Located { file: name, offset, in_payload: false, event }))
             }
             Err(e) => {
@@ -223,5 +206,66 @@ impl BinlogReader {
                 Err(e.at(name, offset, header.event_type))
             }
         }
+    }
+}
+
+/// The events of the last TRANSACTION_PAYLOAD still to be handed out, one at a time. Files
+/// and the replication stream share it: after each outer event, [`PendingPayload::refill`]
+/// takes the decompressed payload (if any) from the decoder; while
+/// [`PendingPayload::has_next`], [`PendingPayload::next`] decodes the next inner event.
+#[derive(Debug, Default)]
+pub struct PendingPayload {
+    buf: Vec<u8>,
+    pos: usize,
+    offset: u64,
+}
+
+impl PendingPayload {
+    /// Takes the payload the decoder just decompressed, if the last event was a
+    /// TRANSACTION_PAYLOAD found at `offset`.
+    pub fn refill(&mut self, decoder: &mut EventDecoder, offset: u64) {
+        if let Some(p) = decoder.take_payload() {
+            self.buf = p;
+            self.pos = 0;
+            self.offset = offset;
+        }
+    }
+
+    /// True while inner events remain.
+    pub fn has_next(&self) -> bool {
+        self.pos < self.buf.len()
+    }
+
+    /// Offset of the TRANSACTION_PAYLOAD event holding the inner events.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Drops what is left (after a reconnect, say).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.pos = 0;
+    }
+
+    /// Decodes the next inner event.
+    ///
+    /// # Errors
+    /// A malformed inner event; the rest of the payload is dropped.
+    pub fn next<'a>(&'a mut self, decoder: &mut EventDecoder) -> Result<DecodedEvent<'a>, BinlogError> {
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
+        let raw = match split_events(rest).next() {
+            Some(Ok(raw)) => raw,
+            Some(Err(e)) => {
+                self.pos = self.buf.len();
+                return Err(e);
+            }
+            None => &[],
+        };
+        self.pos += raw.len().max(1);
+        let res = decoder.decode_inner(raw);
+        if res.is_err() {
+            self.pos = self.buf.len();
+        }
+        res
     }
 }
