@@ -102,6 +102,41 @@ mariadb_start() {
         return 1
     fi
     port="$(_mariadb_free_port)"
+    : >"$d/args"
+    if [ $# -gt 0 ]; then printf '%s\n' "$@" >"$d/args"; fi
+    _mariadb_launch "$name" "$port" "$@"
+}
+
+# Restarts server NAME on its datadir and port with the arguments it was started with
+# (a server restart as replicas see it). `mariadb_restart NAME --kill` kills it with SIGKILL
+# first (a crash) instead of a clean shutdown.
+mariadb_restart() {
+    local name="${1:?mariadb_restart NAME [--kill]}"
+    local d port pid
+    d="$(mariadb_datadir "$name")"
+    port="$(cat "$d/port")"
+    if [ "${2:-}" = "--kill" ]; then
+        for pidfile in "$d/pid" "$d/mariadbd.pid"; do
+            if _mariadb_pid_alive "$pidfile"; then
+                pid="$(cat "$pidfile")"
+                kill -KILL "$pid" 2>/dev/null || true
+                while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+            fi
+        done
+        rm -f "$d/pid" "$d/mariadbd.pid"
+    else
+        mariadb_stop "$name"
+    fi
+    local args=()
+    if [ -s "$d/args" ]; then mapfile -t args <"$d/args"; fi
+    _mariadb_launch "$name" "$port" "${args[@]}"
+}
+
+_mariadb_launch() {
+    local name="$1" port="$2"
+    shift 2
+    local d mariadbd i
+    d="$(mariadb_datadir "$name")"
     mariadbd="$(_mariadbd_bin)"
     # setsid: the server must not get the terminal's SIGINT meant for the calling script.
     setsid "$mariadbd" --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" --pid-file="$d/pid" \
@@ -163,10 +198,11 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         install) ensure_mariadb_installed ;;
         start) mariadb_start "$@" ;;
         stop) mariadb_stop "$@" ;;
+        restart) mariadb_restart "$@" ;;
         sql) mariadb_sql "$@" ;;
         port) mariadb_port "$@" ;;
         *)
-            echo "usage: $0 install | start NAME [mariadbd args...] | stop NAME | sql NAME SQL | port NAME" >&2
+            echo "usage: $0 install | start NAME [mariadbd args...] | stop NAME | restart NAME [--kill] | sql NAME SQL | port NAME" >&2
             exit 2
             ;;
     esac

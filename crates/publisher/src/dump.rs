@@ -23,6 +23,7 @@ use sluice_binlog::Error as BinlogError;
 use crate::exit;
 use crate::filter::TableFilter;
 use crate::render::image_json;
+use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent, StartFrom};
 use spool::{ReverseSpool, TxSpool};
 
 /// Output format of `sluice dump`.
@@ -50,14 +51,18 @@ binlog (binlog_row_metadata=FULL); when it has no names they are @1..@N, said on
 A summary line per file goes to stderr.")]
 pub struct DumpArgs {
     /// Binlog files, read in order (`-` reads standard input; gzip files are recognised).
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(value_name = "FILE", required_unless_present = "source", conflicts_with = "source")]
     files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    live: LiveArgs,
 
     /// What to print.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
 
-    /// Start at the first event at or after this offset of the first file.
+    /// Start at the first event at or after this offset of the first file (with --source:
+    /// the offset in --start-file).
     #[arg(long, value_name = "OFFSET")]
     start_position: Option<u64>,
 
@@ -93,6 +98,88 @@ pub struct DumpArgs {
     /// Largest decompressed transaction payload or compressed event accepted, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     max_decompressed_mib: u64,
+}
+
+/// Live-source options of `sluice dump`.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    /// Stream from a server instead of files: `mysql://USER@HOST[:PORT]`. The password comes
+    /// from --password-file, the SLUICE_PASSWORD environment variable, or a prompt; it is never
+    /// printed.
+    #[arg(long, value_name = "URL")]
+    source: Option<String>,
+
+    /// Read the password from this file (trailing newline ignored).
+    #[arg(long, value_name = "FILE", requires = "source")]
+    password_file: Option<PathBuf>,
+
+    /// The password (prefer --password-file: the environment of a process is readable by its
+    /// user).
+    #[arg(long, env = "SLUICE_PASSWORD", hide_env_values = true, requires = "source")]
+    password: Option<String>,
+
+    /// Keep streaming new changes until interrupted (Ctrl-C) instead of stopping at the
+    /// server's current end.
+    #[arg(long, requires = "source")]
+    follow: bool,
+
+    /// Start in this binlog file (with --start-position, default 4).
+    #[arg(long, value_name = "FILE", requires = "source")]
+    start_file: Option<String>,
+
+    /// Start after this GTID set: MySQL `uuid:1-5,...` or MariaDB `0-1-100,...`.
+    #[arg(long, value_name = "GTIDS", requires = "source", conflicts_with = "start_file")]
+    start_gtid: Option<String>,
+
+    /// Without --start-file/--start-gtid: start at the oldest binlog the server has
+    /// (default), or at its current end (default with --follow).
+    #[arg(long, value_enum, requires = "source")]
+    from: Option<StartAt>,
+
+    /// This replica's server id: must differ from the server's and other replicas'.
+    #[arg(long, default_value_t = 51_001, requires = "source")]
+    server_id: u32,
+
+    /// TLS to the server.
+    #[arg(long, value_enum, default_value_t = TlsArg::Preferred)]
+    tls: TlsArg,
+
+    /// CA certificate (PEM) for --tls verify-ca / verify-identity.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+
+    /// Heartbeat period asked of the server, in seconds; a silent connection is declared
+    /// dead after three periods and reconnected.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    heartbeat: u64,
+
+    /// Give up after this many consecutive failed reconnection attempts (default: never).
+    #[arg(long, value_name = "N")]
+    max_reconnect_attempts: Option<u32>,
+}
+
+/// Where a live dump starts when no file or GTID is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StartAt {
+    /// The oldest binlog on the server.
+    Earliest,
+    /// The server's current end: only new changes.
+    Current,
+}
+
+/// TLS modes, as MySQL's client names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TlsArg {
+    /// Plain TCP.
+    Disabled,
+    /// TLS when the server offers it (certificate not checked).
+    Preferred,
+    /// TLS or fail (certificate not checked).
+    Required,
+    /// TLS with the certificate checked against --ca.
+    VerifyCa,
+    /// As verify-ca, and the host name must match the certificate.
+    VerifyIdentity,
 }
 
 /// `YYYY-MM-DD[ T]hh:mm:ss[Z]` (UTC) to seconds since the epoch.
@@ -131,9 +218,8 @@ struct Dumper<W: Write> {
     out: W,
     filter: TableFilter,
     tx: TxContext,
-    json_spool: TxSpool,
+    spool: TxSpool,
     flashback: ReverseSpool,
-    sql_in_tx: bool,
     warned_positional: HashSet<String>,
     stop: bool,
 }
@@ -142,6 +228,8 @@ enum Failure {
     Input(BinlogError),
     Output(io::Error),
     Sql(sql::SqlError),
+    Source(SourceError),
+    Usage(String),
 }
 
 impl From<io::Error> for Failure {
@@ -159,13 +247,12 @@ pub fn run(args: DumpArgs) -> u8 {
         out: BufWriter::with_capacity(256 * 1024, stdout),
         filter,
         tx: TxContext::default(),
-        json_spool: TxSpool::default(),
+        spool: TxSpool::default(),
         flashback: ReverseSpool::default(),
-        sql_in_tx: false,
         warned_positional: HashSet::new(),
         stop: false,
     };
-    let result = d.run_all();
+    let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
     let result = result.and_then(|()| d.finish());
     match result {
         Ok(()) => exit::OK,
@@ -175,6 +262,15 @@ pub fn run(args: DumpArgs) -> u8 {
             exit::IO
         }
         Err(Failure::Sql(e)) => {
+            let _ = d.out.flush();
+            tracing::error!("{e}");
+            exit::FAILURE
+        }
+        Err(Failure::Usage(msg)) => {
+            tracing::error!("{msg}");
+            exit::USAGE
+        }
+        Err(Failure::Source(e)) => {
             let _ = d.out.flush();
             tracing::error!("{e}");
             exit::FAILURE
@@ -234,6 +330,125 @@ impl<W: Write> Dumper<W> {
             res?;
         }
         Ok(())
+    }
+
+    fn source_config(&self) -> Result<(SourceConfig, StartFrom), Failure> {
+        let live = &self.args.live;
+        let url = live.source.as_deref().unwrap_or_default();
+        let (user, url_password, host, port) = parse_source_url(url).map_err(Failure::Usage)?;
+        let password = match (&live.password_file, &live.password, url_password) {
+            (Some(f), _, _) => std::fs::read_to_string(f)
+                .map(|p| p.trim_end_matches(['\n', '\r']).to_string())
+                .map_err(|e| Failure::Usage(format!("cannot read the password file {}: {e}", f.display())))?,
+            (None, Some(p), _) => p.clone(),
+            (None, None, Some(p)) => p,
+            (None, None, None) if io::IsTerminal::is_terminal(&io::stdin()) => {
+                rpassword::prompt_password(format!("Password for {user}@{host}:{port}: "))
+                    .map_err(|e| Failure::Usage(format!("cannot read the password: {e}")))?
+            }
+            (None, None, None) => String::new(),
+        };
+        let mut connect = sluice_protocol::ConnectOptions::new(host, port, user, password);
+        connect.tls = match live.tls {
+            TlsArg::Disabled => sluice_protocol::TlsMode::Disabled,
+            TlsArg::Preferred => sluice_protocol::TlsMode::Preferred,
+            TlsArg::Required => sluice_protocol::TlsMode::Required,
+            TlsArg::VerifyCa => sluice_protocol::TlsMode::VerifyCa,
+            TlsArg::VerifyIdentity => sluice_protocol::TlsMode::VerifyIdentity,
+        };
+        connect.ca_file = live.ca.clone();
+        let heartbeat = std::time::Duration::from_secs(live.heartbeat.max(1));
+        connect.read_timeout = Some(heartbeat * 3 + std::time::Duration::from_secs(5));
+        let cfg = SourceConfig {
+            connect,
+            server_id: live.server_id,
+            heartbeat,
+            follow: live.follow,
+            initial_backoff: std::time::Duration::from_millis(250),
+            max_backoff: std::time::Duration::from_secs(30),
+            max_attempts: live.max_reconnect_attempts,
+            decoder: DecoderOptions {
+                verify_checksum: !self.args.no_verify_checksum,
+                max_decompressed_size: self.args.max_decompressed_mib.saturating_mul(1 << 20),
+            },
+        };
+        let start = if let Some(file) = &live.start_file {
+            StartFrom::Position { file: file.clone(), position: self.args.start_position.unwrap_or(4) }
+        } else if let Some(g) = &live.start_gtid {
+            if let Ok(set) = g.parse::<sluice_binlog::gtid::GtidSet>() {
+                StartFrom::MysqlGtid(set)
+            } else {
+                StartFrom::MariadbGtid(g.parse().map_err(|e| Failure::Usage(format!("--start-gtid {g:?}: {e}")))?)
+            }
+        } else {
+            match live.from.unwrap_or(if live.follow { StartAt::Current } else { StartAt::Earliest }) {
+                StartAt::Earliest => StartFrom::Earliest,
+                StartAt::Current => StartFrom::Current,
+            }
+        };
+        Ok((cfg, start))
+    }
+
+    fn run_live(&mut self) -> Result<(), Failure> {
+        let (cfg, start) = self.source_config()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::Output(io::Error::other(e)))?;
+        rt.block_on(async {
+            let mut src = ReplicationSource::start(cfg, start).await.map_err(Failure::Source)?;
+            let mut summary = Summary::default();
+            let result = loop {
+                let next = tokio::select! {
+                    ev = src.next_event() => ev,
+                    _ = shutdown_signal() => {
+                        tracing::info!("Interrupted; stopping at the last complete transaction");
+                        break Ok(());
+                    }
+                };
+                match next {
+                    Ok(Some(SourceEvent::Event(ev))) => {
+                        summary.events += 1;
+                        if let Err(e) = self.handle(&ev, false, &mut summary) {
+                            break Err(e);
+                        }
+                        // keep output timely when following
+                        if self.spool.is_empty() {
+                            self.out.flush()?;
+                        }
+                    }
+                    Ok(Some(SourceEvent::Reconnected { at })) => {
+                        tracing::info!(resume = %at, "Resuming after the last complete transaction");
+                        self.discard_transaction();
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(Failure::Source(e)),
+                }
+            };
+            // an incomplete transaction at the end is not printed: it is streamed again on resume
+            self.discard_transaction();
+            let resume = src.resume_point();
+            eprintln!(
+                "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes)",
+                self.args.live.source.as_deref().unwrap_or_default(),
+                summary.events,
+                summary.inserts + summary.updates + summary.deletes,
+                summary.inserts,
+                summary.updates,
+                summary.deletes
+            );
+            match &resume.gtid {
+                Some(g) => eprintln!(
+                    "sluice dump: resume with --start-gtid '{g}' (or --start-file {} --start-position {})",
+                    resume.file, resume.position
+                ),
+                None => eprintln!(
+                    "sluice dump: resume with --start-file {} --start-position {}",
+                    resume.file, resume.position
+                ),
+            }
+            result
+        })
     }
 
     fn finish(&mut self) -> Result<(), Failure> {
@@ -310,21 +525,33 @@ impl<W: Write> Dumper<W> {
     }
 
     fn end_transaction(&mut self, xid: Option<u64>) -> Result<(), Failure> {
-        if !self.json_spool.is_empty() {
-            let suffix = match xid {
-                Some(x) => format!("{x}}}"),
-                None => "null}".to_string(),
-            };
-            self.json_spool.flush_with(&mut self.out, &suffix)?;
-        }
-        if self.sql_in_tx {
-            writeln!(self.out, "COMMIT;")?;
-            self.sql_in_tx = false;
+        if !self.spool.is_empty() {
+            match self.args.format {
+                Format::Json => {
+                    let suffix = match xid {
+                        Some(x) => format!("{x}}}"),
+                        None => "null}".to_string(),
+                    };
+                    self.spool.flush_with(&mut self.out, &suffix)?;
+                }
+                _ => {
+                    writeln!(self.out, "BEGIN;")?;
+                    self.spool.flush_with(&mut self.out, "")?;
+                    writeln!(self.out, "COMMIT;")?;
+                }
+            }
         }
         if self.args.format == Format::Flashback {
             self.flashback.begin();
         }
         Ok(())
+    }
+
+    /// Drops what is held of the open transaction: after a reconnect the source sends it again
+    /// from its start.
+    fn discard_transaction(&mut self) {
+        self.spool.clear();
+        self.flashback.discard_current();
     }
 
     fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, summary: &mut Summary) -> Result<(), Failure> {
@@ -366,15 +593,11 @@ impl<W: Write> Dumper<W> {
                     let mut line = Json::Object(m).to_string();
                     line.pop();
                     line.push_str(",\"xid\":");
-                    self.json_spool.push(&line)?;
+                    self.spool.push(&line)?;
                 }
                 Format::Sql => {
                     let stmt = sql::redo(rows.kind, table, &row).map_err(Failure::Sql)?;
-                    if !self.sql_in_tx {
-                        writeln!(self.out, "BEGIN;")?;
-                        self.sql_in_tx = true;
-                    }
-                    writeln!(self.out, "{stmt}")?;
+                    self.spool.push(&stmt)?;
                 }
                 Format::Flashback => {
                     let stmt = sql::undo(rows.kind, table, &row).map_err(Failure::Sql)?;
@@ -455,6 +678,37 @@ fn count(kind: RowsKind, s: &mut Summary) {
     }
 }
 
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `mysql://user[:password]@host[:port]` into its parts (port 3306 by default).
+fn parse_source_url(s: &str) -> Result<(String, Option<String>, String, u16), String> {
+    let url =
+        url::Url::parse(s).map_err(|e| format!("--source {s:?} is not a URL like mysql://user@host:3306 ({e})"))?;
+    if !matches!(url.scheme(), "mysql" | "mariadb") {
+        return Err(format!("--source must start with mysql:// or mariadb://, not {}://", url.scheme()));
+    }
+    let host = url.host_str().ok_or_else(|| format!("--source {s:?} names no host"))?.to_string();
+    let decode = |v: &str| url::form_urlencoded::parse(format!("x={v}").as_bytes()).next().map(|(_, v)| v.into_owned());
+    let user = decode(url.username()).filter(|u| !u.is_empty()).unwrap_or_else(|| "root".to_string());
+    let password = url.password().and_then(decode);
+    Ok((user, password, host, url.port().unwrap_or(3306)))
+}
+
 /// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
 fn iso_utc(secs: u32) -> String {
     let ts = sluice_binlog::temporal::Timestamp { seconds: secs, micros: 0, fsp: 0 };
@@ -464,6 +718,17 @@ fn iso_utc(secs: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn source_urls() {
+        assert_eq!(
+            parse_source_url("mysql://repl:p%40ss@127.0.0.1:3307").unwrap(),
+            ("repl".into(), Some("p@ss".into()), "127.0.0.1".into(), 3307)
+        );
+        assert_eq!(parse_source_url("mariadb://db.example").unwrap().3, 3306);
+        assert!(parse_source_url("postgres://x@y").is_err());
+        assert!(parse_source_url("not a url").is_err());
+    }
 
     #[test]
     fn datetimes() {

@@ -3,9 +3,11 @@
 //! This file owns the command line: parsing (clap), logging set-up (tracing), and the exit
 //! codes. Each command lives in its own module.
 
+mod check;
 mod dump;
 mod filter;
 mod render;
+mod source;
 
 use std::process::ExitCode;
 
@@ -70,7 +72,11 @@ enum Command {
 fn init_logging(format: LogFormat, filter: &str) {
     let filter =
         tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

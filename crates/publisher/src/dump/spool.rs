@@ -1,7 +1,8 @@
 //! Bounded-memory holding areas for `sluice dump` output that cannot be written yet.
 //!
-//! - [`TxSpool`] keeps a transaction's JSON lines until its XID is known (each line carries
-//!   the `xid` of its transaction, which the binlog writes at the end).
+//! - [`TxSpool`] keeps a transaction's output until it commits: JSON lines wait for their
+//!   `xid` (which the binlog writes at the end), and nothing of a transaction that a lost
+//!   connection cut off is printed before it arrives again, whole.
 //! - [`ReverseSpool`] keeps every flashback statement until the input ends, then gives
 //!   them back last-first.
 //!
@@ -42,6 +43,13 @@ impl TxSpool {
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
         self.lines == 0
+    }
+
+    /// Drops everything held.
+    pub fn clear(&mut self) {
+        self.mem.clear();
+        self.file = None;
+        self.lines = 0;
     }
 
     /// Writes every held line followed by `suffix` and a newline, in order, and empties the
@@ -85,6 +93,12 @@ impl ReverseSpool {
         if self.transactions.last() != Some(&self.statements.len()) {
             self.transactions.push(self.statements.len());
         }
+    }
+
+    /// Drops the statements of the current transaction (its bytes stay in the spool, unused).
+    pub fn discard_current(&mut self) {
+        let start = self.transactions.last().copied().unwrap_or(0);
+        self.statements.truncate(start);
     }
 
     /// Adds a statement to the current transaction.

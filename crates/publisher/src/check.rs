@@ -1,0 +1,283 @@
+//! Pre-flight checks: is this server set up for row-based change capture, and may this user
+//! replicate from it? Every check runs, and the report lists every problem at once, each with
+//! what to change.
+
+use std::fmt;
+
+use sluice_protocol::gtid::MariadbGtidList;
+use sluice_protocol::{Connection, Result};
+
+use crate::source::GtidState;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Fine.
+    Ok,
+    /// Works, with a limitation the operator should know.
+    Warning,
+    /// Streaming cannot work until this is fixed.
+    Error,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// Severity.
+    pub level: Level,
+    /// What was checked (`binlog_format`).
+    pub check: &'static str,
+    /// What was found and, for problems, what to do.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.level {
+            Level::Ok => "ok",
+            Level::Warning => "warning",
+            Level::Error => "ERROR",
+        };
+        write!(f, "[{tag}] {}: {}", self.check, self.message)
+    }
+}
+
+/// All findings for a server.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Every finding, in check order.
+    pub findings: Vec<Finding>,
+    /// The server's current GTID position, when it has one.
+    pub gtid_position: Option<GtidState>,
+    /// The server is MariaDB.
+    pub mariadb: bool,
+}
+
+impl Report {
+    fn push(&mut self, level: Level, check: &'static str, message: impl Into<String>) {
+        self.findings.push(Finding { level, check, message: message.into() });
+    }
+
+    /// True when some check failed.
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.level == Level::Error)
+    }
+
+    /// The warnings, as lines.
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.level == Level::Warning)
+    }
+
+    /// The failed checks, one per line.
+    pub fn errors_text(&self) -> String {
+        self.findings
+            .iter()
+            .filter(|f| f.level == Level::Error)
+            .map(|f| format!("  {f}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> {
+    let rs = conn.query(sql).await?;
+    Ok(rs.get_str(0, 0))
+}
+
+/// `SHOW BINARY LOGS`: (file, size) in order.
+///
+/// # Errors
+/// Server errors (binary logging off, missing privilege).
+pub async fn binary_logs(conn: &mut Connection) -> Result<Vec<(String, u64)>> {
+    let rs = conn.query("SHOW BINARY LOGS").await?;
+    Ok(rs
+        .to_strings()
+        .into_iter()
+        .filter_map(|row| {
+            let name = row.first()?.clone()?;
+            let size = row.get(1).and_then(|s| s.as_deref()?.parse().ok()).unwrap_or(0);
+            Some((name, size))
+        })
+        .collect())
+}
+
+/// The server's current binlog file and position (`SHOW MASTER STATUS`).
+///
+/// # Errors
+/// Server errors; an empty answer (binary logging off) is an error too.
+pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
+    let rs = match conn.query("SHOW BINARY LOG STATUS").await {
+        Ok(rs) => rs,
+        // MySQL before 8.2 and MariaDB before 10.5.2 know only the old name
+        Err(_) => conn.query("SHOW MASTER STATUS").await?,
+    };
+    let file = rs.get_str(0, 0);
+    let pos = rs.get_str(0, 1).and_then(|p| p.parse().ok());
+    match (file, pos) {
+        (Some(f), Some(p)) => Ok((f, p)),
+        _ => Err(sluice_protocol::Error::Invalid {
+            what: "SHOW MASTER STATUS",
+            reason: "no current binlog position: is binary logging on?".into(),
+        }),
+    }
+}
+
+/// Runs every check against the server.
+///
+/// # Errors
+/// Only when the connection itself fails; a failed check is a finding, not an error.
+pub async fn run(conn: &mut Connection, server_id: u32) -> Result<Report> {
+    let mut r = Report { mariadb: conn.is_mariadb(), ..Report::default() };
+    let flavour = if r.mariadb { "MariaDB" } else { "MySQL" };
+    r.push(Level::Ok, "server", format!("{flavour} {}", conn.server_version()));
+
+    match scalar(conn, "SELECT @@log_bin").await?.as_deref() {
+        Some("1") => r.push(Level::Ok, "log_bin", "binary logging is on"),
+        other => r.push(
+            Level::Error,
+            "log_bin",
+            format!("binary logging is off ({other:?}): start the server with --log-bin (and --server-id)"),
+        ),
+    }
+    match scalar(conn, "SELECT @@binlog_format").await?.as_deref() {
+        Some("ROW") => r.push(Level::Ok, "binlog_format", "ROW"),
+        other => r.push(
+            Level::Error,
+            "binlog_format",
+            format!(
+                "is {}, not ROW: set binlog_format=ROW in the server configuration (SET GLOBAL binlog_format='ROW' \
+                 applies to new sessions only)",
+                other.unwrap_or("unknown")
+            ),
+        ),
+    }
+    match scalar(conn, "SELECT @@binlog_row_image").await?.as_deref() {
+        Some("FULL") => r.push(Level::Ok, "binlog_row_image", "FULL"),
+        Some(img @ ("MINIMAL" | "NOBLOB")) => r.push(
+            Level::Warning,
+            "binlog_row_image",
+            format!(
+                "is {img}: before images carry only the key (and after images only changed columns); set \
+                 binlog_row_image=FULL for complete change records"
+            ),
+        ),
+        other => r.push(Level::Warning, "binlog_row_image", format!("unknown value {other:?}")),
+    }
+    match scalar(conn, "SELECT @@binlog_row_metadata").await {
+        Ok(Some(m)) if m == "FULL" => r.push(Level::Ok, "binlog_row_metadata", "FULL: column names come from the binlog"),
+        Ok(m) => r.push(
+            Level::Warning,
+            "binlog_row_metadata",
+            format!(
+                "is {}: the binlog carries no column names; set binlog_row_metadata=FULL so every event names its columns",
+                m.unwrap_or_default()
+            ),
+        ),
+        Err(_) => r.push(
+            Level::Warning,
+            "binlog_row_metadata",
+            "not supported by this server (MySQL before 8.0.1, MariaDB before 10.5): the binlog carries no column names",
+        ),
+    }
+    if let Ok(Some(c)) = scalar(conn, "SELECT @@binlog_checksum").await {
+        r.push(Level::Ok, "binlog_checksum", c);
+    }
+
+    // GTIDs
+    if r.mariadb {
+        if let Ok(Some(pos)) = scalar(conn, "SELECT @@gtid_binlog_pos").await {
+            match pos.parse::<MariadbGtidList>() {
+                Ok(l) => {
+                    r.push(Level::Ok, "gtid", format!("gtid_binlog_pos = {l}"));
+                    r.gtid_position = Some(GtidState::Mariadb(l));
+                }
+                Err(e) => r.push(Level::Warning, "gtid", format!("cannot read gtid_binlog_pos {pos:?}: {e}")),
+            }
+        }
+    } else {
+        match scalar(conn, "SELECT @@gtid_mode").await {
+            Ok(Some(m)) if m == "ON" => r.push(Level::Ok, "gtid_mode", "ON"),
+            Ok(m) => r.push(
+                Level::Warning,
+                "gtid_mode",
+                format!("is {}: resuming works by file and position only", m.unwrap_or_default()),
+            ),
+            Err(_) => r.push(Level::Warning, "gtid_mode", "not supported by this server"),
+        }
+    }
+
+    // privileges
+    match conn.query("SHOW GRANTS FOR CURRENT_USER()").await {
+        Ok(rs) => {
+            let grants: Vec<String> =
+                rs.to_strings().into_iter().filter_map(|row| row.into_iter().next().flatten()).collect();
+            let global: Vec<String> =
+                grants.iter().filter(|g| g.contains(" ON *.* ")).map(|g| g.to_ascii_uppercase()).collect();
+            let has = |p: &str| global.iter().any(|g| g.contains("ALL PRIVILEGES") || g.contains(p));
+            let mut missing = Vec::new();
+            if !(has("REPLICATION SLAVE") || has("REPLICATION REPLICA")) {
+                missing.push("REPLICATION SLAVE");
+            }
+            // MariaDB 10.5 renamed REPLICATION CLIENT to BINLOG MONITOR
+            if !(has("REPLICATION CLIENT") || has("BINLOG MONITOR")) {
+                missing.push(if r.mariadb { "BINLOG MONITOR (REPLICATION CLIENT)" } else { "REPLICATION CLIENT" });
+            }
+            if missing.is_empty() {
+                r.push(Level::Ok, "privileges", "replication privileges granted");
+            } else {
+                r.push(
+                    Level::Error,
+                    "privileges",
+                    format!("the user lacks {}: GRANT {} ON *.* TO <user>", missing.join(" and "), missing.join(", ")),
+                );
+            }
+            if !has("SELECT") {
+                r.push(
+                    Level::Warning,
+                    "privileges",
+                    "no global SELECT: snapshots and schema lookups need SELECT on the captured tables",
+                );
+            }
+        }
+        Err(e) => r.push(Level::Warning, "privileges", format!("cannot read grants: {e}")),
+    }
+
+    // server id
+    match scalar(conn, "SELECT @@server_id").await?.and_then(|s| s.parse::<u32>().ok()) {
+        Some(id) if id == server_id => r.push(
+            Level::Error,
+            "server_id",
+            format!("Sluice's server id {server_id} equals the server's own: choose another with --server-id"),
+        ),
+        Some(_) => {
+            let hosts = match conn.query("SHOW REPLICA HOSTS").await {
+                Ok(rs) => Some(rs),
+                Err(_) => conn.query("SHOW SLAVE HOSTS").await.ok(),
+            };
+            let taken = hosts.is_some_and(|rs| {
+                rs.to_strings().iter().any(|row| row.first().and_then(|v| v.as_deref()) == Some(&server_id.to_string()))
+            });
+            if taken {
+                r.push(
+                    Level::Error,
+                    "server_id",
+                    format!("another replica is connected with server id {server_id}: choose a unique --server-id"),
+                );
+            } else {
+                r.push(Level::Ok, "server_id", format!("{server_id} is free"));
+            }
+        }
+        None => r.push(Level::Warning, "server_id", "cannot read @@server_id"),
+    }
+
+    match binary_logs(conn).await {
+        Ok(logs) if !logs.is_empty() => {
+            let first = logs.first().map(|(f, _)| f.as_str()).unwrap_or_default();
+            let last = logs.last().map(|(f, _)| f.as_str()).unwrap_or_default();
+            r.push(Level::Ok, "binary_logs", format!("{} files, {first} .. {last}", logs.len()));
+        }
+        Ok(_) => r.push(Level::Error, "binary_logs", "SHOW BINARY LOGS lists no files"),
+        Err(e) => r.push(Level::Error, "binary_logs", format!("SHOW BINARY LOGS failed: {e}")),
+    }
+    Ok(r)
+}

@@ -1,0 +1,458 @@
+//! The live replication source: connect to a MySQL/MariaDB server as a replica, check its
+//! settings, stream binlog events, and survive disconnects.
+//!
+//! [`ReplicationSource`] hands out decoded events one at a time, like a file reader, and keeps
+//! the **resume point**: the position (file, offset and GTID state) just after the last
+//! complete transaction. A dropped connection or a restarted server is retried with
+//! exponential backoff and jitter, one connection at a time, and streaming resumes at the
+//! resume point: the events of the transaction that was cut off are sent again, whole, and
+//! the consumer is told ([`SourceEvent::Reconnected`]) to drop what it holds of it, so
+//! nothing is lost or repeated. Definite errors (binlog purged, GTID unknown, access denied)
+//! stop with a message saying what to do.
+//!
+//! Errors are classified by what happens next: [`SourceError::is_transient`].
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
+use sluice_binlog::event::{ChecksumAlg, Event};
+use sluice_binlog::file::{Located, PendingPayload};
+use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
+use sluice_protocol::{BinlogStream, ConnectOptions, Connection, DumpRequest, StartPosition};
+
+use crate::check;
+
+/// Where to start streaming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The server's current end (`SHOW MASTER STATUS`): only new changes.
+    Current,
+    /// The oldest binlog the server still has.
+    Earliest,
+    /// A file and offset.
+    Position {
+        /// Binlog file name.
+        file: String,
+        /// Offset of an event in it (4 = the first).
+        position: u64,
+    },
+    /// MySQL: everything not in this GTID set.
+    MysqlGtid(GtidSet),
+    /// MariaDB: everything after these GTIDs (one per domain).
+    MariadbGtid(MariadbGtidList),
+}
+
+/// How to connect and stream.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// Connection settings (password redacted in Debug).
+    pub connect: ConnectOptions,
+    /// This replica's server id (must differ from the server's and other replicas').
+    pub server_id: u32,
+    /// Heartbeat period asked of the server; the read timeout is three periods plus 5 s.
+    pub heartbeat: Duration,
+    /// Keep streaming at the end (true), or stop at the server's current end (false).
+    pub follow: bool,
+    /// First wait between reconnection attempts; doubles up to `max_backoff`.
+    pub initial_backoff: Duration,
+    /// Longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// Give up after this many consecutive failed attempts (None: never).
+    pub max_attempts: Option<u32>,
+    /// Decoder switches (checksum verification, decompression cap).
+    pub decoder: DecoderOptions,
+}
+
+/// The GTID state at a resume point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GtidState {
+    /// MySQL: the executed set.
+    Mysql(GtidSet),
+    /// MariaDB: the last GTID per domain.
+    Mariadb(MariadbGtidList),
+}
+
+impl fmt::Display for GtidState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GtidState::Mysql(s) => write!(f, "{s}"),
+            GtidState::Mariadb(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+/// A position to resume from: just after a complete transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumePoint {
+    /// Binlog file.
+    pub file: String,
+    /// Offset of the next event in it.
+    pub position: u64,
+    /// GTID state, when the stream started from GTIDs or the server uses them.
+    pub gtid: Option<GtidState>,
+}
+
+impl fmt::Display for ResumePoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.position)?;
+        if let Some(g) = &self.gtid {
+            write!(f, " (GTID {g})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why streaming stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The protocol failed (connection, authentication, server error).
+    #[error("{context}: {source}")]
+    Protocol {
+        /// What Sluice was doing.
+        context: String,
+        /// The cause.
+        #[source]
+        source: sluice_protocol::Error,
+    },
+    /// A pre-flight check failed: the server is not set up for row-based replication.
+    #[error("the server is not ready for replication:\n{0}")]
+    Preflight(String),
+    /// The requested start is not on the server any more.
+    #[error("{0}")]
+    Purged(String),
+    /// An event could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] sluice_binlog::Error),
+    /// Reconnecting failed too many times.
+    #[error("gave up after {attempts} attempts to reconnect; last error: {last}")]
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        last: String,
+    },
+}
+
+impl SourceError {
+    fn protocol(context: impl Into<String>, source: sluice_protocol::Error) -> SourceError {
+        SourceError::Protocol { context: context.into(), source }
+    }
+
+    /// True when reconnecting and resuming may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SourceError::Protocol { source, .. } if source.is_transient())
+    }
+}
+
+/// What the source hands out.
+#[derive(Debug)]
+pub enum SourceEvent<'a> {
+    /// An event, with the file and offset it came from.
+    Event(Located<'a>),
+    /// The connection was re-established; the transaction that was open (if any) is sent
+    /// again from its start, so drop what was kept of it.
+    Reconnected {
+        /// Where streaming resumed.
+        at: ResumePoint,
+    },
+}
+
+/// A live replication stream with reconnection.
+pub struct ReplicationSource {
+    cfg: SourceConfig,
+    stream: Option<BinlogStream>,
+    decoder: EventDecoder,
+    payload: PendingPayload,
+    raw: Bytes,
+    file: String,
+    tx: TxTracker,
+    server_version: String,
+    mariadb: bool,
+}
+
+#[derive(Debug, Clone)]
+enum PendingGtid {
+    Mysql(sluice_binlog::gtid::MysqlGtid),
+    Mariadb(sluice_binlog::gtid::MariadbGtid),
+}
+
+impl fmt::Debug for ReplicationSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplicationSource").field("resume", &self.tx.resume).field("file", &self.file).finish()
+    }
+}
+
+impl ReplicationSource {
+    /// Connects, runs the pre-flight checks, resolves `start` and starts the dump.
+    ///
+    /// # Errors
+    /// Connection and authentication failures, failed pre-flight checks (all reported at
+    /// once), a start position the server no longer has.
+    pub async fn start(cfg: SourceConfig, start: StartFrom) -> Result<ReplicationSource, SourceError> {
+        let mut conn = connect(&cfg.connect).await?;
+        let report =
+            check::run(&mut conn, cfg.server_id).await.map_err(|e| SourceError::protocol("checking the server", e))?;
+        for w in report.warnings() {
+            tracing::warn!("{w}");
+        }
+        if report.has_errors() {
+            return Err(SourceError::Preflight(report.errors_text()));
+        }
+        let mariadb = conn.is_mariadb();
+        let server_version = conn.server_version().to_string();
+        let resume = resolve_start(&mut conn, &start, &report).await?;
+        let mut src = ReplicationSource {
+            cfg,
+            stream: None,
+            decoder: EventDecoder::default(),
+            payload: PendingPayload::default(),
+            raw: Bytes::new(),
+            file: resume.file.clone(),
+            tx: TxTracker::new(resume),
+            server_version,
+            mariadb,
+        };
+        src.open_stream(conn).await?;
+        tracing::info!(server = %src.server_version, start = %src.tx.resume, "Streaming the binlog");
+        Ok(src)
+    }
+
+    /// The position after the last complete transaction.
+    pub fn resume_point(&self) -> &ResumePoint {
+        &self.tx.resume
+    }
+
+    async fn open_stream(&mut self, conn: Connection) -> Result<(), SourceError> {
+        let start = match &self.tx.resume.gtid {
+            Some(GtidState::Mariadb(l)) if self.mariadb => StartPosition::MariadbGtid(l.clone()),
+            Some(GtidState::Mysql(s)) if !self.mariadb => StartPosition::MysqlGtid(s.clone()),
+            _ => StartPosition::FilePosition { file: self.tx.resume.file.clone(), position: self.tx.resume.position },
+        };
+        let mut req = DumpRequest::new(self.cfg.server_id, start);
+        req.heartbeat_period = Some(self.cfg.heartbeat);
+        req.non_blocking = !self.cfg.follow;
+        let stream =
+            conn.start_binlog_dump(req).await.map_err(|e| SourceError::protocol("starting the binlog dump", e))?;
+        // A fresh dump starts with a fake ROTATE and the file's FDE: decoder state starts over.
+        self.decoder = EventDecoder::new(self.cfg.decoder.clone());
+        // the fake ROTATE before the FDE is written with the negotiated checksum
+        self.decoder.set_checksum(ChecksumAlg::Crc32);
+        self.payload.clear();
+        self.file = self.tx.resume.file.clone();
+        self.tx.reset();
+        self.stream = Some(stream);
+        Ok(())
+    }
+
+    /// The next event, or `None` at the end of a non-following dump.
+    ///
+    /// # Errors
+    /// Definite errors (purged binlog, unknown GTID, access denied, undecodable events), and
+    /// transient ones once reconnection gives up.
+    pub async fn next_event(&mut self) -> Result<Option<SourceEvent<'_>>, SourceError> {
+        if self.payload.has_next() {
+            let offset = self.payload.offset();
+            let Self { payload, decoder, file, .. } = self;
+            let ev =
+                payload.next(decoder).map_err(|e| e.at(file, offset, sluice_binlog::EventType::TransactionPayload))?;
+            let located = Located { file, offset, in_payload: true, event: ev };
+            self.tx.observe(&located);
+            return Ok(Some(SourceEvent::Event(located)));
+        }
+        let Some(stream) = self.stream.as_mut() else { return Ok(None) };
+        match stream.next_event().await {
+            Ok(Some(raw)) => self.raw = raw,
+            Ok(None) => {
+                self.stream = None;
+                return Ok(None);
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(error = %e, resume = %self.tx.resume, "The replication connection failed; reconnecting");
+                self.stream = None;
+                self.reconnect(e).await?;
+                return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume.clone() }));
+            }
+            Err(e) => return Err(self.definite(e).await),
+        }
+        let header_type =
+            self.raw.get(4).map_or(sluice_binlog::EventType::Unknown(0), |&b| sluice_binlog::EventType::from_u8(b));
+        let log_pos = self.raw.get(13..17).and_then(|b| <[u8; 4]>::try_from(b).ok()).map_or(0, u32::from_le_bytes);
+        let offset = u64::from(log_pos).saturating_sub(self.raw.len() as u64);
+        let Self { raw, decoder, payload, file, .. } = self;
+        let ev = decoder.decode(raw).map_err(|e| e.at(file, offset, header_type))?;
+        payload.refill(decoder, offset);
+        // the current file changes on ROTATE (the fake one at the start names where we are)
+        if let Event::Rotate(r) = &ev.event {
+            *file = r.next_file.to_string();
+        }
+        let located = Located { file, offset, in_payload: false, event: ev };
+        self.tx.observe(&located);
+        Ok(Some(SourceEvent::Event(located)))
+    }
+
+    async fn reconnect(&mut self, first: sluice_protocol::Error) -> Result<(), SourceError> {
+        let mut delay = self.cfg.initial_backoff;
+        let mut attempts = 0u32;
+        let mut last = first.to_string();
+        loop {
+            attempts += 1;
+            if self.cfg.max_attempts.is_some_and(|m| attempts > m) {
+                return Err(SourceError::GaveUp { attempts: attempts - 1, last });
+            }
+            // full jitter keeps a fleet of replicas from reconnecting in lockstep
+            let wait = delay.mul_f64(0.5 + fastrand::f64() * 0.5);
+            tokio::time::sleep(wait).await;
+            match connect(&self.cfg.connect).await {
+                Ok(conn) => match self.open_stream(conn).await {
+                    Ok(()) => {
+                        tracing::info!(attempts, resume = %self.tx.resume, "Reconnected");
+                        return Ok(());
+                    }
+                    Err(e) if e.is_transient() => last = e.to_string(),
+                    Err(e) => return Err(e),
+                },
+                Err(e) if e.is_transient() => last = e.to_string(),
+                Err(e) => return Err(e),
+            }
+            tracing::warn!(attempts, error = %last, "Reconnection failed; retrying");
+            delay = (delay * 2).min(self.cfg.max_backoff);
+        }
+    }
+
+    /// Turns a definite server error into an operator message.
+    async fn definite(&mut self, e: sluice_protocol::Error) -> SourceError {
+        if e.server_error().is_some_and(|s| s.code == 1236) {
+            let earliest = match connect(&self.cfg.connect).await {
+                Ok(mut c) => check::binary_logs(&mut c).await.ok().and_then(|l| l.first().map(|(f, _)| f.clone())),
+                Err(_) => None,
+            };
+            let mut msg = format!("the server cannot stream from {}: {e}", self.tx.resume);
+            if let Some(f) = earliest {
+                msg.push_str(&format!(
+                    ". The earliest binlog it still has is {f}: changes between are lost to replication; \
+                     take a new snapshot, or start from --start-file {f} --start-position 4 knowingly"
+                ));
+            }
+            return SourceError::Purged(msg);
+        }
+        SourceError::protocol("streaming the binlog", e)
+    }
+}
+
+/// Follows transaction boundaries to keep the resume point.
+///
+/// The position only moves forward within a file (the FDE a server re-sends at the start of
+/// a dump carries its original, earlier end position), and only at a boundary: after an XID,
+/// a COMMIT/ROLLBACK, or a statement outside any transaction (DDL). The GTID state is kept
+/// only when streaming started from GTIDs: a set built from the GTIDs seen since a file
+/// position would be partial, and resuming from it would replay the server's whole history.
+#[derive(Debug)]
+struct TxTracker {
+    in_tx: bool,
+    pending: Option<PendingGtid>,
+    /// End position of the last TRANSACTION_PAYLOAD: its inner events have no positions of
+    /// their own, so the XID inside commits at the payload's end.
+    payload_end: u64,
+    resume: ResumePoint,
+}
+
+impl TxTracker {
+    fn new(resume: ResumePoint) -> TxTracker {
+        TxTracker { in_tx: false, pending: None, payload_end: 0, resume }
+    }
+
+    /// Forgets the open transaction (after a reconnect it is streamed again).
+    fn reset(&mut self) {
+        self.in_tx = false;
+        self.pending = None;
+    }
+
+    fn observe(&mut self, ev: &Located<'_>) {
+        let h = &ev.event.header;
+        let mut commit = false;
+        match &ev.event.event {
+            Event::Gtid(g) => {
+                self.in_tx = true;
+                self.pending = (!g.anonymous).then(|| PendingGtid::Mysql(g.gtid.clone()));
+            }
+            Event::MariadbGtid(g) => {
+                self.in_tx = true;
+                self.pending = Some(PendingGtid::Mariadb(g.gtid));
+            }
+            Event::Query(q) if q.is_begin() => self.in_tx = true,
+            // COMMIT, ROLLBACK, or a statement on its own (DDL)
+            Event::Query(_) | Event::Xid(_) => commit = true,
+            Event::Rotate(r) => {
+                if !self.in_tx && r.next_file != self.resume.file {
+                    self.resume.file = r.next_file.to_string();
+                    self.resume.position = r.position;
+                }
+                return;
+            }
+            Event::TransactionPayload(_) => self.payload_end = u64::from(h.log_pos),
+            Event::Heartbeat { .. } => return,
+            _ => {}
+        }
+        if commit {
+            self.in_tx = false;
+            match (self.pending.take(), &mut self.resume.gtid) {
+                (Some(PendingGtid::Mysql(g)), Some(GtidState::Mysql(set))) => set.add(&g),
+                (Some(PendingGtid::Mariadb(g)), Some(GtidState::Mariadb(list))) => list.advance(g),
+                _ => {}
+            }
+        }
+        let end = if ev.in_payload { self.payload_end } else { u64::from(h.log_pos) };
+        if (commit || !self.in_tx) && end > self.resume.position {
+            self.resume.position = end;
+        }
+    }
+}
+
+async fn connect(opts: &ConnectOptions) -> Result<Connection, SourceError> {
+    Connection::connect(opts.clone())
+        .await
+        .map_err(|e| SourceError::protocol(format!("connecting to {}:{} as {}", opts.host, opts.port, opts.user), e))
+}
+
+/// Resolves a start request into a concrete position on this server.
+async fn resolve_start(
+    conn: &mut Connection,
+    start: &StartFrom,
+    report: &check::Report,
+) -> Result<ResumePoint, SourceError> {
+    let logs = check::binary_logs(conn).await.map_err(|e| SourceError::protocol("listing binary logs", e))?;
+    Ok(match start {
+        StartFrom::Current => {
+            let (file, position) = check::current_position(conn)
+                .await
+                .map_err(|e| SourceError::protocol("reading the current position", e))?;
+            let gtid = report.gtid_position.clone();
+            ResumePoint { file, position, gtid }
+        }
+        StartFrom::Earliest => {
+            let Some((file, _)) = logs.first() else {
+                return Err(SourceError::Preflight(
+                    "the server lists no binary logs (SHOW BINARY LOGS is empty)".into(),
+                ));
+            };
+            ResumePoint { file: file.clone(), position: 4, gtid: None }
+        }
+        StartFrom::Position { file, position } => {
+            if !logs.iter().any(|(f, _)| f == file) {
+                let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
+                return Err(SourceError::Purged(format!(
+                    "binlog {file} is not on the server (purged, or never existed); the earliest it has is {earliest}"
+                )));
+            }
+            ResumePoint { file: file.clone(), position: *position, gtid: None }
+        }
+        StartFrom::MysqlGtid(set) => {
+            ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mysql(set.clone())) }
+        }
+        StartFrom::MariadbGtid(list) => {
+            ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mariadb(list.clone())) }
+        }
+    })
+}
