@@ -221,6 +221,7 @@ struct Dumper<W: Write> {
     spool: TxSpool,
     flashback: ReverseSpool,
     warned_positional: HashSet<String>,
+    warned_unknown: HashSet<u8>,
     stop: bool,
 }
 
@@ -250,6 +251,7 @@ pub fn run(args: DumpArgs) -> u8 {
         spool: TxSpool::default(),
         flashback: ReverseSpool::default(),
         warned_positional: HashSet::new(),
+        warned_unknown: HashSet::new(),
         stop: false,
     };
     let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
@@ -502,6 +504,17 @@ impl<W: Write> Dumper<W> {
             Event::Xid(xid) => {
                 self.end_transaction(Some(*xid))?;
                 self.tx.gtid = None;
+            }
+            Event::Unknown(code) => {
+                if self.warned_unknown.insert(*code) {
+                    tracing::warn!(
+                        file = ev.file,
+                        offset = ev.offset,
+                        type_code = code,
+                        size = ev.event.header.event_size,
+                        "Skipping an event of unknown type (counted in the summary; later ones of this type are not logged)"
+                    );
+                }
             }
             Event::Query(q) if q.is_begin() => self.end_transaction(None)?,
             Event::Query(q) if q.is_commit() || q.is_rollback() => {
