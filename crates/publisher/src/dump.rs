@@ -505,16 +505,14 @@ impl<W: Write> Dumper<W> {
                 self.end_transaction(Some(*xid))?;
                 self.tx.gtid = None;
             }
-            Event::Unknown(code) => {
-                if self.warned_unknown.insert(*code) {
-                    tracing::warn!(
-                        file = ev.file,
-                        offset = ev.offset,
-                        type_code = code,
-                        size = ev.event.header.event_size,
-                        "Skipping an event of unknown type (counted in the summary; later ones of this type are not logged)"
-                    );
-                }
+            Event::Unknown(code) if self.warned_unknown.insert(*code) => {
+                tracing::warn!(
+                    file = ev.file,
+                    offset = ev.offset,
+                    type_code = code,
+                    size = ev.event.header.event_size,
+                    "Skipping an event of unknown type (counted in the summary; later ones of this type are not logged)"
+                );
             }
             Event::Query(q) if q.is_begin() => self.end_transaction(None)?,
             Event::Query(q) if q.is_commit() || q.is_rollback() => {
