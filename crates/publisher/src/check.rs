@@ -129,7 +129,8 @@ pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
 pub async fn run(conn: &mut Connection, server_id: u32) -> Result<Report> {
     let mut r = Report { mariadb: conn.is_mariadb(), ..Report::default() };
     let flavour = if r.mariadb { "MariaDB" } else { "MySQL" };
-    r.push(Level::Ok, "server", format!("{flavour} {}", conn.server_version()));
+    // MariaDB prefixes its version with "5.5.5-" for old clients
+    r.push(Level::Ok, "server", format!("{flavour} {}", conn.server_version().trim_start_matches("5.5.5-")));
 
     match scalar(conn, "SELECT @@log_bin").await?.as_deref() {
         Some("1") => r.push(Level::Ok, "log_bin", "binary logging is on"),

@@ -707,7 +707,7 @@ async fn shutdown_signal() {
 }
 
 /// `mysql://user[:password]@host[:port]` into its parts (port 3306 by default).
-fn parse_source_url(s: &str) -> Result<(String, Option<String>, String, u16), String> {
+pub(crate) fn parse_source_url(s: &str) -> Result<(String, Option<String>, String, u16), String> {
     let url =
         url::Url::parse(s).map_err(|e| format!("--source {s:?} is not a URL like mysql://user@host:3306 ({e})"))?;
     if !matches!(url.scheme(), "mysql" | "mariadb") {

@@ -4,6 +4,8 @@
 //! codes. Each command lives in its own module.
 
 mod check;
+mod check_cmd;
+mod config;
 mod dump;
 mod filter;
 mod render;
@@ -65,8 +67,11 @@ enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Decode binlog files into JSON lines, SQL or flashback SQL.
+    /// Decode binlog files (or a live server) into JSON lines, SQL or flashback SQL.
     Dump(dump::DumpArgs),
+    /// Validate a configuration file, connect to the source, and check that it is set up for
+    /// change capture (binlog format, row image, metadata, GTIDs, privileges, server id).
+    Check(check_cmd::CheckArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -88,6 +93,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_format, &cli.log);
     let code = match cli.command {
         Command::Dump(args) => dump::run(args),
+        Command::Check(args) => check_cmd::run(args),
     };
     ExitCode::from(code)
 }

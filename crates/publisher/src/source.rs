@@ -410,6 +410,27 @@ impl TxTracker {
     }
 }
 
+/// Connection options from a `sluice run` configuration (URL, password, TLS, heartbeat).
+///
+/// # Errors
+/// A malformed URL or an unreadable password file.
+pub fn connect_options(cfg: &crate::config::Config) -> Result<ConnectOptions, String> {
+    let s = &cfg.source;
+    let (user, _, host, port) = crate::dump::parse_source_url(&s.url)?;
+    let password = cfg.source_password().map_err(|e| e.to_string())?;
+    let mut c = ConnectOptions::new(host, port, user, password.expose());
+    c.tls = match s.tls.as_str() {
+        "disabled" => sluice_protocol::TlsMode::Disabled,
+        "required" => sluice_protocol::TlsMode::Required,
+        "verify-ca" => sluice_protocol::TlsMode::VerifyCa,
+        "verify-identity" => sluice_protocol::TlsMode::VerifyIdentity,
+        _ => sluice_protocol::TlsMode::Preferred,
+    };
+    c.ca_file = s.ca_file.clone();
+    c.read_timeout = Some(s.heartbeat * 3 + Duration::from_secs(5));
+    Ok(c)
+}
+
 async fn connect(opts: &ConnectOptions) -> Result<Connection, SourceError> {
     Connection::connect(opts.clone())
         .await
