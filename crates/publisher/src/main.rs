@@ -68,7 +68,7 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Decode binlog files (or a live server) into JSON lines, SQL or flashback SQL.
-    Dump(dump::DumpArgs),
+    Dump(Box<dump::DumpArgs>),
     /// Validate a configuration file, connect to the source, and check that it is set up for
     /// change capture (binlog format, row image, metadata, GTIDs, privileges, server id).
     Check(check_cmd::CheckArgs),
@@ -92,7 +92,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, &cli.log);
     let code = match cli.command {
-        Command::Dump(args) => dump::run(args),
+        Command::Dump(args) => dump::run(*args),
         Command::Check(args) => check_cmd::run(args),
     };
     ExitCode::from(code)
