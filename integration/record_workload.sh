@@ -4,6 +4,9 @@
 #   expected-final.json         each table's final rows as SELECT returns them
 #   expected-transactions.json  the net row changes of every committed transaction, by GTID
 #   manifest.json               file sizes, sha256, event-type census, GTID range
+#   mysql-bin.NNNNNN.mariadb-binlog-vv.txt
+#                               `mariadb-binlog -vv` of each binlog (TZ=UTC): the reference decoding that
+#                               crates/binlog/tests/mariadb_binlog_vv.rs compares every value with
 # Then checks with mariadb-binlog that the compressed event types (165-168) are there and that the
 # rolled-back transaction is not.
 #
@@ -40,8 +43,11 @@ python3 "$here/record_workload.py" --port "$MARIADB_PORT" --sql "$sql" --datadir
 # ---- verification with the server's own tool
 vv="$(mariadb_workdir)/mariadb-$name/binlog-vv.txt"
 : >"$vv"
-for f in "$out"/mysql-bin.[0-9]*; do
-    mariadb-binlog --no-defaults -vv --base64-output=decode-rows "$f" >>"$vv"
+binlogs=("$out"/mysql-bin.[0-9][0-9][0-9][0-9][0-9][0-9])
+for f in "${binlogs[@]}"; do
+    # kept beside the binlog (TZ=UTC: the event-header times in it do not depend on the machine)
+    TZ=UTC mariadb-binlog --no-defaults -vv --base64-output=decode-rows "$f" >"$f.mariadb-binlog-vv.txt"
+    cat "$f.mariadb-binlog-vv.txt" >>"$vv"
 done
 fail=0
 for ev in Query_compressed Write_compressed_rows Update_compressed_rows Delete_compressed_rows \

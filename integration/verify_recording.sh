@@ -17,5 +17,5 @@ ensure_mariadb_installed
 python3 -c 'import pymysql' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pymysql
 mariadb_start "$name" >/dev/null
 trap 'mariadb_stop "$name"' EXIT
-mariadb-binlog --no-defaults "$dir"/mysql-bin.[0-9]* | mariadb_sql "$name" -
+mariadb-binlog --no-defaults "$dir"/mysql-bin.[0-9][0-9][0-9][0-9][0-9][0-9] | mariadb_sql "$name" -
 python3 "$here/record_workload.py" --port "$MARIADB_PORT" --compare-final "$dir/expected-final.json"

@@ -278,7 +278,13 @@ pub fn run(args: DumpArgs) -> u8 {
             exit::FAILURE
         }
         Err(Failure::Input(e)) => {
-            // what was decoded before the error is real: write it out
+            // what was decoded before the error is real: write it out, including the JSON rows
+            // of the transaction the error cuts (without an xid, as at a clean end of input).
+            // SQL output stays without its COMMIT, and flashback prints nothing: a partial
+            // transaction must not be applied.
+            if !d.json_spool.is_empty() {
+                let _ = d.json_spool.flush_with(&mut d.out, "null}");
+            }
             let _ = d.out.flush();
             tracing::error!("{e}");
             match e {

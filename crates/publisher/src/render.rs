@@ -149,8 +149,12 @@ pub fn value_sql(v: &Value<'_>, col: &Column) -> String {
         Value::Null => "NULL".into(),
         Value::Int(i) => i.to_string(),
         Value::UInt(u) => u.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Double(d) => d.to_string(),
+        // approximate-value literals (`1.7976931348623157e308`): a plain decimal of more than
+        // 65 digits is read by MySQL/MariaDB as an exact DECIMAL literal and clipped (1.79e308
+        // became 1e65, -2.2e-308 became 0); FLOAT goes through its exact f64 value so the
+        // server's rounding back to FLOAT gives the same bits
+        Value::Float(f) => format!("{:e}", f64::from(*f)),
+        Value::Double(d) => format!("{d:e}"),
         Value::Decimal(d) => d.to_string(),
         Value::Year(y) => y.to_string(),
         Value::Date(d) => format!("'{d}'"),
@@ -217,5 +221,13 @@ mod tests {
         assert_eq!(value_json(&Value::Enum(0), &c), json!(""));
         assert_eq!(value_json(&Value::Set(0b101), &c), json!("x,z"));
         assert_eq!(value_sql(&Value::Set(0b101), &c), "'x,z'");
+    }
+
+    #[test]
+    fn float_literals_keep_their_exponent() {
+        assert_eq!(value_sql(&Value::Double(1.797_693_134_862_315_7e308), &col()), "1.7976931348623157e308");
+        assert_eq!(value_sql(&Value::Double(-2.225_073_858_507_201_4e-308), &col()), "-2.2250738585072014e-308");
+        assert_eq!(value_sql(&Value::Double(0.1), &col()), "1e-1");
+        assert_eq!(value_sql(&Value::Float(1.5), &col()), "1.5e0");
     }
 }
