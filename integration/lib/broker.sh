@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# A Kafka-compatible broker with real transactions for tests: noida-db 0.2.3 (Kafka protocol only).
+#
+# Sourceable:   . integration/lib/broker.sh
+#               ensure_broker_installed
+#               broker_start NAME          # fresh data dir, free loopback port; exports BROKER, prints BROKER=host:port
+#               broker_restart NAME        # stop, wait for exit, start again on the same port with the same data
+#               broker_create_topic NAME TOPIC [PARTITIONS] [key=value ...]
+#               broker_stop NAME           # SIGTERM, wait for exit (SIGKILL after 10 s)
+# Executable:   integration/lib/broker.sh install | start NAME | restart NAME | stop NAME
+#               integration/lib/broker.sh create-topic NAME TOPIC [PARTITIONS] [key=value ...] | addr NAME
+#
+# Work files live in ${SLUICE_WORK:-<repo>/.work}/broker-NAME (data/, pid, port, broker.log); the binary in
+# ${SLUICE_WORK:-<repo>/.work}/tools/bin/noida-db. Only loopback (127.0.0.1) is used.
+#
+# noida-db's traps (../shared/docs/ENVIRONMENT.md): create topics explicitly (auto-created ones get 1
+# partition); it opens one more control port chosen by the kernel; it writes its data as one JSON snapshot
+# about 2 s after a change, so a SIGKILL right after an ack can lose the newest records (wait
+# BROKER_SNAPSHOT_DELAY before a restart that must keep them); the old process must have exited before a
+# restart on the same port.
+
+_BROKER_SH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+_BROKER_SH_REPO="$(cd "$_BROKER_SH_DIR/../.." && pwd)"
+NOIDA_DB_VERSION="0.2.3"
+# Seconds after the last change before noida-db's snapshot is surely on disk.
+BROKER_SNAPSHOT_DELAY="${BROKER_SNAPSHOT_DELAY:-3}"
+
+_broker_log() { echo "broker.sh: $*" >&2; }
+
+broker_workdir() {
+    echo "${SLUICE_WORK:-$_BROKER_SH_REPO/.work}"
+}
+
+broker_dir() {
+    local name="${1:?broker_dir NAME}"
+    echo "$(broker_workdir)/broker-$name"
+}
+
+broker_bin() {
+    local b
+    b="$(broker_workdir)/tools/bin/noida-db"
+    if [ -x "$b" ]; then echo "$b"; return 0; fi
+    command -v noida-db 2>/dev/null || true
+}
+
+# Installs noida-db (Kafka feature only) with cargo when missing (about 45 s). Idempotent.
+ensure_broker_installed() {
+    local b
+    b="$(broker_bin)"
+    if [ -n "$b" ] && "$b" --version 2>/dev/null | grep -q "$NOIDA_DB_VERSION"; then
+        return 0
+    fi
+    local root
+    root="$(broker_workdir)/tools"
+    mkdir -p "$root"
+    _broker_log "installing noida-db $NOIDA_DB_VERSION into $root (cargo install, about a minute)"
+    if ! cargo install noida-db --version "$NOIDA_DB_VERSION" --locked --no-default-features --features kafka \
+        --root "$root" >"$root/noida-db-install.log" 2>&1; then
+        _broker_log "cargo install noida-db failed; last lines of $root/noida-db-install.log:"
+        tail -n 20 "$root/noida-db-install.log" >&2
+        return 1
+    fi
+    [ -x "$root/bin/noida-db" ] || { _broker_log "noida-db missing after cargo install"; return 1; }
+}
+
+_broker_free_port() {
+    python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+_broker_pid_alive() {
+    local pidfile="$1" pid
+    [ -s "$pidfile" ] || return 1
+    pid="$(cat "$pidfile")"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# Stops broker NAME and waits until the process is gone (the port is free again afterwards).
+broker_stop() {
+    local name="${1:?broker_stop NAME}"
+    local d pid i
+    d="$(broker_dir "$name")"
+    if _broker_pid_alive "$d/pid"; then
+        pid="$(cat "$d/pid")"
+        kill -TERM "$pid" 2>/dev/null || true
+        for i in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            _broker_log "broker $name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        fi
+    fi
+    rm -f "$d/pid"
+}
+
+# Starts the broker process of NAME on PORT with its existing data dir, and waits until it answers
+# ApiVersions and Metadata (10 s max).
+_broker_launch() {
+    local name="$1" port="$2" d bin bgpid
+    d="$(broker_dir "$name")"
+    bin="$(broker_bin)"
+    mkdir -p "$d/data"
+    # setsid: the broker must not get the terminal's SIGINT meant for the calling script.
+    setsid "$bin" start --only kafka --kafka-port "$port" --data-dir "$d/data" >>"$d/broker.log" 2>&1 </dev/null &
+    bgpid=$!
+    echo "$bgpid" >"$d/pid"
+    echo "$port" >"$d/port"
+    if ! python3 "$_BROKER_SH_DIR/kafka_wire.py" ping "127.0.0.1:$port" 10 >>"$d/broker.log" 2>&1; then
+        if kill -0 "$bgpid" 2>/dev/null; then
+            _broker_log "broker $name did not answer the Kafka protocol on port $port within 10 s"
+            broker_stop "$name"
+        else
+            _broker_log "broker $name exited during start-up"
+        fi
+        tail -n 20 "$d/broker.log" >&2
+        return 1
+    fi
+    export BROKER="127.0.0.1:$port"
+    echo "BROKER=$BROKER"
+}
+
+# Starts broker NAME from an empty data dir on a free loopback port. A broker still running under the
+# same NAME (an earlier run that died) is stopped first.
+broker_start() {
+    local name="${1:?broker_start NAME}"
+    ensure_broker_installed || return 1
+    local d
+    d="$(broker_dir "$name")"
+    broker_stop "$name"
+    rm -rf "$d"
+    mkdir -p "$d/data"
+    _broker_launch "$name" "$(_broker_free_port)"
+}
+
+# Restarts broker NAME on the same port with the same data (waits for the old process to exit first).
+# Records acked less than BROKER_SNAPSHOT_DELAY seconds ago may be lost if the broker was killed.
+broker_restart() {
+    local name="${1:?broker_restart NAME}"
+    local d port
+    d="$(broker_dir "$name")"
+    port="$(cat "$d/port" 2>/dev/null)" || { _broker_log "broker $name was never started"; return 1; }
+    broker_stop "$name"
+    _broker_launch "$name" "$port"
+}
+
+broker_addr() {
+    local name="${1:?broker_addr NAME}"
+    echo "127.0.0.1:$(cat "$(broker_dir "$name")/port")"
+}
+
+# broker_create_topic NAME TOPIC [PARTITIONS] [key=value ...]: CreateTopics (replication 1); an existing
+# topic is fine.
+broker_create_topic() {
+    local name="${1:?broker_create_topic NAME TOPIC [PARTITIONS] [key=value ...]}"
+    local topic="${2:?broker_create_topic NAME TOPIC [PARTITIONS] [key=value ...]}"
+    local partitions="${3:-1}"
+    shift 3 2>/dev/null || shift $#
+    python3 "$_BROKER_SH_DIR/kafka_wire.py" create-topic "$(broker_addr "$name")" "$topic" "$partitions" 1 "$@"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -euo pipefail
+    cmd="${1:-}"
+    shift || true
+    case "$cmd" in
+        install) ensure_broker_installed ;;
+        start) broker_start "$@" ;;
+        restart) broker_restart "$@" ;;
+        stop) broker_stop "$@" ;;
+        create-topic) broker_create_topic "$@" ;;
+        addr) broker_addr "$@" ;;
+        *)
+            echo "usage: $0 install | start NAME | restart NAME | stop NAME | create-topic NAME TOPIC [PARTITIONS] [k=v...] | addr NAME" >&2
+            exit 2
+            ;;
+    esac
+fi
