@@ -280,10 +280,9 @@ pub fn run(args: DumpArgs) -> u8 {
         Err(Failure::Input(e)) => {
             // what was decoded before the error is real: write it out, including the JSON rows
             // of the transaction the error cuts (without an xid, as at a clean end of input).
-            // SQL output stays without its COMMIT, and flashback prints nothing: a partial
-            // transaction must not be applied.
-            if !d.json_spool.is_empty() {
-                let _ = d.json_spool.flush_with(&mut d.out, "null}");
+            // SQL and flashback print nothing of it: a partial transaction must not be applied.
+            if d.args.format == Format::Json && !d.spool.is_empty() {
+                let _ = d.spool.flush_with(&mut d.out, "null}");
             }
             let _ = d.out.flush();
             tracing::error!("{e}");
