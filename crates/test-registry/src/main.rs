@@ -3,7 +3,7 @@
 //! Prints `LISTENING 127.0.0.1:PORT` on stdout once bound (useful with `--listen 127.0.0.1:0`),
 //! logs requests on stderr, and stops on SIGTERM or Ctrl-C.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -25,6 +25,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
