@@ -35,13 +35,18 @@ fmt:
 demo: setup build
 	integration/demo.sh
 
-## The 1.4 M-row-change benchmark binlog (generated once, about 2 minutes).
+## The 1.4 M-row-change benchmark binlog (generated once, about 2 minutes). The server names the
+## files (mysql-bin.000002, ...), so any file in full/ counts.
 bench-data:
-	@test -f $(SLUICE_WORK)/bench/full/mysql-bin.000001 || bench/gen_bench_binlog.sh $(SLUICE_WORK)/bench
+	@ls $(SLUICE_WORK)/bench/full/mysql-bin.* >/dev/null 2>&1 || bench/gen_bench_binlog.sh $(SLUICE_WORK)/bench
 
-## Decoder throughput, side by side with mysql_common on the same file.
+## Decoder throughput, side by side with mysql_common on the same file: each decoder in its own
+## child process, interleaved, median of BENCH_RUNS runs (see bench/README.md).
+BENCH_RUNS ?= 3
+BENCH_VARIANT ?= full
 bench: bench-data
-	$(CARGO) run --release -p sluice-binlog --example bench_decode -- $(SLUICE_WORK)/bench/full/mysql-bin.*
+	$(CARGO) run --release -p sluice-binlog --example bench_decode -- --runs $(BENCH_RUNS) \
+		$(SLUICE_WORK)/bench/$(BENCH_VARIANT)/mysql-bin.*
 
 clean:
 	$(CARGO) clean

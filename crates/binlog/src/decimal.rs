@@ -92,20 +92,28 @@ impl Decimal {
         let raw = r.take(size, "DECIMAL")?;
         let first = raw.first().copied().unwrap_or(0x80);
         let negative = first & 0x80 == 0;
-        let mask: u8 = if negative { 0xff } else { 0 };
-        let mut bytes: Vec<u8> = raw.iter().map(|b| b ^ mask).collect();
-        if let Some(b) = bytes.first_mut() {
-            *b ^= 0x80;
-        }
-        let mut g = Reader::new(&bytes);
+        // Groups are read straight from the event: a negative value has every byte inverted
+        // (undone with a mask as wide as the group), and the first byte's top bit is the
+        // flipped sign (undone on the first group, which always holds byte 0).
+        let mut g = Reader::new(raw);
         let intg = usize::from(precision - scale);
         let frac = usize::from(scale);
         let mut digits = Vec::with_capacity(usize::from(precision));
+        let mut first_group = true;
         let mut group = |g: &mut Reader<'_>, ndig: usize| -> Result<()> {
             if ndig == 0 {
                 return Ok(());
             }
-            let v = g.uint_be(dig2bytes(ndig), "DECIMAL group")?;
+            let n = dig2bytes(ndig);
+            let mut v = g.uint_be(n, "DECIMAL group")?;
+            let width_mask = u64::MAX >> (64 - 8 * n);
+            if negative {
+                v ^= width_mask;
+            }
+            if first_group {
+                v ^= 0x80 << (8 * (n - 1));
+                first_group = false;
+            }
             let limit = 10u64.pow(u32::try_from(ndig).unwrap_or(9));
             if v >= limit {
                 return Err(Error::invalid("DECIMAL", format!("digit group {v} has more than {ndig} digits")));
@@ -124,9 +132,9 @@ impl Decimal {
         Ok(Decimal::from_parts(negative, digits, precision, scale))
     }
 
-    fn from_parts(negative: bool, digits: Vec<u8>, precision: u8, scale: u8) -> Decimal {
+    fn from_parts(negative: bool, mut digits: Vec<u8>, precision: u8, scale: u8) -> Decimal {
         let lead = digits.iter().take_while(|&&d| d == 0).count();
-        let digits: Vec<u8> = digits.get(lead..).unwrap_or(&[]).to_vec();
+        digits.drain(..lead);
         let negative = negative && !digits.is_empty();
         Decimal { negative, digits, precision, scale }
     }

@@ -100,6 +100,10 @@ pub struct RowsEvent<'a> {
     pub column_count: usize,
     present_before: Cow<'a, [u8]>,
     present_after: Cow<'a, [u8]>,
+    /// Columns set in `present_before` / `present_after` (the NULL bitmap of each row image
+    /// has one bit per present column), counted once per event rather than once per row.
+    before_count: usize,
+    after_count: usize,
     rows: Cow<'a, [u8]>,
 }
 
@@ -173,7 +177,21 @@ impl<'a> RowsEvent<'a> {
         };
         let rest = r.take_rest();
         let rows = if compressed { Cow::Owned(uncompress(rest)?) } else { Cow::Borrowed(rest) };
-        Ok(RowsEvent { kind, event_type, table, flags, extra_data, column_count, present_before, present_after, rows })
+        let count = |bitmap: &[u8]| (0..column_count).filter(|&i| bit_lsb(bitmap, i)).count();
+        let (before_count, after_count) = (count(&present_before), count(&present_after));
+        Ok(RowsEvent {
+            kind,
+            event_type,
+            table,
+            flags,
+            extra_data,
+            column_count,
+            present_before,
+            present_after,
+            before_count,
+            after_count,
+            rows,
+        })
     }
 
     /// True when this is the last rows event of its statement.
@@ -203,6 +221,7 @@ impl<'a> RowsEvent<'a> {
         &'r self,
         r: &mut Reader<'r>,
         present: &[u8],
+        present_count: usize,
         after_of: Option<&RowImage<'r>>,
     ) -> Result<RowImage<'r>> {
         let table = &self.table;
@@ -214,9 +233,9 @@ impl<'a> RowsEvent<'a> {
                 partial_bits = Some(r.take(table.json_column_count().div_ceil(8), "partial JSON bitmap")?);
             }
         }
-        let present_count = (0..self.column_count).filter(|&i| bit_lsb(present, i)).count();
         let nulls = r.take(present_count.div_ceil(8), "row NULL bitmap")?;
-        let mut values: Vec<Option<Value<'r>>> = vec![None; table.columns.len()];
+        // Filled in column order (columns past `column_count` stay absent).
+        let mut values: Vec<Option<Value<'r>>> = Vec::with_capacity(table.columns.len());
         let mut k = 0; // index among present columns
         let mut json_k = 0; // index among JSON columns
         for (i, col) in table.columns.iter().enumerate().take(self.column_count) {
@@ -226,14 +245,13 @@ impl<'a> RowsEvent<'a> {
                 json_k += 1;
             }
             if !bit_lsb(present, i) {
+                values.push(None);
                 continue;
             }
             let is_null = bit_lsb(nulls, k);
             k += 1;
             if is_null {
-                if let Some(v) = values.get_mut(i) {
-                    *v = Some(Value::Null);
-                }
+                values.push(Some(Value::Null));
                 continue;
             }
             let start = r.position();
@@ -247,10 +265,9 @@ impl<'a> RowsEvent<'a> {
                 column: format!("{} ({} {}) at row byte {start}", i + 1, col.display_name(), col.ty.name()),
                 source: Box::new(e),
             })?;
-            if let Some(v) = values.get_mut(i) {
-                *v = Some(value);
-            }
+            values.push(Some(value));
         }
+        values.resize_with(table.columns.len(), || None);
         Ok(RowImage { values })
     }
 }
@@ -289,15 +306,17 @@ impl<'r> Iterator for RowsIter<'r> {
         let ev = self.ev;
         let res = (|| {
             Ok(match ev.kind {
-                RowsKind::Write => {
-                    RowChange { before: None, after: Some(ev.read_image(&mut self.r, &ev.present_after, None)?) }
-                }
-                RowsKind::Delete => {
-                    RowChange { before: Some(ev.read_image(&mut self.r, &ev.present_before, None)?), after: None }
-                }
+                RowsKind::Write => RowChange {
+                    before: None,
+                    after: Some(ev.read_image(&mut self.r, &ev.present_after, ev.after_count, None)?),
+                },
+                RowsKind::Delete => RowChange {
+                    before: Some(ev.read_image(&mut self.r, &ev.present_before, ev.before_count, None)?),
+                    after: None,
+                },
                 RowsKind::Update | RowsKind::PartialUpdate => {
-                    let before = ev.read_image(&mut self.r, &ev.present_before, None)?;
-                    let after = ev.read_image(&mut self.r, &ev.present_after, Some(&before))?;
+                    let before = ev.read_image(&mut self.r, &ev.present_before, ev.before_count, None)?;
+                    let after = ev.read_image(&mut self.r, &ev.present_after, ev.after_count, Some(&before))?;
                     RowChange { before: Some(before), after: Some(after) }
                 }
             })
