@@ -176,10 +176,7 @@ pub fn rsa_encrypt_password(password: &[u8], nonce: &[u8], pem: &str) -> Result<
     use rsa::pkcs8::DecodePublicKey;
     let key = rsa::RsaPublicKey::from_public_key_pem(pem)
         .or_else(|_| rsa::RsaPublicKey::from_pkcs1_pem(pem))
-        .map_err(|e| Error::Invalid {
-            what: "server RSA public key",
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| Error::Invalid { what: "server RSA public key", reason: e.to_string() })?;
     let nonce = nonce.get(..20).unwrap_or(nonce);
     let mut data = Vec::with_capacity(password.len() + 1);
     data.extend_from_slice(password);
@@ -190,10 +187,7 @@ pub fn rsa_encrypt_password(password: &[u8], nonce: &[u8], pem: &str) -> Result<
         }
     }
     key.encrypt(&mut rand_core::OsRng, rsa::Oaep::new::<Sha1>(), &data)
-        .map_err(|e| Error::Invalid {
-            what: "RSA-encrypted password",
-            reason: e.to_string(),
-        })
+        .map_err(|e| Error::Invalid { what: "RSA-encrypted password", reason: e.to_string() })
 }
 
 /// What the connection must do after [`Authenticator::on_packet`].
@@ -270,12 +264,7 @@ impl Authenticator {
     }
 
     fn fail(&self, message: String, server: Option<Box<ServerError>>) -> Error {
-        Error::Auth {
-            user: self.user.clone(),
-            plugin: self.plugin.name().to_string(),
-            message,
-            server,
-        }
+        Error::Auth { user: self.user.clone(), plugin: self.plugin.name().to_string(), message, server }
     }
 
     /// The current plugin's answer to its nonce: the auth response of the HandshakeResponse,
@@ -290,28 +279,19 @@ impl Authenticator {
             AuthPlugin::CachingSha2Password => Ok(scramble_sha256(&self.password, &self.nonce)),
             AuthPlugin::ClientEd25519 => {
                 let nonce = self.nonce.get(..32).ok_or_else(|| {
-                    self.fail(
-                        format!("server nonce of {} bytes, expected 32", self.nonce.len()),
-                        None,
-                    )
+                    self.fail(format!("server nonce of {} bytes, expected 32", self.nonce.len()), None)
                 })?;
                 Ok(ed25519_sign(&self.password, nonce).to_vec())
             }
             AuthPlugin::MysqlClearPassword => {
                 if !self.secure_transport {
-                    return Err(self.fail(
-                        "refusing to send the password in clear without TLS".into(),
-                        None,
-                    ));
+                    return Err(self.fail("refusing to send the password in clear without TLS".into(), None));
                 }
                 let mut v = self.password.clone();
                 v.push(0);
                 Ok(v)
             }
-            AuthPlugin::Other(name) => Err(Error::Unsupported {
-                what: "authentication plugin",
-                reason: name.clone(),
-            }),
+            AuthPlugin::Other(name) => Err(Error::Unsupported { what: "authentication plugin", reason: name.clone() }),
         }
     }
 
@@ -337,16 +317,11 @@ impl Authenticator {
                     });
                 }
                 if self.switched {
-                    return Err(
-                        self.fail("server switched authentication plugin twice".into(), None)
-                    );
+                    return Err(self.fail("server switched authentication plugin twice".into(), None));
                 }
-                let name =
-                    String::from_utf8_lossy(r.nul_bytes("auth switch plugin name")?).into_owned();
+                let name = String::from_utf8_lossy(r.nul_bytes("auth switch plugin name")?).into_owned();
                 let mut data = r.take_rest();
-                if data.last() == Some(&0)
-                    && !matches!(AuthPlugin::from_name(&name), AuthPlugin::ClientEd25519)
-                {
+                if data.last() == Some(&0) && !matches!(AuthPlugin::from_name(&name), AuthPlugin::ClientEd25519) {
                     data = data.get(..data.len() - 1).unwrap_or(data);
                 }
                 self.plugin = AuthPlugin::from_name(&name);
@@ -356,19 +331,13 @@ impl Authenticator {
                 Ok(AuthStep::Send(self.initial_response()?))
             }
             MORE_DATA_HEADER => self.on_more_data(r.take_rest()),
-            h => Err(Error::Invalid {
-                what: "auth packet",
-                reason: format!("unexpected header 0x{h:02x}"),
-            }),
+            h => Err(Error::Invalid { what: "auth packet", reason: format!("unexpected header 0x{h:02x}") }),
         }
     }
 
     fn on_more_data(&mut self, data: &[u8]) -> Result<AuthStep> {
         if self.plugin != AuthPlugin::CachingSha2Password {
-            return Err(Error::Unsupported {
-                what: "auth more data",
-                reason: format!("for plugin {}", self.plugin),
-            });
+            return Err(Error::Unsupported { what: "auth more data", reason: format!("for plugin {}", self.plugin) });
         }
         match (self.stage, data) {
             (Stage::Initial, [FAST_AUTH_SUCCESS]) => Ok(AuthStep::Wait),
@@ -378,11 +347,7 @@ impl Authenticator {
                     v.push(0);
                     Ok(AuthStep::Send(v))
                 } else if let Some(pem) = &self.server_public_key {
-                    Ok(AuthStep::Send(rsa_encrypt_password(
-                        &self.password,
-                        &self.nonce,
-                        pem,
-                    )?))
+                    Ok(AuthStep::Send(rsa_encrypt_password(&self.password, &self.nonce, pem)?))
                 } else {
                     self.stage = Stage::AwaitingPublicKey;
                     Ok(AuthStep::Send(vec![REQUEST_PUBLIC_KEY]))
@@ -401,10 +366,9 @@ impl Authenticator {
                 self.stage = Stage::Initial;
                 Ok(AuthStep::Send(out))
             }
-            (Stage::Initial, other) => Err(Error::Invalid {
-                what: "caching_sha2_password auth more data",
-                reason: format!("{other:02x?}"),
-            }),
+            (Stage::Initial, other) => {
+                Err(Error::Invalid { what: "caching_sha2_password auth more data", reason: format!("{other:02x?}") })
+            }
         }
     }
 }
@@ -422,13 +386,7 @@ mod tests {
     #[test]
     fn native_scramble_verifies_like_the_server() {
         let stored: Vec<u8> = (0..20)
-            .map(|i| {
-                u8::from_str_radix(
-                    &"2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"[2 * i..2 * i + 2],
-                    16,
-                )
-                .unwrap()
-            })
+            .map(|i| u8::from_str_radix(&"2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"[2 * i..2 * i + 2], 16).unwrap())
             .collect();
         let resp = scramble_native(b"password", NONCE);
         let mut h = Sha1::new();
@@ -460,12 +418,8 @@ mod tests {
     fn ed25519_signature_verifies() {
         let nonce = [7u8; 32];
         let sig = ed25519_sign(b"secret", &nonce);
-        let a = CompressedEdwardsY(ed25519_public_key(b"secret"))
-            .decompress()
-            .unwrap();
-        let r = CompressedEdwardsY(sig[..32].try_into().unwrap())
-            .decompress()
-            .unwrap();
+        let a = CompressedEdwardsY(ed25519_public_key(b"secret")).decompress().unwrap();
+        let r = CompressedEdwardsY(sig[..32].try_into().unwrap()).decompress().unwrap();
         let s = Scalar::from_canonical_bytes(sig[32..].try_into().unwrap()).unwrap();
         let mut h = Sha512::new();
         h.update(&sig[..32]);
@@ -511,14 +465,7 @@ mod tests {
 
     #[test]
     fn auth_switch_to_ed25519_and_native() {
-        let mut a = Authenticator::new(
-            "u",
-            b"secret",
-            AuthPlugin::MysqlNativePassword,
-            NONCE,
-            false,
-            None,
-        );
+        let mut a = Authenticator::new("u", b"secret", AuthPlugin::MysqlNativePassword, NONCE, false, None);
         let nonce = [9u8; 32];
         // MariaDB sends the 32-byte ed25519 nonce without a trailing NUL
         match a.on_packet(&switch("client_ed25519", &nonce)).unwrap() {
@@ -527,68 +474,31 @@ mod tests {
         }
         assert_eq!(
             a.on_packet(&[0, 0, 0, 2, 0, 0, 0]).unwrap(),
-            AuthStep::Done(OkPacket {
-                status: 2,
-                ..Default::default()
-            })
+            AuthStep::Done(OkPacket { status: 2, ..Default::default() })
         );
         // native switch: 20-byte nonce + NUL
-        let mut a = Authenticator::new(
-            "u",
-            b"pw",
-            AuthPlugin::CachingSha2Password,
-            b"x",
-            false,
-            None,
-        );
+        let mut a = Authenticator::new("u", b"pw", AuthPlugin::CachingSha2Password, b"x", false, None);
         let mut data = NONCE.to_vec();
         data.push(0);
         assert_eq!(
-            a.on_packet(&switch("mysql_native_password", &data))
-                .unwrap(),
+            a.on_packet(&switch("mysql_native_password", &data)).unwrap(),
             AuthStep::Send(scramble_native(b"pw", NONCE))
         );
         // a second switch is refused
-        assert!(a
-            .on_packet(&switch("mysql_native_password", &data))
-            .is_err());
+        assert!(a.on_packet(&switch("mysql_native_password", &data)).is_err());
         // unknown plugin
-        let mut a = Authenticator::new(
-            "u",
-            b"pw",
-            AuthPlugin::MysqlNativePassword,
-            NONCE,
-            false,
-            None,
-        );
-        assert!(matches!(
-            a.on_packet(&switch("dialog", b"x")),
-            Err(Error::Unsupported { .. })
-        ));
+        let mut a = Authenticator::new("u", b"pw", AuthPlugin::MysqlNativePassword, NONCE, false, None);
+        assert!(matches!(a.on_packet(&switch("dialog", b"x")), Err(Error::Unsupported { .. })));
     }
 
     #[test]
     fn access_denied_is_an_auth_error_with_the_server_message() {
-        let mut a = Authenticator::new(
-            "bob",
-            b"x",
-            AuthPlugin::MysqlNativePassword,
-            NONCE,
-            false,
-            None,
-        );
+        let mut a = Authenticator::new("bob", b"x", AuthPlugin::MysqlNativePassword, NONCE, false, None);
         let err = a
-            .on_packet(
-                b"\xff\x15\x04#28000Access denied for user 'bob'@'localhost' (using password: YES)",
-            )
+            .on_packet(b"\xff\x15\x04#28000Access denied for user 'bob'@'localhost' (using password: YES)")
             .unwrap_err();
         match &err {
-            Error::Auth {
-                user,
-                server: Some(s),
-                message,
-                ..
-            } => {
+            Error::Auth { user, server: Some(s), message, .. } => {
                 assert_eq!(user, "bob");
                 assert_eq!(s.code, 1045);
                 assert!(message.contains("Access denied"));
@@ -604,117 +514,51 @@ mod tests {
 
     #[test]
     fn caching_sha2_fast_path() {
-        let mut a = Authenticator::new(
-            "u",
-            b"secret",
-            AuthPlugin::CachingSha2Password,
-            NONCE,
-            false,
-            None,
-        );
-        assert_eq!(
-            a.initial_response().unwrap(),
-            scramble_sha256(b"secret", NONCE)
-        );
+        let mut a = Authenticator::new("u", b"secret", AuthPlugin::CachingSha2Password, NONCE, false, None);
+        assert_eq!(a.initial_response().unwrap(), scramble_sha256(b"secret", NONCE));
         // 0x01 0x03: fast auth success, then OK
         assert_eq!(a.on_packet(&[0x01, 0x03]).unwrap(), AuthStep::Wait);
-        assert!(matches!(
-            a.on_packet(&[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00])
-                .unwrap(),
-            AuthStep::Done(_)
-        ));
+        assert!(matches!(a.on_packet(&[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]).unwrap(), AuthStep::Done(_)));
     }
 
     #[test]
     fn caching_sha2_full_auth_over_tls_sends_clear_password() {
-        let mut a = Authenticator::new(
-            "u",
-            b"secret",
-            AuthPlugin::CachingSha2Password,
-            NONCE,
-            true,
-            None,
-        );
-        assert_eq!(
-            a.on_packet(&[0x01, 0x04]).unwrap(),
-            AuthStep::Send(b"secret\0".to_vec())
-        );
+        let mut a = Authenticator::new("u", b"secret", AuthPlugin::CachingSha2Password, NONCE, true, None);
+        assert_eq!(a.on_packet(&[0x01, 0x04]).unwrap(), AuthStep::Send(b"secret\0".to_vec()));
     }
 
     fn decrypt(ct: &[u8]) -> Vec<u8> {
         use rsa::pkcs8::DecodePrivateKey;
-        let key = rsa::RsaPrivateKey::from_pkcs8_pem(include_str!("../testdata/rsa-test-key.pem"))
-            .unwrap();
+        let key = rsa::RsaPrivateKey::from_pkcs8_pem(include_str!("../testdata/rsa-test-key.pem")).unwrap();
         let pt = key.decrypt(rsa::Oaep::new::<Sha1>(), ct).unwrap();
-        pt.iter()
-            .zip(NONCE.iter().cycle())
-            .map(|(a, b)| a ^ b)
-            .collect()
+        pt.iter().zip(NONCE.iter().cycle()).map(|(a, b)| a ^ b).collect()
     }
 
     #[test]
     fn caching_sha2_full_auth_requests_the_public_key() {
-        let mut a = Authenticator::new(
-            "u",
-            b"secret",
-            AuthPlugin::CachingSha2Password,
-            NONCE,
-            false,
-            None,
-        );
-        assert_eq!(
-            a.on_packet(&[0x01, 0x04]).unwrap(),
-            AuthStep::Send(vec![0x02])
-        );
+        let mut a = Authenticator::new("u", b"secret", AuthPlugin::CachingSha2Password, NONCE, false, None);
+        assert_eq!(a.on_packet(&[0x01, 0x04]).unwrap(), AuthStep::Send(vec![0x02]));
         let mut key = vec![0x01];
         key.extend_from_slice(include_bytes!("../testdata/rsa-test-pub.pem"));
-        let AuthStep::Send(ct) = a.on_packet(&key).unwrap() else {
-            panic!()
-        };
+        let AuthStep::Send(ct) = a.on_packet(&key).unwrap() else { panic!() };
         assert_eq!(ct.len(), 128); // 1024-bit key
         assert_eq!(decrypt(&ct), b"secret\0");
-        assert!(matches!(
-            a.on_packet(&[0x00, 0x00, 0x00]).unwrap(),
-            AuthStep::Done(_)
-        ));
+        assert!(matches!(a.on_packet(&[0x00, 0x00, 0x00]).unwrap(), AuthStep::Done(_)));
     }
 
     #[test]
     fn caching_sha2_full_auth_with_a_configured_key() {
         let pem = include_str!("../testdata/rsa-test-pub.pem").to_string();
-        let mut a = Authenticator::new(
-            "u",
-            b"secret",
-            AuthPlugin::CachingSha2Password,
-            NONCE,
-            false,
-            Some(pem),
-        );
-        let AuthStep::Send(ct) = a.on_packet(&[0x01, 0x04]).unwrap() else {
-            panic!()
-        };
+        let mut a = Authenticator::new("u", b"secret", AuthPlugin::CachingSha2Password, NONCE, false, Some(pem));
+        let AuthStep::Send(ct) = a.on_packet(&[0x01, 0x04]).unwrap() else { panic!() };
         assert_eq!(decrypt(&ct), b"secret\0");
-        let mut a = Authenticator::new(
-            "u",
-            b"s",
-            AuthPlugin::CachingSha2Password,
-            NONCE,
-            false,
-            Some("junk".into()),
-        );
+        let mut a = Authenticator::new("u", b"s", AuthPlugin::CachingSha2Password, NONCE, false, Some("junk".into()));
         assert!(a.on_packet(&[0x01, 0x04]).is_err());
     }
 
     #[test]
     fn clear_password_needs_tls() {
-        let a = Authenticator::new(
-            "u",
-            b"s",
-            AuthPlugin::MysqlClearPassword,
-            NONCE,
-            false,
-            None,
-        );
+        let a = Authenticator::new("u", b"s", AuthPlugin::MysqlClearPassword, NONCE, false, None);
         assert!(a.initial_response().is_err());
         assert!(!format!("{a:?}").contains('s') || !format!("{a:?}").contains("\"s\""));
     }

@@ -83,12 +83,7 @@ pub struct ConnectOptions {
 impl ConnectOptions {
     /// Options with defaults: TLS preferred, 10 s connect timeout, 60 s read timeout,
     /// 1 GiB packet cap.
-    pub fn new(
-        host: impl Into<String>,
-        port: u16,
-        user: impl Into<String>,
-        password: impl Into<String>,
-    ) -> Self {
+    pub fn new(host: impl Into<String>, port: u16, user: impl Into<String>, password: impl Into<String>) -> Self {
         ConnectOptions {
             host: host.into(),
             port,
@@ -154,12 +149,9 @@ impl Wire {
             }
             let read = self.stream.read_buf(&mut self.rbuf);
             let n = match self.timeout {
-                Some(t) => tokio::time::timeout(t, read)
-                    .await
-                    .map_err(|_| Error::Timeout {
-                        during,
-                        millis: millis(t),
-                    })?,
+                Some(t) => {
+                    tokio::time::timeout(t, read).await.map_err(|_| Error::Timeout { during, millis: millis(t) })?
+                }
                 None => read.await,
             }
             .map_err(|e| Error::io(during, &e))?;
@@ -181,12 +173,9 @@ impl Wire {
             self.stream.flush().await
         };
         match self.timeout {
-            Some(t) => tokio::time::timeout(t, write)
-                .await
-                .map_err(|_| Error::Timeout {
-                    during,
-                    millis: millis(t),
-                })?,
+            Some(t) => {
+                tokio::time::timeout(t, write).await.map_err(|_| Error::Timeout { during, millis: millis(t) })?
+            }
             None => write.await,
         }
         .map_err(|e| Error::io(during, &e))
@@ -230,19 +219,13 @@ impl Connection {
         let t = opts.connect_timeout;
         match tokio::time::timeout(t, Self::connect_inner(opts)).await {
             Ok(r) => r,
-            Err(_) => Err(Error::Timeout {
-                during: "connecting",
-                millis: millis(t),
-            }),
+            Err(_) => Err(Error::Timeout { during: "connecting", millis: millis(t) }),
         }
     }
 
     async fn connect_inner(opts: ConnectOptions) -> Result<Connection> {
-        let tcp = TcpStream::connect((opts.host.as_str(), opts.port))
-            .await
-            .map_err(|e| Error::io("connecting", &e))?;
-        tcp.set_nodelay(true)
-            .map_err(|e| Error::io("connecting", &e))?;
+        let tcp = TcpStream::connect((opts.host.as_str(), opts.port)).await.map_err(|e| Error::io("connecting", &e))?;
+        tcp.set_nodelay(true).map_err(|e| Error::io("connecting", &e))?;
         let mut wire = Wire {
             stream: Box::new(tcp),
             codec: PacketCodec::new(opts.max_packet_size),
@@ -269,33 +252,25 @@ impl Connection {
                 true
             }
         };
-        let caps =
-            handshake::client_capabilities(hs.capabilities, use_tls, opts.database.is_some());
+        let caps = handshake::client_capabilities(hs.capabilities, use_tls, opts.database.is_some());
         let max_packet = u32::try_from(opts.max_packet_size).unwrap_or(u32::MAX);
         let charset = handshake::UTF8MB4_GENERAL_CI;
         if use_tls {
             let config = tls_config(&opts)?;
-            wire.write_packet(
-                &handshake::ssl_request(caps, max_packet, charset),
-                "sending the SSL request",
-            )
-            .await?;
+            wire.write_packet(&handshake::ssl_request(caps, max_packet, charset), "sending the SSL request").await?;
             let name = ServerName::try_from(opts.host.clone())
                 .map_err(|e| Error::Tls(format!("invalid server name {:?}: {e}", opts.host)))?;
             let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-            let tls = connector.connect(name, wire.stream).await.map_err(|e| {
-                Error::Tls(format!(
-                    "handshake with {}:{} failed: {e}",
-                    opts.host, opts.port
-                ))
-            })?;
+            let tls = connector
+                .connect(name, wire.stream)
+                .await
+                .map_err(|e| Error::Tls(format!("handshake with {}:{} failed: {e}", opts.host, opts.port)))?;
             wire.stream = Box::new(tls);
         }
         let server_key = match &opts.server_public_key_file {
-            Some(p) => Some(
-                std::fs::read_to_string(p)
-                    .map_err(|e| Error::Tls(format!("reading {}: {e}", p.display())))?,
-            ),
+            Some(p) => {
+                Some(std::fs::read_to_string(p).map_err(|e| Error::Tls(format!("reading {}: {e}", p.display())))?)
+            }
             None => None,
         };
         let mut plugin = AuthPlugin::from_name(&hs.auth_plugin_name);
@@ -303,14 +278,8 @@ impl Connection {
             // Answer as mysql_native_password; the server switches us to the user's plugin.
             plugin = AuthPlugin::MysqlNativePassword;
         }
-        let mut auth = Authenticator::new(
-            &opts.user,
-            opts.password.as_bytes(),
-            plugin,
-            &hs.auth_plugin_data,
-            use_tls,
-            server_key,
-        );
+        let mut auth =
+            Authenticator::new(&opts.user, opts.password.as_bytes(), plugin, &hs.auth_plugin_data, use_tls, server_key);
         let response = HandshakeResponse {
             capabilities: caps,
             max_packet_size: max_packet,
@@ -320,8 +289,7 @@ impl Connection {
             database: opts.database.clone(),
             auth_plugin_name: auth.plugin().name().to_string(),
         };
-        wire.write_packet(&response.encode()?, "sending the handshake response")
-            .await?;
+        wire.write_packet(&response.encode()?, "sending the handshake response").await?;
         loop {
             let p = wire.read_packet("authenticating").await?;
             match auth.on_packet(&p)? {
@@ -330,13 +298,7 @@ impl Connection {
                 AuthStep::Done(_) => break,
             }
         }
-        Ok(Connection {
-            wire,
-            handshake: hs,
-            capabilities: caps,
-            tls: use_tls,
-            opts,
-        })
+        Ok(Connection { wire, handshake: hs, capabilities: caps, tls: use_tls, opts })
     }
 
     /// The server's version string (`5.5.5-10.11.19-MariaDB-...` for MariaDB).
@@ -374,9 +336,7 @@ impl Connection {
     /// # Errors
     /// [`Error::Server`] for SQL errors; I/O and timeout errors.
     pub async fn query(&mut self, sql: &str) -> Result<ResultSet> {
-        self.wire
-            .command(&query::com_query(sql), "sending a query")
-            .await?;
+        self.wire.command(&query::com_query(sql), "sending a query").await?;
         let mut reader = ResultSetReader::new(self.capabilities);
         loop {
             let p = self.wire.read_packet("reading a query result").await?;
@@ -399,9 +359,7 @@ impl Connection {
     /// # Errors
     /// I/O, timeout, or the server's error.
     pub async fn ping(&mut self) -> Result<()> {
-        self.wire
-            .command(&query::com_ping(), "sending a ping")
-            .await?;
+        self.wire.command(&query::com_ping(), "sending a ping").await?;
         let p = self.wire.read_packet("reading the ping answer").await?;
         self.expect_ok(&p).map(|_| ())
     }
@@ -410,10 +368,7 @@ impl Connection {
         match p.first() {
             Some(&OK_HEADER) => OkPacket::parse(p),
             _ if is_err(p) => Err(err_to_error(p)),
-            _ => Err(Error::Invalid {
-                what: "command answer",
-                reason: "expected OK or ERR".into(),
-            }),
+            _ => Err(Error::Invalid { what: "command answer", reason: "expected OK or ERR".into() }),
         }
     }
 
@@ -423,16 +378,12 @@ impl Connection {
     /// I/O errors while sending (a server that already closed the connection is not an error).
     pub async fn quit(mut self) -> Result<()> {
         let _ = self.wire.command(&query::com_quit(), "quitting").await;
-        self.wire
-            .stream
-            .shutdown()
-            .await
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotConnected
-                | std::io::ErrorKind::BrokenPipe
-                | std::io::ErrorKind::ConnectionReset => Ok(()),
-                _ => Err(Error::io("quitting", &e)),
-            })
+        self.wire.stream.shutdown().await.or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotConnected | std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                Ok(())
+            }
+            _ => Err(Error::io("quitting", &e)),
+        })
     }
 
     /// Sets up and starts a binlog dump: checksum negotiation, heartbeat period, MariaDB's
@@ -450,9 +401,7 @@ impl Connection {
             setup.extend(replication::checksum_setup());
         }
         if let Some(p) = req.heartbeat_period {
-            setup.extend(replication::heartbeat_setup(
-                u64::try_from(p.as_nanos()).unwrap_or(u64::MAX),
-            ));
+            setup.extend(replication::heartbeat_setup(u64::try_from(p.as_nanos()).unwrap_or(u64::MAX)));
         }
         let mariadb = self.is_mariadb();
         match &req.start {
@@ -463,10 +412,7 @@ impl Connection {
                         reason: format!("the server is not MariaDB ({})", self.server_version()),
                     });
                 }
-                setup.extend(replication::mariadb_gtid_setup(
-                    list,
-                    req.mariadb_gtid_strict,
-                ));
+                setup.extend(replication::mariadb_gtid_setup(list, req.mariadb_gtid_strict));
             }
             StartPosition::MysqlGtid(_) if mariadb => {
                 return Err(Error::Unsupported {
@@ -474,10 +420,9 @@ impl Connection {
                     reason: "MariaDB has no COM_BINLOG_DUMP_GTID; use a MariaDB GTID list".into(),
                 })
             }
-            _ if mariadb => setup.push(format!(
-                "SET @mariadb_slave_capability = {}",
-                replication::MARIADB_SLAVE_CAPABILITY_MINE
-            )),
+            _ if mariadb => {
+                setup.push(format!("SET @mariadb_slave_capability = {}", replication::MARIADB_SLAVE_CAPABILITY_MINE))
+            }
             _ => {}
         }
         for sql in &setup {
@@ -493,26 +438,16 @@ impl Connection {
                 replication_rank: 0,
                 source_id: 0,
             };
-            self.wire
-                .command(&reg.encode()?, "registering as a replica")
-                .await?;
+            self.wire.command(&reg.encode()?, "registering as a replica").await?;
             let p = self.wire.read_packet("registering as a replica").await?;
             self.expect_ok(&p)?;
         }
-        let flags = if req.non_blocking {
-            replication::BINLOG_DUMP_NON_BLOCK
-        } else {
-            0
-        };
+        let flags = if req.non_blocking { replication::BINLOG_DUMP_NON_BLOCK } else { 0 };
         let cmd = match &req.start {
             StartPosition::FilePosition { file, position } => match u32::try_from(*position) {
-                Ok(position) => ComBinlogDump {
-                    position,
-                    flags,
-                    server_id: req.server_id,
-                    filename: file.clone(),
+                Ok(position) => {
+                    ComBinlogDump { position, flags, server_id: req.server_id, filename: file.clone() }.encode()
                 }
-                .encode(),
                 Err(_) if !mariadb => ComBinlogDumpGtid {
                     flags: flags | replication::BINLOG_THROUGH_POSITION,
                     server_id: req.server_id,
@@ -536,19 +471,12 @@ impl Connection {
                 gtid_set: Some(set.clone()),
             }
             .encode()?,
-            StartPosition::MariadbGtid(_) => ComBinlogDump {
-                position: 4,
-                flags,
-                server_id: req.server_id,
-                filename: String::new(),
+            StartPosition::MariadbGtid(_) => {
+                ComBinlogDump { position: 4, flags, server_id: req.server_id, filename: String::new() }.encode()
             }
-            .encode(),
         };
         self.wire.command(&cmd, "starting the binlog dump").await?;
-        Ok(BinlogStream {
-            conn: self,
-            finished: false,
-        })
+        Ok(BinlogStream { conn: self, finished: false })
     }
 }
 
@@ -626,11 +554,7 @@ impl BinlogStream {
         if self.finished {
             return Ok(None);
         }
-        let p = self
-            .conn
-            .wire
-            .read_packet("reading the binlog stream")
-            .await?;
+        let p = self.conn.wire.read_packet("reading the binlog stream").await?;
         match DumpPacket::parse(p, self.conn.capabilities)? {
             DumpPacket::Event(ev) => Ok(Some(ev)),
             DumpPacket::Eof => {
@@ -664,9 +588,7 @@ fn tls_config(opts: &ConnectOptions) -> Result<rustls::ClientConfig> {
         .with_safe_default_protocol_versions()
         .map_err(tls_err)?;
     let verifier: Arc<dyn ServerCertVerifier> = match opts.tls {
-        TlsMode::Disabled | TlsMode::Preferred | TlsMode::Required => {
-            Arc::new(NoVerification(provider))
-        }
+        TlsMode::Disabled | TlsMode::Preferred | TlsMode::Required => Arc::new(NoVerification(provider)),
         TlsMode::VerifyCa | TlsMode::VerifyIdentity => {
             let mut roots = RootCertStore::empty();
             match &opts.ca_file {
@@ -676,20 +598,14 @@ fn tls_config(opts: &ConnectOptions) -> Result<rustls::ClientConfig> {
                         roots.add(cert.map_err(tls_err)?).map_err(tls_err)?;
                     }
                     if roots.is_empty() {
-                        return Err(Error::Tls(format!(
-                            "no certificate in CA file {}",
-                            path.display()
-                        )));
+                        return Err(Error::Tls(format!("no certificate in CA file {}", path.display())));
                     }
                 }
                 None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
             }
-            let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .build()
-            .map_err(tls_err)?;
+            let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(tls_err)?;
             if opts.tls == TlsMode::VerifyCa {
                 Arc::new(IgnoreHostName(webpki))
             } else {
@@ -697,22 +613,17 @@ fn tls_config(opts: &ConnectOptions) -> Result<rustls::ClientConfig> {
             }
         }
     };
-    let builder = builder
-        .dangerous()
-        .with_custom_certificate_verifier(verifier);
+    let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
     match (&opts.client_cert_file, &opts.client_key_file) {
         (Some(cert), Some(key)) => {
             let certs = CertificateDer::pem_slice_iter(&read_pem(cert, "client certificate")?)
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .map_err(tls_err)?;
-            let key =
-                PrivateKeyDer::from_pem_slice(&read_pem(key, "client key")?).map_err(tls_err)?;
+            let key = PrivateKeyDer::from_pem_slice(&read_pem(key, "client key")?).map_err(tls_err)?;
             builder.with_client_auth_cert(certs, key).map_err(tls_err)
         }
         (None, None) => Ok(builder.with_no_client_auth()),
-        _ => Err(Error::Tls(
-            "a client certificate needs both client_cert_file and client_key_file".into(),
-        )),
+        _ => Err(Error::Tls("a client certificate needs both client_cert_file and client_key_file".into())),
     }
 }
 
@@ -739,12 +650,7 @@ impl ServerCertVerifier for NoVerification {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -753,12 +659,7 @@ impl ServerCertVerifier for NoVerification {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -779,10 +680,7 @@ impl ServerCertVerifier for IgnoreHostName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -849,9 +747,7 @@ mod tests {
             let (s, _) = l.accept().await.unwrap();
             drop(s);
         });
-        let e = Connection::connect(ConnectOptions::new("127.0.0.1", port, "u", "p"))
-            .await
-            .unwrap_err();
+        let e = Connection::connect(ConnectOptions::new("127.0.0.1", port, "u", "p")).await.unwrap_err();
         assert!(matches!(e, Error::Io { .. }), "{e:?}");
         assert!(e.is_transient());
         server.await.unwrap();

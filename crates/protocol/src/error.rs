@@ -34,11 +34,7 @@ impl fmt::Display for ServerError {
         if self.sql_state.is_empty() {
             write!(f, "server error {}: {}", self.code, self.message)
         } else {
-            write!(
-                f,
-                "server error {} ({}): {}",
-                self.code, self.sql_state, self.message
-            )
+            write!(f, "server error {} ({}): {}", self.code, self.sql_state, self.message)
         }
     }
 }
@@ -154,11 +150,7 @@ pub enum Error {
 impl Error {
     /// Wraps an I/O error with what the connection was doing.
     pub fn io(during: &'static str, e: &std::io::Error) -> Self {
-        Error::Io {
-            during,
-            kind: e.kind(),
-            message: e.to_string(),
-        }
+        Error::Io { during, kind: e.kind(), message: e.to_string() }
     }
 
     /// The server's error, if this is one (directly or from authentication).
@@ -193,25 +185,13 @@ mod tests {
     use super::*;
 
     fn server(code: u16) -> Error {
-        Error::Server(ServerError {
-            code,
-            sql_state: "HY000".into(),
-            message: "m".into(),
-        })
+        Error::Server(ServerError { code, sql_state: "HY000".into(), message: "m".into() })
     }
 
     #[test]
     fn classification() {
-        assert!(Error::io(
-            "reading",
-            &std::io::Error::from(std::io::ErrorKind::ConnectionReset)
-        )
-        .is_transient());
-        assert!(Error::Timeout {
-            during: "reading",
-            millis: 5
-        }
-        .is_transient());
+        assert!(Error::io("reading", &std::io::Error::from(std::io::ErrorKind::ConnectionReset)).is_transient());
+        assert!(Error::Timeout { during: "reading", millis: 5 }.is_transient());
         assert!(server(codes::SERVER_SHUTDOWN).is_transient());
         assert!(!server(codes::ACCESS_DENIED).is_transient());
         assert!(!server(codes::FATAL_READING_BINLOG).is_transient());

@@ -112,8 +112,7 @@ impl InitialHandshake {
                 reason: format!("{protocol_version} (only 10 is supported)"),
             });
         }
-        let server_version =
-            String::from_utf8_lossy(r.nul_bytes("handshake server version")?).into_owned();
+        let server_version = String::from_utf8_lossy(r.nul_bytes("handshake server version")?).into_owned();
         let connection_id = r.u32("handshake connection id")?;
         let mut auth_plugin_data = r.take(8, "handshake auth plugin data part 1")?.to_vec();
         r.skip(1, "handshake filler")?;
@@ -204,11 +203,7 @@ fn put_prefix(out: &mut Vec<u8>, capabilities: u64, max_packet_size: u32, charse
     out.push(charset);
     out.extend_from_slice(&[0u8; 19]);
     // MariaDB extended client capabilities (zero when CLIENT_MYSQL is set).
-    let ext = if capabilities & capability::LONG_PASSWORD == 0 {
-        (capabilities >> 32) as u32
-    } else {
-        0
-    };
+    let ext = if capabilities & capability::LONG_PASSWORD == 0 { (capabilities >> 32) as u32 } else { 0 };
     out.extend_from_slice(&ext.to_le_bytes());
 }
 
@@ -224,12 +219,7 @@ fn put_prefix(out: &mut Vec<u8>, capabilities: u64, max_packet_size: u32, charse
 /// | 4     | MariaDB extended capabilities (zero here) |
 pub fn ssl_request(capabilities: u64, max_packet_size: u32, charset: u8) -> Vec<u8> {
     let mut out = Vec::with_capacity(32);
-    put_prefix(
-        &mut out,
-        capabilities | capability::SSL,
-        max_packet_size,
-        charset,
-    );
+    put_prefix(&mut out, capabilities | capability::SSL, max_packet_size, charset);
     out
 }
 
@@ -277,8 +267,7 @@ impl HandshakeResponse {
         } else if caps & capability::SECURE_CONNECTION != 0 {
             let n = u8::try_from(self.auth_response.len()).map_err(|_| Error::Invalid {
                 what: "auth response",
-                reason: "longer than 255 bytes without CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA"
-                    .into(),
+                reason: "longer than 255 bytes without CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA".into(),
             })?;
             out.push(n);
             out.extend_from_slice(&self.auth_response);
@@ -287,11 +276,7 @@ impl HandshakeResponse {
             out.push(0);
         }
         if caps & capability::CONNECT_WITH_DB != 0 {
-            put_nul_str(
-                &mut out,
-                self.database.as_deref().unwrap_or(""),
-                "database name",
-            )?;
+            put_nul_str(&mut out, self.database.as_deref().unwrap_or(""), "database name")?;
         }
         if caps & capability::PLUGIN_AUTH != 0 {
             put_nul_str(&mut out, &self.auth_plugin_name, "auth plugin name")?;
@@ -302,10 +287,7 @@ impl HandshakeResponse {
 
 pub(crate) fn put_nul_str(out: &mut Vec<u8>, s: &str, what: &'static str) -> Result<()> {
     if s.as_bytes().contains(&0) {
-        return Err(Error::Invalid {
-            what,
-            reason: "contains a NUL byte".into(),
-        });
+        return Err(Error::Invalid { what, reason: "contains a NUL byte".into() });
     }
     out.extend_from_slice(s.as_bytes());
     out.push(0);
@@ -398,14 +380,8 @@ mod tests {
         assert!(rd.is_empty());
         let ssl = ssl_request(caps, 0x0100_0000, 45);
         assert_eq!(ssl.len(), 32);
-        assert_ne!(
-            u32::from_le_bytes([ssl[0], ssl[1], ssl[2], ssl[3]]) & (capability::SSL as u32),
-            0
-        );
-        let bad = HandshakeResponse {
-            user: "a\0b".into(),
-            ..r
-        };
+        assert_ne!(u32::from_le_bytes([ssl[0], ssl[1], ssl[2], ssl[3]]) & (capability::SSL as u32), 0);
+        let bad = HandshakeResponse { user: "a\0b".into(), ..r };
         assert!(bad.encode().is_err());
     }
 }

@@ -65,12 +65,7 @@ impl Default for PacketCodec {
 impl PacketCodec {
     /// A codec that refuses reassembled payloads longer than `max_payload` bytes.
     pub fn new(max_payload: usize) -> Self {
-        PacketCodec {
-            seq: 0,
-            max_payload,
-            partial: BytesMut::new(),
-            in_progress: false,
-        }
+        PacketCodec { seq: 0, max_payload, partial: BytesMut::new(), in_progress: false }
     }
 
     /// The sequence id the next packet (read or written) must carry.
@@ -115,17 +110,10 @@ impl PacketCodec {
             let len = usize::try_from(len).unwrap_or(MAX_CHUNK);
             let total = self.partial.len().saturating_add(len);
             if total > self.max_payload {
-                return Err(Error::TooLarge {
-                    what: "packet",
-                    len: total as u64,
-                    max: self.max_payload as u64,
-                });
+                return Err(Error::TooLarge { what: "packet", len: total as u64, max: self.max_payload as u64 });
             }
             if seq != self.seq {
-                return Err(Error::Sequence {
-                    expected: self.seq,
-                    got: seq,
-                });
+                return Err(Error::Sequence { expected: self.seq, got: seq });
             }
             if buf.len() < 4 + len {
                 // Reserve room for the rest of the chunk so the caller's reads fill it in one go.
@@ -160,11 +148,7 @@ impl PacketCodec {
     /// [`Error::TooLarge`] when the payload exceeds the cap.
     pub fn encode(&mut self, payload: &[u8], out: &mut BytesMut) -> Result<()> {
         if payload.len() > self.max_payload {
-            return Err(Error::TooLarge {
-                what: "packet",
-                len: payload.len() as u64,
-                max: self.max_payload as u64,
-            });
+            return Err(Error::TooLarge { what: "packet", len: payload.len() as u64, max: self.max_payload as u64 });
         }
         out.reserve(payload.len() + 4 * (payload.len() / MAX_CHUNK + 1));
         let mut rest = payload;
@@ -216,28 +200,15 @@ impl OkPacket {
         let mut r = Reader::new(payload);
         let h = r.u8("OK header")?;
         if h != OK_HEADER && h != EOF_HEADER {
-            return Err(Error::Invalid {
-                what: "OK packet",
-                reason: format!("header 0x{h:02x}"),
-            });
+            return Err(Error::Invalid { what: "OK packet", reason: format!("header 0x{h:02x}") });
         }
         let affected_rows = r.lenenc_int("OK affected rows")?;
         let last_insert_id = r.lenenc_int("OK last insert id")?;
-        let (status, warnings) = if r.remaining() >= 4 {
-            (r.u16("OK status")?, r.u16("OK warnings")?)
-        } else {
-            (0, 0)
-        };
+        let (status, warnings) = if r.remaining() >= 4 { (r.u16("OK status")?, r.u16("OK warnings")?) } else { (0, 0) };
         // With CLIENT_SESSION_TRACK the info is length-encoded; we do not ask for that
         // capability, so the rest is the plain info string.
         let info = r.take_rest().to_vec();
-        Ok(OkPacket {
-            affected_rows,
-            last_insert_id,
-            status,
-            warnings,
-            info,
-        })
+        Ok(OkPacket { affected_rows, last_insert_id, status, warnings, info })
     }
 }
 
@@ -259,16 +230,10 @@ impl EofPacket {
         let mut r = Reader::new(payload);
         let h = r.u8("EOF header")?;
         if h != EOF_HEADER {
-            return Err(Error::Invalid {
-                what: "EOF packet",
-                reason: format!("header 0x{h:02x}"),
-            });
+            return Err(Error::Invalid { what: "EOF packet", reason: format!("header 0x{h:02x}") });
         }
         if r.remaining() >= 4 {
-            Ok(EofPacket {
-                warnings: r.u16("EOF warnings")?,
-                status: r.u16("EOF status")?,
-            })
+            Ok(EofPacket { warnings: r.u16("EOF warnings")?, status: r.u16("EOF status")? })
         } else {
             Ok(EofPacket::default())
         }
@@ -307,10 +272,7 @@ impl ServerError {
         let mut r = Reader::new(payload);
         let h = r.u8("ERR header")?;
         if h != ERR_HEADER {
-            return Err(Error::Invalid {
-                what: "ERR packet",
-                reason: format!("header 0x{h:02x}"),
-            });
+            return Err(Error::Invalid { what: "ERR packet", reason: format!("header 0x{h:02x}") });
         }
         let code = r.u16("ERR code")?;
         let sql_state = if r.rest().first() == Some(&b'#') && r.remaining() >= 6 {
@@ -320,11 +282,7 @@ impl ServerError {
             String::new()
         };
         let message = String::from_utf8_lossy(r.take_rest()).into_owned();
-        Ok(ServerError {
-            code,
-            sql_state,
-            message,
-        })
+        Ok(ServerError { code, sql_state, message })
     }
 }
 
@@ -381,13 +339,7 @@ mod tests {
     fn sequence_mismatch() {
         let mut c = PacketCodec::new(1024);
         let mut buf = BytesMut::from(&[0x00, 0x00, 0x00, 0x05][..]);
-        assert_eq!(
-            c.decode(&mut buf).unwrap_err(),
-            Error::Sequence {
-                expected: 0,
-                got: 5
-            }
-        );
+        assert_eq!(c.decode(&mut buf).unwrap_err(), Error::Sequence { expected: 0, got: 5 });
     }
 
     #[test]
@@ -395,19 +347,9 @@ mod tests {
         let mut c = PacketCodec::new(10);
         // header says 0xffffff bytes; only the header has arrived
         let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0x00][..]);
-        assert!(matches!(
-            c.decode(&mut buf),
-            Err(Error::TooLarge {
-                len: 0xff_ffff,
-                max: 10,
-                ..
-            })
-        ));
+        assert!(matches!(c.decode(&mut buf), Err(Error::TooLarge { len: 0xff_ffff, max: 10, .. })));
         let mut out = BytesMut::new();
-        assert!(matches!(
-            c.encode(&[0; 11], &mut out),
-            Err(Error::TooLarge { .. })
-        ));
+        assert!(matches!(c.encode(&[0; 11], &mut out), Err(Error::TooLarge { .. })));
     }
 
     #[test]
@@ -437,10 +379,7 @@ mod tests {
         let mut out = BytesMut::new();
         enc.encode(&payload, &mut out).unwrap();
         assert_eq!(out.len(), 4 + MAX_CHUNK + 4 + 1);
-        assert_eq!(
-            &out[4 + MAX_CHUNK..4 + MAX_CHUNK + 4],
-            &[0x01, 0x00, 0x00, 0x04]
-        );
+        assert_eq!(&out[4 + MAX_CHUNK..4 + MAX_CHUNK + 4], &[0x01, 0x00, 0x00, 0x04]);
         assert_eq!(enc.sequence(), 5);
         let mut dec = PacketCodec::default();
         dec.set_sequence(3);
@@ -516,10 +455,7 @@ mod tests {
         // pre-handshake errors have no SQL state
         let e = ServerError::parse(b"\xff\x10\x04Too many connections").unwrap();
         assert_eq!((e.code, e.sql_state.as_str()), (1040, ""));
-        assert!(ServerError::parse(b"\xff\x10\x04")
-            .unwrap()
-            .message
-            .is_empty());
+        assert!(ServerError::parse(b"\xff\x10\x04").unwrap().message.is_empty());
         assert!(ServerError::parse(b"\xff").is_err());
     }
 
@@ -533,23 +469,11 @@ mod tests {
             0x00, 0x00, // warnings
         ])
         .unwrap();
-        assert_eq!(
-            (ok.affected_rows, ok.last_insert_id, ok.status, ok.warnings),
-            (1, 256, status::AUTOCOMMIT, 0)
-        );
+        assert_eq!((ok.affected_rows, ok.last_insert_id, ok.status, ok.warnings), (1, 256, status::AUTOCOMMIT, 0));
         let eof = EofPacket::parse(&[0xfe, 0x01, 0x00, 0x02, 0x00]).unwrap();
-        assert_eq!(
-            eof,
-            EofPacket {
-                warnings: 1,
-                status: 2
-            }
-        );
+        assert_eq!(eof, EofPacket { warnings: 1, status: 2 });
         assert!(is_end_of_rows(&[0xfe, 0, 0, 2, 0], 0));
-        assert!(is_end_of_rows(
-            &[0xfe, 0, 0, 2, 0, 0, 0],
-            capability::DEPRECATE_EOF
-        ));
+        assert!(is_end_of_rows(&[0xfe, 0, 0, 2, 0, 0, 0], capability::DEPRECATE_EOF));
         // a row starting with an 8-byte lenenc is not an EOF
         assert!(!is_end_of_rows(&[0xfe, 1, 0, 0, 0, 0, 0, 0, 0, b'x'], 0));
         assert!(!is_end_of_rows(&[0x00], 0));

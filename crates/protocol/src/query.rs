@@ -16,9 +16,7 @@
 //! <https://mariadb.com/kb/en/result-set-packets/>.
 
 use crate::error::{Error, Result};
-use crate::packet::{
-    err_to_error, is_end_of_rows, is_err, EofPacket, OkPacket, EOF_HEADER, OK_HEADER,
-};
+use crate::packet::{err_to_error, is_end_of_rows, is_err, EofPacket, OkPacket, EOF_HEADER, OK_HEADER};
 use crate::reader::Reader;
 
 /// COM_QUIT.
@@ -145,9 +143,7 @@ pub struct ResultSet {
 impl ResultSet {
     /// The index of the column named `name` (ASCII case-insensitive).
     pub fn column_index(&self, name: &str) -> Option<usize> {
-        self.columns
-            .iter()
-            .position(|c| c.name.eq_ignore_ascii_case(name))
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
     }
 
     /// The value at `row`, `col` as text (lossy UTF-8); `None` for NULL or out of range.
@@ -160,11 +156,7 @@ impl ResultSet {
     pub fn to_strings(&self) -> Vec<Vec<Option<String>>> {
         self.rows
             .iter()
-            .map(|row| {
-                row.iter()
-                    .map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
-                    .collect()
-            })
+            .map(|row| row.iter().map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned())).collect())
             .collect()
     }
 }
@@ -213,11 +205,7 @@ impl ResultSetReader {
     /// A reader for a connection with the negotiated `capabilities` (CLIENT_DEPRECATE_EOF
     /// decides how column definitions and rows end).
     pub fn new(capabilities: u64) -> ResultSetReader {
-        ResultSetReader {
-            capabilities,
-            state: State::First,
-            result: ResultSet::default(),
-        }
+        ResultSetReader { capabilities, state: State::First, result: ResultSet::default() }
     }
 
     /// Feeds the next packet; returns the result once it is complete.
@@ -236,18 +224,11 @@ impl ResultSetReader {
                     self.result.ok = OkPacket::parse(payload)?;
                     self.finish()
                 }
-                Some(&0xfb) => Err(Error::Unsupported {
-                    what: "LOCAL INFILE request",
-                    reason: "not supported".into(),
-                }),
+                Some(&0xfb) => Err(Error::Unsupported { what: "LOCAL INFILE request", reason: "not supported".into() }),
                 _ => {
                     let n = Reader::new(payload).lenenc_int("column count")?;
                     if n > MAX_COLUMNS {
-                        return Err(Error::TooLarge {
-                            what: "column count",
-                            len: n,
-                            max: MAX_COLUMNS,
-                        });
+                        return Err(Error::TooLarge { what: "column count", len: n, max: MAX_COLUMNS });
                     }
                     let n = usize::try_from(n).unwrap_or(0);
                     self.result.columns.reserve(n);
@@ -260,9 +241,7 @@ impl ResultSetReader {
             },
             State::Columns { left } => {
                 self.result.columns.push(ColumnDefinition::parse(payload)?);
-                self.state = State::Columns {
-                    left: left.saturating_sub(1),
-                };
+                self.state = State::Columns { left: left.saturating_sub(1) };
                 if left <= 1 {
                     self.after_columns();
                 }
@@ -291,10 +270,9 @@ impl ResultSetReader {
                 self.result.rows.push(row);
                 Ok(None)
             }
-            State::Done => Err(Error::Invalid {
-                what: "query response",
-                reason: "packet after the end of the result".into(),
-            }),
+            State::Done => {
+                Err(Error::Invalid { what: "query response", reason: "packet after the end of the result".into() })
+            }
         }
     }
 
@@ -352,13 +330,7 @@ mod tests {
         assert_eq!(rs.columns.len(), 2);
         assert_eq!(rs.columns[1].name, "b");
         assert_eq!(rs.column_index("B"), Some(1));
-        assert_eq!(
-            rs.rows,
-            vec![
-                vec![Some(b"x".to_vec()), None],
-                vec![Some(vec![]), Some(b"y".to_vec())]
-            ]
-        );
+        assert_eq!(rs.rows, vec![vec![Some(b"x".to_vec()), None], vec![Some(vec![]), Some(b"y".to_vec())]]);
         assert_eq!(rs.get_str(1, 1).as_deref(), Some("y"));
         assert_eq!(rs.to_strings()[0], vec![Some("x".to_string()), None]);
         assert!(rd.on_packet(&[0x00]).is_err());
@@ -370,10 +342,7 @@ mod tests {
         assert_eq!(rd.on_packet(&[0x01]).unwrap(), None);
         assert_eq!(rd.on_packet(&coldef("a")).unwrap(), None);
         assert_eq!(rd.on_packet(&[0x01, b'1']).unwrap(), None); // a row directly, no EOF
-        let rs = rd
-            .on_packet(&[0xfe, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00])
-            .unwrap()
-            .unwrap();
+        let rs = rd.on_packet(&[0xfe, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]).unwrap().unwrap();
         assert_eq!(rs.rows.len(), 1);
         assert_eq!(rs.ok.status, 2);
     }
@@ -381,22 +350,14 @@ mod tests {
     #[test]
     fn ok_err_and_bad_rows() {
         let mut rd = ResultSetReader::new(0);
-        let rs = rd
-            .on_packet(&[0x00, 0x03, 0x00, 0x02, 0x00, 0x00, 0x00])
-            .unwrap()
-            .unwrap();
+        let rs = rd.on_packet(&[0x00, 0x03, 0x00, 0x02, 0x00, 0x00, 0x00]).unwrap().unwrap();
         assert_eq!(rs.ok.affected_rows, 3);
         assert!(rs.columns.is_empty());
         let mut rd = ResultSetReader::new(0);
-        let e = rd
-            .on_packet(b"\xff\x28\x04#42000You have an error")
-            .unwrap_err();
+        let e = rd.on_packet(b"\xff\x28\x04#42000You have an error").unwrap_err();
         assert!(matches!(e, Error::Server(ref s) if s.code == 1064));
         let mut rd = ResultSetReader::new(0);
-        assert!(matches!(
-            rd.on_packet(&[0xfc, 0xff, 0xff]),
-            Err(Error::TooLarge { .. })
-        ));
+        assert!(matches!(rd.on_packet(&[0xfc, 0xff, 0xff]), Err(Error::TooLarge { .. })));
         assert!(parse_text_row(&[0x05, b'a'], 1).is_err());
         assert!(parse_text_row(&[0x01, b'a', 0x00], 1).is_err());
         assert_eq!(com_query("SELECT 1"), b"\x03SELECT 1");

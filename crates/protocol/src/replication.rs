@@ -41,10 +41,8 @@ pub const BINLOG_THROUGH_GTID: u16 = 0x04;
 pub const MAX_GTID_SET_BYTES: usize = 64 * 1024 * 1024;
 
 fn put_u8_str(out: &mut Vec<u8>, s: &str, what: &'static str) -> Result<()> {
-    let n = u8::try_from(s.len()).map_err(|_| Error::Invalid {
-        what,
-        reason: format!("{} bytes, at most 255", s.len()),
-    })?;
+    let n = u8::try_from(s.len())
+        .map_err(|_| Error::Invalid { what, reason: format!("{} bytes, at most 255", s.len()) })?;
     out.push(n);
     out.extend_from_slice(s.as_bytes());
     Ok(())
@@ -88,8 +86,7 @@ impl ComRegisterReplica {
     /// # Errors
     /// [`Error::Invalid`] when a string is longer than 255 bytes.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let mut out =
-            Vec::with_capacity(18 + self.hostname.len() + self.user.len() + self.password.len());
+        let mut out = Vec::with_capacity(18 + self.hostname.len() + self.user.len() + self.password.len());
         out.push(COM_REGISTER_SLAVE);
         out.extend_from_slice(&self.server_id.to_le_bytes());
         put_u8_str(&mut out, &self.hostname, "replica host name")?;
@@ -164,10 +161,8 @@ impl ComBinlogDumpGtid {
                 });
             }
         }
-        let name_len = u32::try_from(self.filename.len()).map_err(|_| Error::Invalid {
-            what: "binlog file name",
-            reason: "too long".into(),
-        })?;
+        let name_len = u32::try_from(self.filename.len())
+            .map_err(|_| Error::Invalid { what: "binlog file name", reason: "too long".into() })?;
         let mut out = Vec::with_capacity(23 + self.filename.len() + data.len());
         out.push(COM_BINLOG_DUMP_GTID);
         out.extend_from_slice(&flags.to_le_bytes());
@@ -211,10 +206,7 @@ pub fn checksum_setup() -> Vec<String> {
 
 /// The statements that ask for heartbeat events every `period_ns` nanoseconds when idle.
 pub fn heartbeat_setup(period_ns: u64) -> Vec<String> {
-    vec![
-        format!("SET @master_heartbeat_period = {period_ns}"),
-        format!("SET @source_heartbeat_period = {period_ns}"),
-    ]
+    vec![format!("SET @master_heartbeat_period = {period_ns}"), format!("SET @source_heartbeat_period = {period_ns}")]
 }
 
 /// MariaDB replica capability 4 (`MARIA_SLAVE_CAPABILITY_MINE`): send GTID, ANNOTATE_ROWS and
@@ -226,10 +218,7 @@ pub const MARIADB_SLAVE_CAPABILITY_MINE: u8 = 4;
 pub fn mariadb_gtid_setup(start: &MariadbGtidList, strict: bool) -> Vec<String> {
     vec![
         format!("SET @mariadb_slave_capability = {MARIADB_SLAVE_CAPABILITY_MINE}"),
-        format!(
-            "SET @slave_connect_state = {}",
-            sql_string_literal(&start.to_string())
-        ),
+        format!("SET @slave_connect_state = {}", sql_string_literal(&start.to_string())),
         format!("SET @slave_gtid_strict_mode = {}", u8::from(strict)),
         "SET @slave_gtid_ignore_duplicates = 0".into(),
     ]
@@ -256,15 +245,8 @@ impl DumpPacket {
             Some(&OK_HEADER) => Ok(DumpPacket::Event(payload.slice(1..))),
             Some(&ERR_HEADER) => Ok(DumpPacket::Error(ServerError::parse(&payload)?)),
             Some(&EOF_HEADER) if is_end_of_rows(&payload, capabilities) => Ok(DumpPacket::Eof),
-            Some(&h) => Err(Error::Invalid {
-                what: "binlog stream packet",
-                reason: format!("header 0x{h:02x}"),
-            }),
-            None => Err(Error::Truncated {
-                what: "binlog stream packet",
-                needed: 1,
-                remaining: 0,
-            }),
+            Some(&h) => Err(Error::Invalid { what: "binlog stream packet", reason: format!("header 0x{h:02x}") }),
+            None => Err(Error::Truncated { what: "binlog stream packet", needed: 1, remaining: 0 }),
         }
     }
 }
@@ -318,19 +300,10 @@ mod tests {
                 0x00, 0x00, 0x00, 0x00, // source id
             ]
         );
-        let long = ComRegisterReplica {
-            hostname: "x".repeat(256),
-            ..Default::default()
-        };
+        let long = ComRegisterReplica { hostname: "x".repeat(256), ..Default::default() };
         assert!(long.encode().is_err());
-        assert!(!format!(
-            "{:?}",
-            ComRegisterReplica {
-                password: "hunter2".into(),
-                ..Default::default()
-            }
-        )
-        .contains("hunter2"));
+        assert!(!format!("{:?}", ComRegisterReplica { password: "hunter2".into(), ..Default::default() })
+            .contains("hunter2"));
     }
 
     #[test]
@@ -346,10 +319,7 @@ mod tests {
         let b = c.encode().unwrap();
         let mut r = Reader::new(&b);
         assert_eq!(r.u8("cmd").unwrap(), 0x1e);
-        assert_eq!(
-            r.u16("flags").unwrap(),
-            BINLOG_DUMP_NON_BLOCK | BINLOG_THROUGH_GTID
-        );
+        assert_eq!(r.u16("flags").unwrap(), BINLOG_DUMP_NON_BLOCK | BINLOG_THROUGH_GTID);
         assert_eq!(r.u32("server id").unwrap(), 9);
         assert_eq!(r.u32("name len").unwrap(), 0);
         assert_eq!(r.u64("pos").unwrap(), 4);
@@ -381,21 +351,13 @@ mod tests {
     fn stream_packets() {
         let ev = DumpPacket::parse(Bytes::from_static(&[0x00, 1, 2, 3]), 0).unwrap();
         assert_eq!(ev, DumpPacket::Event(Bytes::from_static(&[1, 2, 3])));
-        assert_eq!(
-            DumpPacket::parse(Bytes::from_static(&[0xfe, 0, 0, 2, 0]), 0).unwrap(),
-            DumpPacket::Eof
-        );
+        assert_eq!(DumpPacket::parse(Bytes::from_static(&[0xfe, 0, 0, 2, 0]), 0).unwrap(), DumpPacket::Eof);
         let e = DumpPacket::parse(
-            Bytes::from_static(
-                b"\xff\xd4\x04#HY000Could not find first log file name in binary log index file",
-            ),
+            Bytes::from_static(b"\xff\xd4\x04#HY000Could not find first log file name in binary log index file"),
             0,
         )
         .unwrap();
-        assert!(matches!(
-            e,
-            DumpPacket::Error(ServerError { code: 1236, .. })
-        ));
+        assert!(matches!(e, DumpPacket::Error(ServerError { code: 1236, .. })));
         assert!(DumpPacket::parse(Bytes::new(), 0).is_err());
         assert!(DumpPacket::parse(Bytes::from_static(&[0x42]), 0).is_err());
     }

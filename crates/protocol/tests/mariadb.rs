@@ -22,9 +22,7 @@ fn event_type(ev: &[u8]) -> u8 {
 }
 
 async fn native(db: &MariaDb) -> Connection {
-    Connection::connect(db.opts("native", "native-pw"))
-        .await
-        .expect("connect as native")
+    Connection::connect(db.opts("native", "native-pw")).await.expect("connect as native")
 }
 
 #[tokio::test]
@@ -38,34 +36,13 @@ async fn native_password_queries_and_errors() {
     assert!(!c.is_tls());
     c.ping().await.unwrap();
 
-    let rs = c
-        .query("SELECT 1 AS one, NULL AS nothing, 'x' AS ex, '' AS empty")
-        .await
-        .unwrap();
-    assert_eq!(
-        rs.columns
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>(),
-        ["one", "nothing", "ex", "empty"]
-    );
-    assert_eq!(
-        rs.rows,
-        vec![vec![
-            Some(b"1".to_vec()),
-            None,
-            Some(b"x".to_vec()),
-            Some(vec![])
-        ]]
-    );
+    let rs = c.query("SELECT 1 AS one, NULL AS nothing, 'x' AS ex, '' AS empty").await.unwrap();
+    assert_eq!(rs.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["one", "nothing", "ex", "empty"]);
+    assert_eq!(rs.rows, vec![vec![Some(b"1".to_vec()), None, Some(b"x".to_vec()), Some(vec![])]]);
 
     c.query_drop("CREATE DATABASE t").await.unwrap();
-    c.query_drop("CREATE TABLE t.a (id INT PRIMARY KEY, v VARCHAR(10) NULL)")
-        .await
-        .unwrap();
-    c.query_drop("INSERT INTO t.a VALUES (1, 'one'), (2, NULL), (3, 'three')")
-        .await
-        .unwrap();
+    c.query_drop("CREATE TABLE t.a (id INT PRIMARY KEY, v VARCHAR(10) NULL)").await.unwrap();
+    c.query_drop("INSERT INTO t.a VALUES (1, 'one'), (2, NULL), (3, 'three')").await.unwrap();
     let rs = c.query("SELECT id, v FROM t.a ORDER BY id").await.unwrap();
     assert_eq!(
         rs.to_strings(),
@@ -86,23 +63,13 @@ async fn native_password_queries_and_errors() {
     c.quit().await.unwrap();
 
     // wrong password: an Auth error with the server's message
-    let e = Connection::connect(db.opts("native", "wrong"))
-        .await
-        .unwrap_err();
+    let e = Connection::connect(db.opts("native", "wrong")).await.unwrap_err();
     match &e {
-        Error::Auth {
-            user,
-            server: Some(s),
-            message,
-            ..
-        } => {
+        Error::Auth { user, server: Some(s), message, .. } => {
             assert_eq!(user, "native");
             assert_eq!(s.code, 1045);
             assert_eq!(s.sql_state, "28000");
-            assert!(
-                message.contains("Access denied for user 'native'"),
-                "{message}"
-            );
+            assert!(message.contains("Access denied for user 'native'"), "{message}");
         }
         other => panic!("expected an Auth error, got {other:?}"),
     }
@@ -114,20 +81,12 @@ async fn ed25519_authentication() {
     let Some(db) = MariaDb::start(false) else {
         return;
     };
-    let mut c = Connection::connect(db.opts("ed", "ed-pw"))
-        .await
-        .expect("connect as ed");
+    let mut c = Connection::connect(db.opts("ed", "ed-pw")).await.expect("connect as ed");
     let rs = c.query("SELECT CURRENT_USER()").await.unwrap();
     assert_eq!(rs.get_str(0, 0).as_deref(), Some("ed@%"));
-    let e = Connection::connect(db.opts("ed", "not-it"))
-        .await
-        .unwrap_err();
+    let e = Connection::connect(db.opts("ed", "not-it")).await.unwrap_err();
     match &e {
-        Error::Auth {
-            plugin,
-            server: Some(s),
-            ..
-        } => {
+        Error::Auth { plugin, server: Some(s), .. } => {
             assert_eq!(plugin, "client_ed25519");
             assert_eq!(s.code, 1045);
         }
@@ -148,22 +107,14 @@ async fn tls_modes() {
     o.ca_file = Some(tls.ca.clone());
     let mut c = Connection::connect(o.clone()).await.expect("verify-ca");
     assert!(c.is_tls());
-    let rs = c
-        .query("SHOW SESSION STATUS LIKE 'Ssl_version'")
-        .await
-        .unwrap();
+    let rs = c.query("SHOW SESSION STATUS LIKE 'Ssl_version'").await.unwrap();
     let version = rs.get_str(0, 1).unwrap_or_default();
     assert!(version.starts_with("TLS"), "Ssl_version = {version:?}");
 
     // verify-identity: the certificate names IP 127.0.0.1
     let mut vi = o.clone();
     vi.tls = TlsMode::VerifyIdentity;
-    Connection::connect(vi)
-        .await
-        .expect("verify-identity")
-        .ping()
-        .await
-        .unwrap();
+    Connection::connect(vi).await.expect("verify-identity").ping().await.unwrap();
 
     // a wrong CA is rejected
     let mut bad = o.clone();
@@ -183,9 +134,7 @@ async fn tls_modes() {
     assert!(Connection::connect(ed).await.unwrap().is_tls());
 
     // a REQUIRE SSL user without TLS is refused by the server
-    let e = Connection::connect(db.opts("tlsonly", "tls-pw"))
-        .await
-        .unwrap_err();
+    let e = Connection::connect(db.opts("tlsonly", "tls-pw")).await.unwrap_err();
     assert_eq!(e.server_error().map(|s| s.code), Some(1045), "{e:?}");
 }
 
@@ -197,10 +146,7 @@ async fn tls_required_without_server_tls_fails() {
     let mut o = db.opts("native", "native-pw");
     o.tls = TlsMode::Required;
     let e = Connection::connect(o).await.unwrap_err();
-    assert!(
-        matches!(e, Error::Tls(ref m) if m.contains("does not offer TLS")),
-        "{e:?}"
-    );
+    assert!(matches!(e, Error::Tls(ref m) if m.contains("does not offer TLS")), "{e:?}");
 }
 
 #[tokio::test]
@@ -209,10 +155,7 @@ async fn large_row_over_16_mib() {
         return;
     };
     let mut c = native(&db).await;
-    let rs = c
-        .query("SELECT REPEAT('x', 17000000) AS big, 42")
-        .await
-        .unwrap();
+    let rs = c.query("SELECT REPEAT('x', 17000000) AS big, 42").await.unwrap();
     let v = rs.rows[0][0].as_ref().unwrap();
     assert_eq!(v.len(), 17_000_000);
     assert!(v.iter().all(|&b| b == b'x'));
@@ -221,19 +164,13 @@ async fn large_row_over_16_mib() {
     let mut o = db.opts("native", "native-pw");
     o.max_packet_size = 1 << 20;
     let mut small = Connection::connect(o).await.unwrap();
-    let e = small
-        .query("SELECT REPEAT('x', 2000000)")
-        .await
-        .unwrap_err();
+    let e = small.query("SELECT REPEAT('x', 2000000)").await.unwrap_err();
     assert!(matches!(e, Error::TooLarge { .. }), "{e:?}");
 }
 
 async fn master_status(c: &mut Connection) -> (String, u64) {
     let rs = c.query("SHOW MASTER STATUS").await.unwrap();
-    (
-        rs.get_str(0, 0).unwrap(),
-        rs.get_str(0, 1).unwrap().parse().unwrap(),
-    )
+    (rs.get_str(0, 0).unwrap(), rs.get_str(0, 1).unwrap().parse().unwrap())
 }
 
 #[tokio::test]
@@ -243,21 +180,11 @@ async fn binlog_dump_by_file_and_position() {
     };
     let mut c = native(&db).await;
     c.query_drop("CREATE DATABASE t").await.unwrap();
-    c.query_drop("CREATE TABLE t.a (id INT PRIMARY KEY, v TEXT)")
-        .await
-        .unwrap();
-    c.query_drop("INSERT INTO t.a VALUES (1, 'one'), (2, 'two')")
-        .await
-        .unwrap();
+    c.query_drop("CREATE TABLE t.a (id INT PRIMARY KEY, v TEXT)").await.unwrap();
+    c.query_drop("INSERT INTO t.a VALUES (1, 'one'), (2, 'two')").await.unwrap();
     let (file, end) = master_status(&mut c).await;
 
-    let mut req = DumpRequest::new(
-        101,
-        StartPosition::FilePosition {
-            file: file.clone(),
-            position: 4,
-        },
-    );
+    let mut req = DumpRequest::new(101, StartPosition::FilePosition { file: file.clone(), position: 4 });
     req.non_blocking = true;
     let mut stream = c.start_binlog_dump(req).await.unwrap();
     let mut types = Vec::new();
@@ -272,30 +199,18 @@ async fn binlog_dump_by_file_and_position() {
         }
         types.push(t);
     }
-    assert!(
-        matches!(types[0], ROTATE | FORMAT_DESCRIPTION),
-        "first event {types:?}"
-    );
+    assert!(matches!(types[0], ROTATE | FORMAT_DESCRIPTION), "first event {types:?}");
     assert!(types.contains(&FORMAT_DESCRIPTION));
     assert!(types.contains(&WRITE_ROWS_V1), "{types:?}");
     assert!(types.contains(&XID), "{types:?}");
-    assert_eq!(
-        last_end, end,
-        "the dump ends at SHOW MASTER STATUS's position"
-    );
+    assert_eq!(last_end, end, "the dump ends at SHOW MASTER STATUS's position");
     // the server closes the connection once the dump has ended (MariaDB's COM_BINLOG_DUMP
     // handler always ends the session)
     drop(stream);
     let c = native(&db).await;
 
     // a file that does not exist: 1236 from the stream, definite
-    let mut req = DumpRequest::new(
-        102,
-        StartPosition::FilePosition {
-            file: "mysql-bin.999999".into(),
-            position: 4,
-        },
-    );
+    let mut req = DumpRequest::new(102, StartPosition::FilePosition { file: "mysql-bin.999999".into(), position: 4 });
     req.non_blocking = true;
     let mut stream = c.start_binlog_dump(req).await.unwrap();
     let e = stream.next_event().await.unwrap_err();
@@ -310,24 +225,12 @@ async fn mariadb_gtid_dump() {
     };
     let mut c = native(&db).await;
     c.query_drop("CREATE DATABASE t").await.unwrap();
-    c.query_drop("CREATE TABLE t.a (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
+    c.query_drop("CREATE TABLE t.a (id INT PRIMARY KEY)").await.unwrap();
     c.query_drop("INSERT INTO t.a VALUES (1)").await.unwrap();
-    let pos = c
-        .query("SELECT @@gtid_binlog_pos")
-        .await
-        .unwrap()
-        .get_str(0, 0)
-        .unwrap();
+    let pos = c.query("SELECT @@gtid_binlog_pos").await.unwrap().get_str(0, 0).unwrap();
     let start: MariadbGtidList = pos.parse().unwrap();
     c.query_drop("INSERT INTO t.a VALUES (2)").await.unwrap();
-    let after = c
-        .query("SELECT @@gtid_binlog_pos")
-        .await
-        .unwrap()
-        .get_str(0, 0)
-        .unwrap();
+    let after = c.query("SELECT @@gtid_binlog_pos").await.unwrap().get_str(0, 0).unwrap();
 
     let mut req = DumpRequest::new(103, StartPosition::MariadbGtid(start));
     req.non_blocking = true;
@@ -341,11 +244,7 @@ async fn mariadb_gtid_dump() {
                 // GTID event body: seq_no u64, domain id u32 (after the 19-byte header)
                 let seq = u64::from_le_bytes(ev[19..27].try_into().unwrap());
                 let domain = u32::from_le_bytes(ev[27..31].try_into().unwrap());
-                assert_eq!(
-                    format!("{domain}-1-{seq}"),
-                    after,
-                    "only the transaction after the start GTID"
-                );
+                assert_eq!(format!("{domain}-1-{seq}"), after, "only the transaction after the start GTID");
             }
             WRITE_ROWS_V1 => rows_events += 1,
             _ => {}
@@ -356,10 +255,7 @@ async fn mariadb_gtid_dump() {
     // a GTID the server never wrote (strict mode): 1236
     drop(stream);
     let c = native(&db).await;
-    let mut req = DumpRequest::new(
-        104,
-        StartPosition::MariadbGtid("0-1-999999".parse().unwrap()),
-    );
+    let mut req = DumpRequest::new(104, StartPosition::MariadbGtid("0-1-999999".parse().unwrap()));
     req.non_blocking = true;
     let mut stream = c.start_binlog_dump(req).await.unwrap();
     let e = stream.next_event().await.unwrap_err();
@@ -377,31 +273,19 @@ async fn blocking_dump_heartbeats_and_read_timeout() {
     let mut stream = c.start_binlog_dump(req).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let ev = stream
-            .next_event()
-            .await
-            .unwrap()
-            .expect("blocking dumps do not end");
+        let ev = stream.next_event().await.unwrap().expect("blocking dumps do not end");
         if event_type(&ev) == HEARTBEAT {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no heartbeat within 10 s"
-        );
+        assert!(std::time::Instant::now() < deadline, "no heartbeat within 10 s");
     }
 
     // without heartbeats an idle blocking dump hits the read timeout
     let mut o = db.opts("native", "native-pw");
     o.read_timeout = Some(Duration::from_millis(500));
     let c = Connection::connect(o).await.unwrap();
-    let mut stream = c
-        .start_binlog_dump(DumpRequest::new(
-            106,
-            StartPosition::MariadbGtid(MariadbGtidList::new()),
-        ))
-        .await
-        .unwrap();
+    let mut stream =
+        c.start_binlog_dump(DumpRequest::new(106, StartPosition::MariadbGtid(MariadbGtidList::new()))).await.unwrap();
     let e = loop {
         match stream.next_event().await {
             Ok(Some(_)) => continue,

@@ -17,11 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-const MARIADBD: &[&str] = &[
-    "/usr/sbin/mariadbd",
-    "/usr/bin/mariadbd",
-    "/usr/local/bin/mariadbd",
-];
+const MARIADBD: &[&str] = &["/usr/sbin/mariadbd", "/usr/bin/mariadbd", "/usr/local/bin/mariadbd"];
 
 fn find_mariadbd() -> Option<PathBuf> {
     MARIADBD.iter().map(PathBuf::from).find(|p| p.exists())
@@ -57,27 +53,12 @@ fn run(cmd: &mut Command, what: &str) {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn gen_certs(dir: &Path) -> TlsFiles {
-    let ossl = |args: &[&str]| {
-        run(
-            Command::new("openssl").args(args).current_dir(dir),
-            "openssl",
-        )
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
+    let ossl = |args: &[&str]| run(Command::new("openssl").args(args).current_dir(dir), "openssl");
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
     for ca in ["ca", "other-ca"] {
         let mut a = vec!["req", "-x509"];
         a.extend_from_slice(&ec);
@@ -95,14 +76,7 @@ fn gen_certs(dir: &Path) -> TlsFiles {
     }
     let mut a = vec!["req"];
     a.extend_from_slice(&ec);
-    a.extend_from_slice(&[
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
+    a.extend_from_slice(&["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]);
     ossl(&a);
     std::fs::write(
         dir.join("ext.cnf"),
@@ -126,10 +100,7 @@ fn gen_certs(dir: &Path) -> TlsFiles {
         "-extfile",
         "ext.cnf",
     ]);
-    TlsFiles {
-        ca: dir.join("ca.pem"),
-        other_ca: dir.join("other-ca.pem"),
-    }
+    TlsFiles { ca: dir.join("ca.pem"), other_ca: dir.join("other-ca.pem") }
 }
 
 /// Bootstrap servers run one at a time: concurrent `mariadb-install-db` runs were seen to
@@ -155,11 +126,7 @@ fn install(data: &Path, dir: &Path) {
         if out.status.success() {
             return;
         }
-        last = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        last = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     }
     let _ = std::fs::remove_dir_all(dir);
     panic!("mariadb-install-db failed 3 times:\n{last}");
@@ -185,8 +152,7 @@ impl MariaDb {
             return None;
         };
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("sluice-protocol-it-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("sluice-protocol-it-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let data = dir.join("data");
@@ -228,12 +194,7 @@ impl MariaDb {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn mariadbd");
-        let mut server = MariaDb {
-            port,
-            dir,
-            tls: tls_files,
-            child,
-        };
+        let mut server = MariaDb { port, dir, tls: tls_files, child };
         server.wait_ready();
         Some(server)
     }
@@ -246,9 +207,7 @@ impl MariaDb {
             }
             // Ready once the init file has run: the `native` user can be looked up through
             // the socket file appearing and the port accepting.
-            if self.dir.join("sock").exists()
-                && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            {
+            if self.dir.join("sock").exists() && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
                 return;
             }
             if start.elapsed() > Duration::from_secs(20) {
