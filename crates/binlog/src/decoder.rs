@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::event::{mariadb_uncompress, parse_transaction_payload, ChecksumAlg, Event, FormatDescription, Query};
+use crate::event::{
+    mariadb_uncompress, parse_transaction_payload, ChecksumAlg, Event, FormatDescription, Query, PREALLOC_MAX,
+};
 use crate::header::{EventHeader, EventType, HEADER_LEN, LOG_EVENT_BINLOG_IN_USE_F};
 use crate::rows::{RowsEvent, RowsKind};
 use crate::table_map::TableMap;
@@ -264,7 +266,8 @@ fn zstd_decompress(payload: &[u8], announced: u64, max: u64) -> Result<Vec<u8>> 
     use std::io::Read;
     let dec = zstd::stream::read::Decoder::new(payload)
         .map_err(|e| Error::Decompress { what: "transaction payload", reason: e.to_string() })?;
-    let mut out = Vec::with_capacity(usize::try_from(announced.min(max)).unwrap_or(0));
+    // `announced` is untrusted: preallocate at most PREALLOC_MAX, grow with real output.
+    let mut out = Vec::with_capacity(usize::try_from(announced.min(max).min(PREALLOC_MAX)).unwrap_or(0));
     dec.take(max + 1)
         .read_to_end(&mut out)
         .map_err(|e| Error::Decompress { what: "transaction payload", reason: e.to_string() })?;
