@@ -736,6 +736,9 @@ fn expect_end(r: &Reader<'_>, what: &'static str) -> Result<()> {
     }
 }
 
+/// The most a decompressor preallocates from an announced (untrusted) size.
+pub(crate) const PREALLOC_MAX: u64 = 1 << 20;
+
 /// Decompresses MariaDB's compressed event data (QUERY_COMPRESSED, *_ROWS_COMPRESSED):
 /// one header byte (`0x80 | n`, n = 1..4 bytes of big-endian uncompressed length), the
 /// length, then a zlib stream. `max` caps the announced length before allocating.
@@ -754,7 +757,9 @@ pub(crate) fn mariadb_uncompress(data: &[u8], max: u64, what: &'static str) -> R
     if len > max {
         return Err(Error::TooLarge { what, len, max });
     }
-    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    // The announced length is untrusted: preallocate at most PREALLOC_MAX and let the
+    // buffer grow with the bytes zlib actually produces (still capped by `max` via `take`).
+    let mut out = Vec::with_capacity(usize::try_from(len.min(PREALLOC_MAX)).unwrap_or(0));
     let mut z = flate2::read::ZlibDecoder::new(r.rest()).take(len + 1);
     z.read_to_end(&mut out).map_err(|e| Error::Decompress { what, reason: e.to_string() })?;
     if out.len() as u64 != len {

@@ -201,6 +201,8 @@ impl BinlogReader {
         self.buf.clear();
         self.buf.extend_from_slice(&head);
         let want = size as usize - HEADER_LEN;
+        // The size field is untrusted until the bytes are there: the buffer grows with what
+        // the file actually holds, so a corrupt size in a short file costs nothing.
         let got = self.append_up_to(want)?;
         if got < want {
             self.failed = true;
@@ -284,5 +286,26 @@ impl PendingPayload {
             self.pos = self.buf.len();
         }
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the mutation test: an event header claiming 1 GiB in a 36-byte file made
+    /// the reader allocate (and zero) the whole claimed size before finding the end of file.
+    #[test]
+    fn a_corrupt_event_size_does_not_allocate_it() {
+        let mut file = BINLOG_MAGIC.to_vec();
+        file.extend_from_slice(&[0, 0, 0, 0, 2, 1, 0, 0, 0]); // timestamp, QUERY, server id
+        file.extend_from_slice(&(1u32 << 30).to_le_bytes()); // event size: 1 GiB
+        file.extend_from_slice(&[0; 6]); // log position, flags
+        file.extend_from_slice(&[7; 13]); // 13 body bytes
+        let mut rd =
+            BinlogReader::from_reader("t.bin".into(), std::io::Cursor::new(file), EventDecoder::default()).unwrap();
+        let e = rd.next_event().unwrap_err().to_string();
+        assert!(e.contains("t.bin at offset 4") && e.contains("after 13 of the event's"), "{e}");
+        assert!(rd.buf.capacity() < 1 << 20, "buffer grew to {} bytes", rd.buf.capacity());
     }
 }

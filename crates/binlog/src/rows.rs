@@ -304,6 +304,7 @@ impl<'r> Iterator for RowsIter<'r> {
             return None;
         }
         let ev = self.ev;
+        let start = self.r.position();
         let res = (|| {
             Ok(match ev.kind {
                 RowsKind::Write => RowChange {
@@ -321,9 +322,79 @@ impl<'r> Iterator for RowsIter<'r> {
                 }
             })
         })();
+        // A row change that reads no bytes (no column present in its images) would be
+        // returned forever: every image the server writes holds at least its NULL bitmap
+        // byte, so bytes left behind such a change are malformed row data, not more rows.
+        let res = res.and_then(|change| {
+            if self.r.position() == start {
+                Err(Error::invalid(
+                    "rows event",
+                    format!(
+                        "a row image with no columns present cannot account for the {} bytes of row data left",
+                        self.r.remaining()
+                    ),
+                ))
+            } else {
+                Ok(change)
+            }
+        });
         if res.is_err() {
             self.done = true;
         }
         Some(res)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `db.t` with one nullable INT column.
+    fn one_int_table() -> Arc<TableMap> {
+        let body = [
+            1, 0, 0, 0, 0, 0, // table id 1
+            0, 0, // flags
+            2, b'd', b'b', 0, // database "db"
+            1, b't', 0,    // table "t"
+            1,    // column count
+            3,    // LONG
+            0,    // no metadata
+            0x01, // nullable bitmap
+        ];
+        Arc::new(TableMap::parse(&body, 8).unwrap())
+    }
+
+    /// Found by the mutation test (a flipped bit in a WRITE_ROWS columns-present bitmap):
+    /// no column present makes every row image zero bytes long, and the iterator returned
+    /// the same empty row forever instead of reporting the bytes it could not read.
+    #[test]
+    fn rows_with_no_present_column_do_not_loop() {
+        let body = [
+            1, 0, 0, 0, 0, 0, // table id 1
+            1, 0,    // flags: STMT_END_F
+            1,    // column count
+            0x00, // columns present: none
+            0x00, 0x2a, 0, 0, 0, // row data that no image accounts for
+        ];
+        let table = one_int_table();
+        let ev = RowsEvent::parse(EventType::WriteRowsV1, &body, 8, &|_| Some(Arc::clone(&table)), |_| {
+            unreachable!("not compressed")
+        })
+        .unwrap();
+        let rows: Vec<_> = ev.rows().take(3).collect();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let e = rows[0].as_ref().unwrap_err().to_string();
+        assert!(e.contains("no columns present") && e.contains("5 bytes"), "{e}");
+    }
+
+    #[test]
+    fn one_row_is_read() {
+        let body = [1, 0, 0, 0, 0, 0, 1, 0, 1, 0x01, 0x00, 0x2a, 0, 0, 0];
+        let table = one_int_table();
+        let ev = RowsEvent::parse(EventType::WriteRowsV1, &body, 8, &|_| Some(Arc::clone(&table)), |_| unreachable!())
+            .unwrap();
+        let rows: Vec<_> = ev.rows().collect::<Result<_>>().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].after.as_ref().unwrap().values, vec![Some(Value::Int(42))]);
     }
 }

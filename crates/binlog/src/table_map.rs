@@ -270,3 +270,41 @@ fn is_character(c: &Column) -> bool {
 fn is_enum_or_set(c: &Column) -> bool {
     matches!(c.ty, ColumnType::Enum | ColumnType::Set)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        /// Any bytes as a TABLE_MAP body: an error or a table, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), phl in prop_oneof![Just(6u8), Just(8u8), any::<u8>()]) {
+            let _ = TableMap::parse(&bytes, phl);
+        }
+
+        /// A well-formed head (ids, names, column types and metadata) followed by arbitrary
+        /// optional-metadata bytes: the TLV walk never panics and never keeps more columns
+        /// than the head declared.
+        #[test]
+        fn arbitrary_optional_metadata_never_panics(
+            types in proptest::collection::vec(any::<u8>(), 0..12),
+            meta in proptest::collection::vec(any::<u8>(), 0..30),
+            optional in proptest::collection::vec(any::<u8>(), 0..120),
+        ) {
+            let mut b = vec![1, 0, 0, 0, 0, 0, 1, 0]; // table id 1, flags 1
+            b.extend_from_slice(&[2, b'd', b'b', 0, 1, b't', 0]); // "db", "t", NUL-terminated
+            b.push(types.len() as u8); // column count (lenenc, < 251)
+            b.extend_from_slice(&types);
+            b.push(meta.len() as u8); // metadata length (lenenc, < 251)
+            b.extend_from_slice(&meta);
+            b.extend(std::iter::repeat_n(0xff, types.len().div_ceil(8))); // nullable bitmap
+            b.extend_from_slice(&optional);
+            if let Ok(tm) = TableMap::parse(&b, 8) {
+                prop_assert_eq!(tm.columns.len(), types.len());
+            }
+        }
+    }
+}

@@ -361,4 +361,49 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 4000, ..Default::default() })]
+
+        /// Any type, metadata, signedness and collation over any bytes: an error or a value
+        /// that consumed at most the input (and renders without panicking).
+        #[test]
+        fn arbitrary_columns_never_panic(
+            code in proptest::prelude::any::<u8>(),
+            meta in proptest::prelude::any::<u16>(),
+            unsigned in proptest::prelude::any::<bool>(),
+            collation in proptest::option::of(proptest::prop_oneof![proptest::strategy::Just(63u16), 0u16..400]),
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+        ) {
+            let mut c = col(ColumnType::from_u8(code), meta);
+            c.unsigned = unsigned;
+            c.collation = collation;
+            c.resolve_string_type();
+            let mut r = Reader::new(&bytes);
+            if let Ok(v) = decode_value(&mut r, &c) {
+                proptest::prop_assert!(r.position() <= bytes.len());
+                proptest::prop_assert_eq!(r.position() + r.remaining(), bytes.len());
+                let _ = match &v {
+                    Value::Decimal(d) => d.to_string(),
+                    Value::Json(j) => j.to_string(),
+                    Value::Date(d) => d.to_string(),
+                    Value::Time(t) => t.to_string(),
+                    Value::DateTime(t) => t.to_iso8601(),
+                    Value::Timestamp(t) => t.to_utc().to_string(),
+                    Value::Text { bytes, collation } => {
+                        let _ = crate::charset::decode_text(bytes, *collation);
+                        String::new()
+                    }
+                    other => format!("{other:?}"),
+                };
+            }
+        }
+
+        /// Column metadata readers over any bytes, for every type code.
+        #[test]
+        fn column_meta_never_panics(code in proptest::prelude::any::<u8>(), bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4)) {
+            let mut r = Reader::new(&bytes);
+            let _ = crate::column::read_column_meta(ColumnType::from_u8(code), &mut r);
+        }
+    }
 }

@@ -562,4 +562,23 @@ mod tests {
         assert!(a.initial_response().is_err());
         assert!(!format!("{a:?}").contains('s') || !format!("{a:?}").contains("\"s\""));
     }
+
+    proptest::proptest! {
+        /// Any server packets into the authentication exchange, for every plugin: never a
+        /// panic.
+        #[test]
+        fn on_packet_never_panics(
+            plugin in proptest::sample::select(vec!["mysql_native_password", "caching_sha2_password", "client_ed25519", "sha256_password", "mysql_clear_password", "other"]),
+            tls: bool,
+            packets in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..60), 1..5),
+        ) {
+            let mut a = Authenticator::new("u", b"secret", AuthPlugin::from_name(plugin), &[7; 20], tls, None);
+            let _ = a.initial_response();
+            for p in &packets {
+                if a.on_packet(p).is_err() {
+                    break;
+                }
+            }
+        }
+    }
 }

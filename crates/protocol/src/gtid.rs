@@ -568,4 +568,16 @@ mod tests {
             let _ = GtidSet::decode(&mut Reader::new(&bytes));
         }
     }
+
+    proptest! {
+        /// GTID texts (sets, MariaDB lists) from arbitrary strings: parsed or refused.
+        #[test]
+        fn text_never_panics(s in "[0-9a-fA-F:,\\-_ a-z]{0,80}", raw in ".{0,40}") {
+            for t in [&s, &raw] {
+                let _ = t.parse::<GtidSet>();
+                let _ = t.parse::<MariadbGtidList>();
+                let _ = t.parse::<MariadbGtid>();
+            }
+        }
+    }
 }

@@ -362,4 +362,25 @@ mod tests {
         assert!(parse_text_row(&[0x01, b'a', 0x00], 1).is_err());
         assert_eq!(com_query("SELECT 1"), b"\x03SELECT 1");
     }
+
+    proptest::proptest! {
+        /// Any packet sequence into the result-set reader: a result, an error, or a request for
+        /// more, never a panic (and never a column vector sized by a wild count).
+        #[test]
+        fn result_set_reader_never_panics(
+            deprecate_eof: bool,
+            packets in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 1..12),
+        ) {
+            let mut rs = ResultSetReader::new(if deprecate_eof { DEPRECATE_EOF } else { 0 });
+            for p in &packets {
+                if !matches!(rs.on_packet(p), Ok(None)) {
+                    break;
+                }
+            }
+            for p in &packets {
+                let _ = parse_text_row(p, usize::from(p.first().copied().unwrap_or(0)));
+                let _ = ColumnDefinition::parse(p);
+            }
+        }
+    }
 }

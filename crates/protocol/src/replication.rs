@@ -361,4 +361,12 @@ mod tests {
         assert!(DumpPacket::parse(Bytes::new(), 0).is_err());
         assert!(DumpPacket::parse(Bytes::from_static(&[0x42]), 0).is_err());
     }
+
+    proptest::proptest! {
+        /// Any payload classifies as an event, an EOF, a server error or an error.
+        #[test]
+        fn dump_packet_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), caps: u64) {
+            let _ = DumpPacket::parse(Bytes::from(bytes), caps);
+        }
+    }
 }
