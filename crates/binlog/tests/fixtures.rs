@@ -6,6 +6,9 @@
 //! for where each comes from) and the MariaDB workload recorded by
 //! `integration/record_workload.sh`.
 
+mod common;
+use common::{binlog_files, data_dir};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -13,27 +16,6 @@ use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::Event;
 use sluice_binlog::file::BinlogReader;
 use sluice_binlog::Error;
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
-}
-
-fn binlog_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if !matches!(p.extension().and_then(|e| e.to_str()), Some("md" | "txt" | "sql" | "json")) {
-                out.push(p);
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&data_dir(), &mut v);
-    v.sort();
-    v
-}
 
 /// What walking a file saw.
 #[derive(Debug, Default)]

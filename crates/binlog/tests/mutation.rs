@@ -14,6 +14,9 @@
 //! allocation sized by a corrupt length field (a 1 GiB event, a 1 GiB decompression buffer)
 //! shows up there even when its pages are never touched.
 
+mod common;
+use common::{binlog_files, data_dir};
+
 use std::io::{Cursor, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -32,27 +35,6 @@ const MIN_MUTANTS: usize = 16;
 const MAX_EVENTS: usize = 200_000;
 /// Likewise for row changes (every row image holds at least one byte).
 const MAX_ROWS: usize = 2_000_000;
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
-}
-
-fn binlog_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if !matches!(p.extension().and_then(|e| e.to_str()), Some("md" | "txt" | "sql" | "json")) {
-                out.push(p);
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&data_dir(), &mut v);
-    v.sort();
-    v
-}
 
 /// SplitMix64: small, deterministic, good enough to spread mutation positions.
 struct Rng(u64);

@@ -15,6 +15,8 @@
 //!   events it produced before stopping are still compared, and [`MC_STOPS_EARLY`] lists the
 //!   files where it (or we) stop, with the reason; the list is checked both ways.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -117,24 +119,7 @@ struct RowsEv {
 }
 
 fn mysql_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures/mysql")
-}
-
-fn binlog_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if !matches!(p.extension().and_then(|e| e.to_str()), Some("md" | "txt" | "sql" | "json")) {
-                out.push(p);
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&mysql_dir(), &mut v);
-    v.sort();
-    v
+    common::data_dir().join("fixtures/mysql")
 }
 
 fn read_all(path: &Path) -> Vec<u8> {
@@ -638,7 +623,7 @@ const MC_STOPS_EARLY: &[(&str, &str)] = &[
 
 #[test]
 fn every_value_matches_mysql_common() {
-    let files = binlog_files();
+    let files = common::binlog_files_in(&mysql_dir());
     assert!(files.len() >= 45, "found {} MySQL fixtures under {:?}", files.len(), mysql_dir());
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
