@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: starts a throwaway local MariaDB, writes some changes (a new customer, an order,
-# a price change, a cancelled order), and shows them as Sluice decodes them from the binlog:
-# JSON lines, then the flashback SQL that would undo them.
+# a price change, a cancelled order), and shows them as Sluice streams them from the server as
+# a replica (JSON lines), then the flashback SQL that would undo them, decoded from the files.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 . "$repo/integration/lib/mariadb.sh"
@@ -30,8 +30,8 @@ binlogs=()
 while read -r f; do binlogs+=("$(mariadb_datadir demo)/data/$f"); done < <(mariadb_sql demo "SHOW BINARY LOGS" --batch --skip-column-names | awk '{print $1}')
 
 echo
-echo "== sluice dump ${binlogs[*]##*/} (JSON lines, one per row change)"
-"$sluice" dump --database shop "${binlogs[@]}"
+echo "== sluice dump --source mysql://root@127.0.0.1:$(mariadb_port demo) (live, as a replica; JSON lines, one per row change)"
+"$sluice" dump --source "mysql://root@127.0.0.1:$(mariadb_port demo)" --password '' --database shop
 echo
 echo "== sluice dump --format flashback (SQL that undoes those changes, last first)"
 "$sluice" dump --format flashback --database shop "${binlogs[@]}"
