@@ -264,6 +264,14 @@ impl ReplicationSource {
         let Some(stream) = self.stream.as_mut() else { return Ok(None) };
         match stream.next_event().await {
             Ok(Some(raw)) => self.raw = raw,
+            // A blocking dump never ends on its own: an EOF there is a server shutting down
+            // (MariaDB ends its dump threads with EOF, not an error), so wait for it to return.
+            Ok(None) if self.cfg.follow => {
+                tracing::warn!(resume = %self.tx.resume, "The server ended the binlog stream (shutting down?); reconnecting");
+                self.stream = None;
+                self.reconnect("the server ended the binlog stream".into()).await?;
+                return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume.clone() }));
+            }
             Ok(None) => {
                 self.stream = None;
                 return Ok(None);
@@ -271,7 +279,7 @@ impl ReplicationSource {
             Err(e) if e.is_transient() => {
                 tracing::warn!(error = %e, resume = %self.tx.resume, "The replication connection failed; reconnecting");
                 self.stream = None;
-                self.reconnect(e).await?;
+                self.reconnect(e.to_string()).await?;
                 return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume.clone() }));
             }
             Err(e) => return Err(self.definite(e).await),
@@ -292,10 +300,10 @@ impl ReplicationSource {
         Ok(Some(SourceEvent::Event(located)))
     }
 
-    async fn reconnect(&mut self, first: sluice_protocol::Error) -> Result<(), SourceError> {
+    async fn reconnect(&mut self, first: String) -> Result<(), SourceError> {
         let mut delay = self.cfg.initial_backoff;
         let mut attempts = 0u32;
-        let mut last = first.to_string();
+        let mut last = first;
         loop {
             attempts += 1;
             if self.cfg.max_attempts.is_some_and(|m| attempts > m) {

@@ -1,1 +1,333 @@
+//! Shared pieces of the live scenarios (`live_*.rs`): throw-away MariaDB servers started with
+//! `integration/lib/mariadb.sh` (so tests and scripts start servers the same way, and a
+//! server can be restarted or crashed on its own datadir and port), SQL through the `mariadb`
+//! client, and runs of the built `sluice` binary.
+//!
+//! When `mariadbd` is missing the scenarios are skipped with a loud message, unless
+//! `SLUICE_REQUIRE_MARIADB` is set (CI), where a missing server is a failure.
+#![allow(dead_code)]
+
+// The round-trip tests' server helper (returns raw client output); the live scenarios use
+// `Server` below. Both start servers through integration/lib/mariadb.sh.
 pub mod mariadb;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value as Json;
+
+const MARIADBD: &[&str] = &["/usr/sbin/mariadbd", "/usr/bin/mariadbd", "/usr/local/bin/mariadbd"];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn script() -> PathBuf {
+    repo().join("integration/lib/mariadb.sh")
+}
+
+/// Where the servers' files go: `$SLUICE_WORK` when set (make exports it), else the target
+/// directory's scratch space.
+pub fn work_dir() -> PathBuf {
+    std::env::var_os("SLUICE_WORK")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-it"), PathBuf::from)
+}
+
+/// A scratch directory for one test (emptied first).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = work_dir().join(format!("scratch-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A running server, stopped on drop.
+pub struct Server {
+    pub name: String,
+    pub port: u16,
+}
+
+/// True when the scenarios can run; prints the skip otherwise (panics in CI).
+pub fn mariadb_available() -> bool {
+    if MARIADBD.iter().any(|p| Path::new(p).exists()) {
+        return true;
+    }
+    if std::env::var_os("SLUICE_REQUIRE_MARIADB").is_some() {
+        panic!("SLUICE_REQUIRE_MARIADB is set but mariadbd is not installed");
+    }
+    eprintln!(
+        "\n*** SKIPPING live scenarios: mariadbd not found (integration/lib/mariadb.sh install, or set \
+         SLUICE_REQUIRE_MARIADB=1 to fail) ***\n"
+    );
+    false
+}
+
+fn mariadb_sh(args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg(script())
+        .args(args)
+        .env("SLUICE_WORK", work_dir())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run integration/lib/mariadb.sh")
+}
+
+impl Server {
+    /// Starts server `name` with extra mariadbd arguments, or `None` when the test must be
+    /// skipped.
+    pub fn start(name: &str, args: &[&str]) -> Option<Server> {
+        if !mariadb_available() {
+            return None;
+        }
+        let mut a = vec!["start", name];
+        a.extend_from_slice(args);
+        let out = mariadb_sh(&a);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "starting {name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        let port = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("MARIADB_PORT="))
+            .and_then(|p| p.trim().parse().ok())
+            .expect("MARIADB_PORT in the output of mariadb.sh start");
+        Some(Server { name: name.to_string(), port })
+    }
+
+    /// Restarts on the same datadir and port; `kill` crashes it with SIGKILL first.
+    pub fn restart(&self, kill: bool) {
+        let mut a = vec!["restart", self.name.as_str()];
+        if kill {
+            a.push("--kill");
+        }
+        let out = mariadb_sh(&a);
+        assert!(out.status.success(), "restart failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// The server's datadir.
+    pub fn datadir(&self) -> PathBuf {
+        work_dir().join(format!("mariadb-{}/data", self.name))
+    }
+
+    /// `mysql://root@127.0.0.1:PORT`.
+    pub fn url(&self, user: &str) -> String {
+        format!("mysql://{user}@127.0.0.1:{}", self.port)
+    }
+
+    /// Runs SQL as root; the rows, tab-separated columns (batch mode: NULL prints as `NULL`).
+    pub fn try_sql(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
+        try_sql(self.port, sql)
+    }
+
+    /// As [`Server::try_sql`], panicking on an error.
+    pub fn sql(&self, sql: &str) -> Vec<Vec<String>> {
+        self.try_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The first column of every row.
+    pub fn column(&self, sql: &str) -> Vec<String> {
+        self.sql(sql).into_iter().filter_map(|r| r.into_iter().next()).collect()
+    }
+
+    /// One value.
+    pub fn scalar(&self, sql: &str) -> String {
+        self.column(sql).into_iter().next().unwrap_or_else(|| panic!("{sql}: no row"))
+    }
+
+    /// `SHOW MASTER STATUS`: (file, position).
+    pub fn master_status(&self) -> (String, u64) {
+        let r = self.sql("SHOW MASTER STATUS");
+        (r[0][0].clone(), r[0][1].parse().unwrap())
+    }
+
+    /// `@@gtid_binlog_pos`.
+    pub fn gtid_pos(&self) -> String {
+        self.scalar("SELECT @@gtid_binlog_pos")
+    }
+
+    /// Creates a replication user (GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.*);
+    /// `via` is the `IDENTIFIED ...` clause.
+    pub fn create_repl_user(&self, user: &str, via: &str) {
+        self.sql(&format!(
+            "CREATE USER '{user}'@'%' {via}; GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{user}'@'%'"
+        ));
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = mariadb_sh(&["stop", &self.name]);
+        if std::env::var_os("SLUICE_KEEP_TEST_SERVERS").is_none() {
+            let _ = std::fs::remove_dir_all(work_dir().join(format!("mariadb-{}", self.name)));
+        }
+    }
+}
+
+/// Runs SQL as root on the server at `port` (see [`Server::try_sql`]).
+pub fn try_sql(port: u16, sql: &str) -> Result<Vec<Vec<String>>, String> {
+    let out = Command::new("mariadb")
+        .args(["--no-defaults", "-uroot", "-h127.0.0.1", "--batch", "--skip-column-names", "--raw"])
+        .arg(format!("-P{port}"))
+        .arg("--default-character-set=utf8mb4")
+        .arg("--max-allowed-packet=256M")
+        .args(["-e", sql])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().map(|l| l.split('\t').map(str::to_string).collect()).collect())
+}
+
+/// A finished `sluice` run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The JSON lines of stdout.
+    pub fn rows(&self) -> Vec<Json> {
+        self.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:.200}"))).collect()
+    }
+
+    /// Asserts success and returns self.
+    pub fn ok(self) -> Run {
+        assert_eq!(self.code, Some(0), "sluice failed:\n{}", self.stderr);
+        self
+    }
+
+    /// The `--start-file X --start-position N` pair of the resume line.
+    pub fn resume_file_pos(&self) -> (String, u64) {
+        let line = self.stderr.lines().find(|l| l.contains("resume with")).expect("a resume line on stderr");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = |flag: &str| {
+            let i = words.iter().position(|w| *w == flag).unwrap_or_else(|| panic!("{flag} in {line}"));
+            words[i + 1].trim_end_matches(')').to_string()
+        };
+        (at("--start-file"), at("--start-position").parse().unwrap())
+    }
+}
+
+/// The `sluice` binary of this build.
+pub fn sluice_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.env_remove("SLUICE_PASSWORD").env("SLUICE_LOG", "info").stdin(Stdio::null());
+    c
+}
+
+/// Runs `sluice ARGS` to completion.
+pub fn sluice(args: &[&str]) -> Run {
+    let out = sluice_cmd().args(args).output().expect("run sluice");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `sluice dump --source URL --tls disabled ARGS` (non-following) as root.
+pub fn dump(server: &Server, args: &[&str]) -> Run {
+    let url = server.url("root");
+    let mut a = vec!["dump", "--source", url.as_str(), "--tls", "disabled"];
+    a.extend_from_slice(args);
+    sluice(&a)
+}
+
+/// `after.id` (or `before.id` for deletes) of every row, as integers.
+pub fn ids(rows: &[Json]) -> Vec<i64> {
+    rows.iter()
+        .map(|r| {
+            let img = if r["type"] == "DELETE" { &r["before"] } else { &r["after"] };
+            img["id"].as_i64().unwrap_or_else(|| panic!("no integer id in {r}"))
+        })
+        .collect()
+}
+
+/// Rows of one table.
+pub fn of_table<'a>(rows: &'a [Json], table: &str) -> Vec<&'a Json> {
+    rows.iter().filter(|r| r["table"] == table).collect()
+}
+
+/// A `sluice dump --follow` running in the background, its output collected as it comes.
+pub struct Follower {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Follower {
+    /// Spawns `sluice ARGS`.
+    pub fn spawn(args: &[&str]) -> Follower {
+        use std::io::BufRead;
+        let mut child =
+            sluice_cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn sluice");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let (l2, e2) = (lines.clone(), stderr.clone());
+        let threads = vec![
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    l2.lock().unwrap().push(line);
+                }
+            }),
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                    let mut s = e2.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            }),
+        ];
+        Follower { child, lines, stderr, threads }
+    }
+
+    /// Lines printed so far.
+    pub fn count(&self) -> usize {
+        self.lines.lock().unwrap().len()
+    }
+
+    /// Stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `n` lines were printed; panics after `secs` seconds.
+    pub fn wait_lines(&mut self, n: usize, secs: u64) {
+        let start = std::time::Instant::now();
+        while self.count() < n {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("sluice exited ({st}) after {} of {n} lines:\n{}", self.count(), self.stderr());
+            }
+            assert!(
+                start.elapsed().as_secs() < secs,
+                "only {} of {n} lines after {secs} s:\n{}",
+                self.count(),
+                self.stderr()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM (sluice stops at the last complete transaction), then the whole output.
+    pub fn stop(mut self) -> Run {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let status = self.child.wait().expect("wait for sluice");
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let stdout = self.lines.lock().unwrap().iter().map(|l| format!("{l}\n")).collect();
+        Run { code: status.code(), stdout, stderr: self.stderr() }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
