@@ -220,7 +220,6 @@ impl ReplicationSource {
     }
 
     /// True when the server is MariaDB (not Oracle MySQL).
-    #[allow(dead_code)] // `sluice run` (next commit) is the user
     pub fn is_mariadb(&self) -> bool {
         self.mariadb
     }
