@@ -341,7 +341,9 @@ struct QuietEof;
 
 impl ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let eof = matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF);
+        if !eof {
             tracing::warn!(error = %error, reason, "Kafka client error while reading the checkpoint");
         }
     }

@@ -72,7 +72,12 @@ impl From<SinkError> for RunError {
 impl From<SourceError> for RunError {
     fn from(e: SourceError) -> Self {
         // a server down for longer than the source's own reconnection attempts: keep trying
-        if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) {
+        // ... and "another replica with this server id": after a SIGKILL or a fenced instance,
+        // that replica is usually our own predecessor, which the server drops within a heartbeat
+        // or two once its socket is gone.
+        let own_predecessor =
+            matches!(&e, SourceError::Preflight(m) if m.contains("another replica is connected with server id"));
+        if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) || own_predecessor {
             RunError::Restart(e.to_string())
         } else {
             RunError::Fatal(e.to_string())

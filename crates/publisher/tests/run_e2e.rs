@@ -2,7 +2,7 @@
 //! BaseConsumer with read_committed, apache-avro with the writer schema fetched from the
 //! registry by id). Checks the decoded change sequence per key, then SIGKILLs the publisher
 //! in the middle of a write burst, restarts it, and checks that every change is there exactly
-//! once.
+//! once; then a second instance with the same source name fences the first.
 //!
 //! Services come from `integration/lib/{mariadb,broker,registry}.sh`. When they cannot start
 //! the test is skipped loudly, or fails with `SLUICE_REQUIRE_MARIADB=1`.
@@ -323,8 +323,26 @@ url = "{}"
     );
     assert_eq!(reader.per_key(&broker, "sluice.shop.orders"), expected_orders, "exactly once across SIGKILL");
 
+    // A second instance with the same source name fences the first: the first stops with a
+    // non-zero exit at its next Kafka call, the second publishes, nothing is doubled.
+    let mut second = start_sluice(&config, &log);
+    std::thread::sleep(Duration::from_secs(3));
+    sql("INSERT INTO shop.orders VALUES (500, 2, 'fenced');");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "the fenced instance kept running");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!first.success(), "the fenced instance must exit non-zero, got {first}");
+    expected_orders.insert(500, vec!["c:fenced".into()]);
+    wait_for(|| reader.per_key(&broker, "sluice.shop.orders") == expected_orders, "the insert after fencing", &log);
+    assert_eq!(reader.per_key(&broker, "sluice.shop.customers"), expected_customers);
+
     // SIGTERM: commit at the next boundary and exit 0.
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let status = child.wait().unwrap();
+    Command::new("kill").args(["-TERM", &second.id().to_string()]).status().unwrap();
+    let status = second.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }
