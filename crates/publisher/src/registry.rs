@@ -170,6 +170,27 @@ pub fn frame(id: u32, datum: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn registers_caches_and_explains_incompatible_changes() {
+        let server = sluice_test_registry::Server::spawn(
+            "127.0.0.1:0".parse().unwrap(),
+            sluice_test_registry::Registry::in_memory(),
+        )
+        .await
+        .unwrap();
+        let section = RegistrySection { url: server.url(), username: None, password_file: None };
+        let mut c = RegistryClient::new(&section).unwrap();
+        let v1 = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#;
+        let id = c.register("t-value", v1).await.unwrap();
+        assert_eq!(c.register("t-value", v1).await.unwrap(), id);
+        // a new field without a default cannot read old data: BACKWARD refuses it
+        let v2 = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"},{"name":"b","type":"string"}]}"#;
+        let e = c.register("t-value", v2).await.unwrap_err();
+        assert!(matches!(e, RegistryError::Incompatible { .. }), "{e}");
+        assert!(!e.is_transient());
+        assert!(e.to_string().contains("Make the table change compatible"), "{e}");
+    }
+
     #[test]
     fn wire_format() {
         assert_eq!(frame(0x0102_0304, &[9, 8]), vec![0, 1, 2, 3, 4, 9, 8]);
