@@ -12,9 +12,17 @@ all: build
 build:
 	$(CARGO) build --release --bin sluice
 
-## Installs what the tests need that is not a Rust crate (MariaDB server and client).
+TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
+# The tests start the test registry from this binary (a debug build shares the test build's
+# dependencies; building it from inside a running test would wait on cargo's lock).
+export SLUICE_REGISTRY_BIN ?= $(TARGET_DIR)/debug/sluice-test-registry
+
+## Installs what the tests need: MariaDB (apt), the Kafka-compatible broker noida-db
+## (cargo install into $(SLUICE_WORK)/tools), and the test Schema Registry binary.
 setup:
 	integration/lib/mariadb.sh install
+	integration/lib/broker.sh install
+	$(CARGO) build -p sluice-test-registry
 
 ## Every test: unit, fixtures, oracles, mutation, and the scenarios against real MariaDB.
 test: setup

@@ -6,13 +6,15 @@
 mod check;
 mod check_cmd;
 mod config;
-// The publisher pipeline (`sluice run`) is the next user of the Avro layer; until it lands, only
-// the tests call it.
+// Parts of the Avro layer (snapshots, partial images) are not used by `sluice run` yet.
 #[allow(dead_code)]
 mod avro;
 mod dump;
 mod filter;
+mod kafka;
+mod registry;
 mod render;
+mod run;
 mod source;
 
 use std::process::ExitCode;
@@ -41,6 +43,7 @@ pub mod exit {
 /// Decode binlog files offline into JSON lines, SQL, or flashback SQL that undoes the
 /// changes:
 ///
+///   sluice run --config sluice.toml
 ///   sluice dump mysql-bin.000042
 ///   sluice dump --format flashback --table shop.orders --start-datetime '2024-05-01 10:00:00' mysql-bin.000042
 ///
@@ -76,6 +79,8 @@ enum Command {
     /// Validate a configuration file, connect to the source, and check that it is set up for
     /// change capture (binlog format, row image, metadata, GTIDs, privileges, server id).
     Check(check_cmd::CheckArgs),
+    /// Stream row changes into Kafka as Avro records, exactly once (see sluice.example.toml).
+    Run(run::RunArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Dump(args) => dump::run(*args),
         Command::Check(args) => check_cmd::run(args),
+        Command::Run(args) => run::run(args),
     };
     ExitCode::from(code)
 }

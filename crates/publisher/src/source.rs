@@ -219,6 +219,11 @@ impl ReplicationSource {
         Ok(src)
     }
 
+    /// True when the server is MariaDB (not Oracle MySQL).
+    pub fn is_mariadb(&self) -> bool {
+        self.mariadb
+    }
+
     /// The position after the last complete transaction.
     pub fn resume_point(&self) -> &ResumePoint {
         &self.tx.resume

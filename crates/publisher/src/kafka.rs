@@ -1,0 +1,429 @@
+//! Kafka: **where a transaction becomes a Kafka commit**, in one place.
+//!
+//! [`KafkaSink`] wraps rdkafka's transactional producer. Each Kafka transaction is
+//! `begin` → records → one checkpoint record on `<prefix>.__positions` → `commit`, so the
+//! records and the binlog position they end at become visible together or not at all.
+//! [`read_checkpoint`] reads the last committed checkpoint back with a `read_committed`
+//! consumer.
+//!
+//! librdkafka's transactional calls block (they wait for the coordinator); they run on
+//! tokio's blocking pool with a timeout. Errors are classified by what the caller does next
+//! ([`SinkError`]): retriable ones are retried here, abortable ones abort the transaction and
+//! ask for a replay from the last checkpoint, fatal ones (fenced by a newer instance with the
+//! same `transactional.id`, authorization) stop the process.
+//!
+//! References: KIP-98 (transactions), librdkafka's transactional API
+//! <https://docs.confluent.io/platform/current/clients/librdkafka/html/rdkafka_8h.html>.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::source::{GtidState, ResumePoint};
+
+/// How long one transactional call (init, commit, abort) may take.
+const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retries of a retriable transactional error before asking for a restart.
+const RETRIES: u32 = 5;
+
+/// What the caller does after a Kafka error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// The transaction was aborted (or could not be completed): replay from the last committed
+    /// checkpoint.
+    #[error("{0} (the Kafka transaction was aborted; replaying from the last checkpoint)")]
+    Abortable(String),
+    /// Stop: another instance took over, or the producer cannot continue.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+/// The checkpoint record's value (JSON on `<prefix>.__positions`, keyed by the source name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Binlog file of the resume point.
+    pub file: String,
+    /// Offset in it.
+    pub position: u64,
+    /// GTID state at the resume point, as text (None when streaming by file and position).
+    pub gtid: Option<String>,
+    /// `mysql` or `mariadb`: how to read `gtid`.
+    #[serde(default)]
+    pub gtid_flavor: Option<String>,
+    /// When the checkpoint was written, ms since the epoch.
+    pub ts_ms: i64,
+    /// Format version (1).
+    pub version: u32,
+}
+
+impl Checkpoint {
+    /// The checkpoint of a resume point.
+    pub fn of(resume: &ResumePoint) -> Checkpoint {
+        let (gtid, gtid_flavor) = match &resume.gtid {
+            Some(g @ GtidState::Mysql(_)) => (Some(g.to_string()), Some("mysql".to_string())),
+            Some(g @ GtidState::Mariadb(_)) => (Some(g.to_string()), Some("mariadb".to_string())),
+            None => (None, None),
+        };
+        Checkpoint {
+            file: resume.file.clone(),
+            position: resume.position,
+            gtid,
+            gtid_flavor,
+            ts_ms: now_ms(),
+            version: 1,
+        }
+    }
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The checkpoint topic of a configuration.
+pub fn positions_topic(cfg: &Config) -> String {
+    format!("{}.__positions", cfg.kafka.topic_prefix)
+}
+
+fn base_client_config(cfg: &Config) -> Result<ClientConfig, SinkError> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.kafka.brokers);
+    for (k, v) in &cfg.kafka.properties {
+        c.set(k, v);
+    }
+    let sasl = cfg.sasl_password().map_err(|e| SinkError::Fatal(e.to_string()))?;
+    if let Some(p) = sasl {
+        c.set("sasl.password", p.expose());
+    }
+    Ok(c)
+}
+
+fn classify(what: &str, e: &KafkaError) -> SinkError {
+    let fenced = e.rdkafka_error_code().is_some_and(|c| {
+        matches!(
+            c,
+            RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch | RDKafkaErrorCode::Fenced
+        )
+    });
+    if fenced {
+        return SinkError::Fatal(format!(
+            "{what}: {e}: another instance with the same source name (transactional id) took over; this one stops"
+        ));
+    }
+    match e {
+        KafkaError::Transaction(t) if t.is_fatal() => SinkError::Fatal(format!("{what}: {e}")),
+        _ => SinkError::Abortable(format!("{what}: {e}")),
+    }
+}
+
+fn is_retriable(e: &KafkaError) -> bool {
+    matches!(e, KafkaError::Transaction(t) if t.is_retriable() && !t.txn_requires_abort() && !t.is_fatal())
+}
+
+type TxProducer = ThreadedProducer<DefaultProducerContext>;
+
+/// The transactional producer and the topics it has made sure exist.
+pub struct KafkaSink {
+    producer: Arc<TxProducer>,
+    admin: AdminClient<DefaultClientContext>,
+    source_name: String,
+    positions_topic: String,
+    partitions: i32,
+    replication: i32,
+    topic_config: Vec<(String, String)>,
+    known_topics: HashSet<String>,
+    in_transaction: bool,
+}
+
+impl std::fmt::Debug for KafkaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSink").field("source", &self.source_name).field("open", &self.in_transaction).finish()
+    }
+}
+
+impl KafkaSink {
+    /// Creates the producer (`transactional.id = sluice-<source.name>`), makes sure the
+    /// checkpoint topic exists, and runs `init_transactions`, which fences any older instance
+    /// with the same id and aborts a transaction it left open.
+    ///
+    /// # Errors
+    /// Abortable for a broker that does not answer (the caller retries), fatal for bad settings.
+    pub async fn connect(cfg: &Config) -> Result<KafkaSink, SinkError> {
+        let mut pc = base_client_config(cfg)?;
+        pc.set("transactional.id", format!("sluice-{}", cfg.source.name))
+            .set("enable.idempotence", "true")
+            .set("transaction.timeout.ms", cfg.kafka.transaction_timeout.as_millis().to_string())
+            .set("partitioner", "murmur2_random")
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4");
+        let producer: TxProducer =
+            pc.create().map_err(|e| SinkError::Fatal(format!("creating the Kafka producer: {e}")))?;
+        let admin: AdminClient<DefaultClientContext> = base_client_config(cfg)?
+            .create()
+            .map_err(|e| SinkError::Fatal(format!("creating the Kafka admin client: {e}")))?;
+        let mut sink = KafkaSink {
+            producer: Arc::new(producer),
+            admin,
+            source_name: cfg.source.name.clone(),
+            positions_topic: positions_topic(cfg),
+            partitions: cfg.kafka.partitions,
+            replication: cfg.kafka.replication_factor,
+            topic_config: cfg.kafka.topic_config.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            known_topics: HashSet::new(),
+            in_transaction: false,
+        };
+        let positions = sink.positions_topic.clone();
+        sink.create_topic(&positions, 1, &[("cleanup.policy".into(), "compact".into())]).await?;
+        sink.known_topics.insert(positions);
+        sink.blocking("initializing transactions", |p| p.init_transactions(TXN_CALL_TIMEOUT)).await?;
+        Ok(sink)
+    }
+
+    /// Runs a blocking transactional call off the executor, retrying retriable errors.
+    async fn blocking(
+        &self,
+        what: &'static str,
+        call: impl Fn(&TxProducer) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
+    ) -> Result<(), SinkError> {
+        let mut attempt = 0;
+        loop {
+            let p = Arc::clone(&self.producer);
+            let c = call.clone();
+            let r = tokio::task::spawn_blocking(move || c(&p))
+                .await
+                .map_err(|e| SinkError::Fatal(format!("{what}: the blocking task failed: {e}")))?;
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) if is_retriable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tracing::warn!(error = %e, attempt, "Retrying: {what}");
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                }
+                Err(e) => return Err(classify(what, &e)),
+            }
+        }
+    }
+
+    async fn create_topic(&self, topic: &str, partitions: i32, extra: &[(String, String)]) -> Result<(), SinkError> {
+        let mut nt = NewTopic::new(topic, partitions, TopicReplication::Fixed(self.replication));
+        for (k, v) in self.topic_config.iter().chain(extra) {
+            nt = nt.set(k, v);
+        }
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = self
+            .admin
+            .create_topics([&nt], &opts)
+            .await
+            .map_err(|e| SinkError::Abortable(format!("creating topic {topic}: {e}")))?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((t, code)) => return Err(SinkError::Fatal(format!("creating topic {t}: {code}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes sure `topic` exists (created with the configured partitions, replication and
+    /// configs when missing).
+    ///
+    /// # Errors
+    /// As [`KafkaSink::connect`].
+    pub async fn ensure_topic(&mut self, topic: &str) -> Result<(), SinkError> {
+        if self.known_topics.contains(topic) {
+            return Ok(());
+        }
+        self.create_topic(topic, self.partitions, &[]).await?;
+        self.known_topics.insert(topic.to_string());
+        Ok(())
+    }
+
+    /// True while a Kafka transaction is open.
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    /// Opens a Kafka transaction.
+    ///
+    /// # Errors
+    /// Abortable or fatal, as classified.
+    pub fn begin(&mut self) -> Result<(), SinkError> {
+        self.producer.begin_transaction().map_err(|e| classify("beginning a Kafka transaction", &e))?;
+        self.in_transaction = true;
+        Ok(())
+    }
+
+    /// Queues one record in the open transaction (`value` None: a tombstone). Waits while
+    /// librdkafka's queue is full, which bounds memory.
+    ///
+    /// # Errors
+    /// Abortable (the transaction is aborted first) or fatal.
+    pub async fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), SinkError> {
+        loop {
+            let mut rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
+            if let Some(k) = key {
+                rec = rec.key(k);
+            }
+            if let Some(v) = value {
+                rec = rec.payload(v);
+            }
+            match self.producer.send(rec) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((e, _)) => {
+                    let err = classify(&format!("producing to {topic}"), &e);
+                    if matches!(err, SinkError::Abortable(_)) {
+                        self.abort().await?;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Adds the checkpoint record and commits the open transaction.
+    ///
+    /// # Errors
+    /// Abortable (the transaction is aborted first) or fatal.
+    pub async fn commit(&mut self, checkpoint: &Checkpoint) -> Result<(), SinkError> {
+        let value = serde_json::to_vec(checkpoint).map_err(|e| SinkError::Fatal(e.to_string()))?;
+        let topic = self.positions_topic.clone();
+        let key = self.source_name.clone();
+        self.send(&topic, Some(key.as_bytes()), Some(&value)).await?;
+        let r = self.blocking("committing the Kafka transaction", |p| p.commit_transaction(TXN_CALL_TIMEOUT)).await;
+        match r {
+            Ok(()) => {
+                self.in_transaction = false;
+                Ok(())
+            }
+            Err(SinkError::Abortable(m)) => {
+                self.abort().await?;
+                Err(SinkError::Abortable(m))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Aborts the open transaction (no-op when none is open).
+    ///
+    /// # Errors
+    /// Fatal when even aborting fails.
+    pub async fn abort(&mut self) -> Result<(), SinkError> {
+        if !self.in_transaction {
+            return Ok(());
+        }
+        self.in_transaction = false;
+        match self.blocking("aborting the Kafka transaction", |p| p.abort_transaction(TXN_CALL_TIMEOUT)).await {
+            Ok(()) => Ok(()),
+            Err(SinkError::Abortable(m)) => Err(SinkError::Fatal(m)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The checkpoint reader's context: the end of the partition is how the read stops, not an
+/// error worth logging (librdkafka's default context logs it at ERROR).
+struct QuietEof;
+
+impl ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let eof = matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF);
+        if !eof {
+            tracing::warn!(error = %error, reason, "Kafka client error while reading the checkpoint");
+        }
+    }
+}
+
+impl ConsumerContext for QuietEof {}
+
+/// Reads the last committed checkpoint of this source (a `read_committed` consumer over the
+/// tail of `<prefix>.__positions`). Call after [`KafkaSink::connect`]: `init_transactions`
+/// has then aborted any transaction a killed predecessor left open, which would otherwise hold
+/// back the read.
+///
+/// # Errors
+/// Abortable when the broker does not answer; fatal for an unreadable checkpoint.
+pub fn read_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, SinkError> {
+    let topic = positions_topic(cfg);
+    let consumer: BaseConsumer<QuietEof> = base_client_config(cfg)?
+        .set("group.id", format!("sluice-{}-checkpoint-reader", cfg.source.name))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create_with_context(QuietEof)
+        .map_err(|e| SinkError::Fatal(format!("creating the checkpoint consumer: {e}")))?;
+    let (low, high) = consumer
+        .fetch_watermarks(&topic, 0, Duration::from_secs(10))
+        .map_err(|e| SinkError::Abortable(format!("reading the watermarks of {topic}: {e}")))?;
+    if high <= low {
+        return Ok(None);
+    }
+    // Other sources may share the topic: read a window of the tail; a compacted topic keeps
+    // at least the latest record per key, so widen the window until this key shows up.
+    let mut window = 1000i64;
+    loop {
+        let start = (high - window).max(low);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(start))
+            .map_err(|e| SinkError::Fatal(format!("{topic}: {e}")))?;
+        consumer.assign(&tpl).map_err(|e| SinkError::Abortable(format!("assigning {topic}: {e}")))?;
+        let mut last = None;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if std::time::Instant::now() > deadline {
+                return Err(SinkError::Abortable(format!("reading {topic} did not reach its end within 30 s")));
+            }
+            match consumer.poll(Duration::from_millis(500)) {
+                None => continue,
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(SinkError::Abortable(format!("reading {topic}: {e}"))),
+                Some(Ok(m)) => {
+                    if m.key() == Some(cfg.source.name.as_bytes()) {
+                        last = match m.payload() {
+                            Some(v) => Some(serde_json::from_slice::<Checkpoint>(v).map_err(|e| {
+                                SinkError::Fatal(format!("unreadable checkpoint at {topic} offset {}: {e}", m.offset()))
+                            })?),
+                            None => None,
+                        };
+                    }
+                }
+            }
+        }
+        if last.is_some() || start == low {
+            return Ok(last);
+        }
+        window = window.saturating_mul(10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_json() {
+        let c = Checkpoint::of(&ResumePoint { file: "mysql-bin.000003".into(), position: 1234, gtid: None });
+        let j = serde_json::to_value(&c).unwrap();
+        assert_eq!(j["file"], "mysql-bin.000003");
+        assert_eq!(j["position"], 1234);
+        assert_eq!(j["version"], 1);
+        assert!(j["gtid"].is_null());
+        let back: Checkpoint = serde_json::from_value(j).unwrap();
+        assert_eq!(back, c);
+    }
+}

@@ -1,0 +1,534 @@
+//! `sluice run`: the publisher pipeline.
+//!
+//! Replication source (resumed from the last committed checkpoint) → row changes of the
+//! included tables → Avro key and value (schemas registered per table version) → records in a
+//! Kafka transaction, committed together with a checkpoint at a MySQL transaction boundary once
+//! `batch_max_records` or `batch_max_delay` is reached. A MySQL transaction is never split:
+//! a huge one streams into one Kafka transaction (records go straight to librdkafka, whose
+//! bounded queue holds memory flat).
+//!
+//! Errors end a pipeline attempt with a [`RunError`]: `Restart` (transient: the open Kafka
+//! transaction is aborted and the whole pipeline starts again from the committed checkpoint,
+//! which is the simplest way to never publish a change twice) or `Fatal` (exit non-zero with
+//! an operator message). A replication reconnect also restarts: the source's own resume point
+//! may be ahead of the committed checkpoint when boundaries passed inside the aborted Kafka
+//! transaction.
+//!
+//! The commit check runs on every event, including the server's heartbeats, so an idle
+//! stream commits within `max(batch_max_delay, source.heartbeat)`; SIGTERM and Ctrl-C are
+//! noticed the same way and commit at the next boundary before exiting 0.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apache_avro::types::Value as Avro;
+use sluice_binlog::decoder::DecoderOptions;
+use sluice_binlog::event::Event;
+use sluice_binlog::file::Located;
+use sluice_binlog::rows::{RowImage, RowsEvent, RowsKind};
+use sluice_binlog::TableMap;
+
+use crate::avro::{AvroEncoder, Connector, EventContext, Op, SchemaOptions, SourceInfo, TableSchema, TransactionInfo};
+use crate::config::{Config, OutputSection, ValueMode};
+use crate::exit;
+use crate::filter::wildcard;
+use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError};
+use crate::registry::{frame, RegistryClient, RegistryError};
+use crate::source::{
+    connect_options, ReplicationSource, ResumePoint, SourceConfig, SourceError, SourceEvent, StartFrom,
+};
+
+/// `sluice run` arguments.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The configuration file (TOML; see sluice.example.toml).
+    #[arg(long, short = 'c', env = "SLUICE_CONFIG")]
+    pub config: PathBuf,
+}
+
+/// Why a pipeline attempt ended.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Transient: start again from the last committed checkpoint.
+    #[error("{0}")]
+    Restart(String),
+    /// Definite: stop and tell the operator.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl From<SinkError> for RunError {
+    fn from(e: SinkError) -> Self {
+        match e {
+            SinkError::Abortable(m) => RunError::Restart(m),
+            SinkError::Fatal(m) => RunError::Fatal(m),
+        }
+    }
+}
+
+impl From<SourceError> for RunError {
+    fn from(e: SourceError) -> Self {
+        // a server down for longer than the source's own reconnection attempts: keep trying
+        // ... and "another replica with this server id": after a SIGKILL or a fenced instance,
+        // that replica is usually our own predecessor, which the server drops within a heartbeat
+        // or two once its socket is gone.
+        let own_predecessor =
+            matches!(&e, SourceError::Preflight(m) if m.contains("another replica is connected with server id"));
+        if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) || own_predecessor {
+            RunError::Restart(e.to_string())
+        } else {
+            RunError::Fatal(e.to_string())
+        }
+    }
+}
+
+impl From<RegistryError> for RunError {
+    fn from(e: RegistryError) -> Self {
+        if e.is_transient() {
+            RunError::Restart(e.to_string())
+        } else {
+            RunError::Fatal(e.to_string())
+        }
+    }
+}
+
+impl From<crate::avro::AvroError> for RunError {
+    fn from(e: crate::avro::AvroError) -> Self {
+        RunError::Fatal(e.to_string())
+    }
+}
+
+/// Runs `sluice run`; returns the exit code.
+pub fn run(args: RunArgs) -> u8 {
+    let cfg = match Config::load(&args.config, std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice run: {e}");
+            return exit::USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice run: cannot start the runtime: {e}");
+            return exit::FAILURE;
+        }
+    };
+    rt.block_on(async {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("Stopping at the next transaction boundary");
+            flag.store(true, Ordering::SeqCst);
+        });
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let started = Instant::now();
+            match pipeline(&cfg, &stop).await {
+                Ok(()) => return exit::OK,
+                Err(RunError::Fatal(m)) => {
+                    tracing::error!("{m}");
+                    eprintln!("sluice run: {m}");
+                    return exit::FAILURE;
+                }
+                Err(RunError::Restart(m)) => {
+                    if stop.load(Ordering::SeqCst) {
+                        return exit::OK;
+                    }
+                    if started.elapsed() > Duration::from_secs(60) {
+                        backoff = Duration::from_secs(1);
+                    }
+                    tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Parses `source.start`: `earliest`, `current`, `file:position`, or a GTID set.
+///
+/// # Errors
+/// Text that is none of these.
+pub fn parse_start(s: &str) -> Result<StartFrom, String> {
+    match s {
+        "earliest" => return Ok(StartFrom::Earliest),
+        "current" => return Ok(StartFrom::Current),
+        _ => {}
+    }
+    if let Some((file, pos)) = s.rsplit_once(':') {
+        if file.contains('.') {
+            if let Ok(position) = pos.parse::<u64>() {
+                return Ok(StartFrom::Position { file: file.to_string(), position });
+            }
+        }
+    }
+    if let Ok(set) = s.parse::<sluice_binlog::gtid::GtidSet>() {
+        return Ok(StartFrom::MysqlGtid(set));
+    }
+    s.parse::<sluice_binlog::gtid::MariadbGtidList>()
+        .map(StartFrom::MariadbGtid)
+        .map_err(|e| format!("source.start {s:?} is not earliest, current, file:position or a GTID set ({e})"))
+}
+
+/// Where a checkpoint says to resume.
+fn start_from_checkpoint(c: &Checkpoint) -> Result<StartFrom, RunError> {
+    let bad = |e: String| RunError::Fatal(format!("the checkpoint's GTID {:?} is unreadable: {e}", c.gtid));
+    Ok(match (&c.gtid, c.gtid_flavor.as_deref()) {
+        (Some(g), Some("mysql")) => StartFrom::MysqlGtid(g.parse().map_err(|e| bad(format!("{e}")))?),
+        (Some(g), Some("mariadb")) => StartFrom::MariadbGtid(g.parse().map_err(|e| bad(format!("{e}")))?),
+        _ => StartFrom::Position { file: c.file.clone(), position: c.position },
+    })
+}
+
+/// True when `db.table` matches a pattern (`db.table` with wildcards, or a table name in any
+/// database).
+fn pattern_matches(pattern: &str, db: &str, table: &str) -> bool {
+    match pattern.split_once('.') {
+        Some((pd, pt)) => wildcard(pd, db) && wildcard(pt, table),
+        None => wildcard(pattern, table),
+    }
+}
+
+/// True when the configured filter captures `db.table`.
+fn included(cfg: &Config, db: &str, table: &str) -> bool {
+    let f = &cfg.filter;
+    (f.include.is_empty() || f.include.iter().any(|p| pattern_matches(p, db, table)))
+        && !f.exclude.iter().any(|p| pattern_matches(p, db, table))
+}
+
+/// The topic of `db.table`: the first matching route, else `<prefix>.<db>.<table>`.
+fn topic_of(cfg: &Config, db: &str, table: &str) -> String {
+    for r in &cfg.routes {
+        if pattern_matches(&r.tables, db, table) {
+            return r.topic.replace("{db}", db).replace("{table}", table);
+        }
+    }
+    format!("{}.{db}.{table}", cfg.kafka.topic_prefix)
+}
+
+/// One table version: its schemas, topic and registered ids.
+struct CachedTable {
+    tm: Arc<TableMap>,
+    schema: TableSchema,
+    topic: String,
+    key_id: Option<u32>,
+    value_id: u32,
+}
+
+/// The open MySQL transaction.
+#[derive(Default)]
+struct MysqlTx {
+    open: bool,
+    gtid: Option<String>,
+    id: String,
+    total: i64,
+    per_table: HashMap<String, i64>,
+}
+
+/// The state of one pipeline attempt.
+struct Pipeline<'c> {
+    cfg: &'c Config,
+    registry: RegistryClient,
+    encoder: AvroEncoder,
+    tables: HashMap<String, CachedTable>,
+    tx: MysqlTx,
+    connector: Connector,
+    batch_records: usize,
+    batch_started: Instant,
+    last_commit: Instant,
+    committed: ResumePoint,
+}
+
+async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
+    let mut sink = KafkaSink::connect(cfg).await?;
+    let cfg2 = cfg.clone();
+    let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&cfg2))
+        .await
+        .map_err(|e| RunError::Fatal(format!("reading the checkpoint: {e}")))??;
+    let start = match &checkpoint {
+        Some(c) => {
+            tracing::info!(file = %c.file, position = c.position, gtid = ?c.gtid, "Resuming from the committed checkpoint");
+            start_from_checkpoint(c)?
+        }
+        None => {
+            tracing::info!(start = %cfg.source.start, "No checkpoint yet; starting as configured");
+            parse_start(&cfg.source.start).map_err(RunError::Fatal)?
+        }
+    };
+    let source_cfg = SourceConfig {
+        connect: connect_options(cfg).map_err(RunError::Fatal)?,
+        server_id: cfg.source.server_id,
+        heartbeat: cfg.source.heartbeat,
+        follow: true,
+        initial_backoff: Duration::from_millis(250),
+        max_backoff: Duration::from_secs(30),
+        max_attempts: Some(3),
+        decoder: DecoderOptions::default(),
+    };
+    let mut src = ReplicationSource::start(source_cfg, start).await?;
+    let mut p = Pipeline {
+        cfg,
+        registry: RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?,
+        encoder: AvroEncoder::new(),
+        tables: HashMap::new(),
+        tx: MysqlTx::default(),
+        connector: if src.is_mariadb() { Connector::Mariadb } else { Connector::Mysql },
+        batch_records: 0,
+        batch_started: Instant::now(),
+        last_commit: Instant::now(),
+        committed: src.resume_point().clone(),
+    };
+    let result = p.stream(&mut src, &mut sink, stop).await;
+    if result.is_err() {
+        // a failed abort leaves the transaction to time out; the next init_transactions fences it
+        let _ = sink.abort().await;
+    }
+    result
+}
+
+impl Pipeline<'_> {
+    async fn stream(
+        &mut self,
+        src: &mut ReplicationSource,
+        sink: &mut KafkaSink,
+        stop: &AtomicBool,
+    ) -> Result<(), RunError> {
+        loop {
+            match src.next_event().await? {
+                None => return Err(RunError::Restart("the replication stream ended".into())),
+                Some(SourceEvent::Reconnected { at }) => {
+                    return Err(RunError::Restart(format!(
+                        "the replication connection was re-established at {at}; replaying from the committed checkpoint"
+                    )));
+                }
+                Some(SourceEvent::Event(ev)) => self.handle(&ev, sink).await?,
+            }
+            if !self.tx.open {
+                let stopping = stop.load(Ordering::SeqCst);
+                self.maybe_commit(src.resume_point(), sink, stopping).await?;
+                if stopping {
+                    tracing::info!(resume = %self.committed, "Stopped after committing");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// At a boundary: commits the open Kafka transaction when the batch is full or old enough
+    /// (or `force`); with no records pending, writes a checkpoint-only transaction now and then
+    /// so a restart does not re-read a long stretch of uncaptured binlog.
+    async fn maybe_commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink, force: bool) -> Result<(), RunError> {
+        let delay = self.cfg.kafka.batch_max_delay;
+        if sink.in_transaction() {
+            if force || self.batch_records >= self.cfg.kafka.batch_max_records || self.batch_started.elapsed() >= delay
+            {
+                sink.commit(&Checkpoint::of(resume)).await?;
+                tracing::debug!(records = self.batch_records, resume = %resume, "Committed a Kafka transaction");
+                self.batch_records = 0;
+                self.last_commit = Instant::now();
+                self.committed = resume.clone();
+            }
+        } else if *resume != self.committed
+            && (force || self.last_commit.elapsed() >= delay.max(Duration::from_secs(1)))
+        {
+            sink.begin()?;
+            sink.commit(&Checkpoint::of(resume)).await?;
+            self.last_commit = Instant::now();
+            self.committed = resume.clone();
+        }
+        Ok(())
+    }
+
+    async fn handle(&mut self, ev: &Located<'_>, sink: &mut KafkaSink) -> Result<(), RunError> {
+        match &ev.event.event {
+            Event::Gtid(g) => self.begin_tx((!g.anonymous).then(|| g.gtid.to_string()), ev),
+            Event::MariadbGtid(g) => self.begin_tx(Some(g.gtid.to_string()), ev),
+            // after a GTID event the transaction is already open
+            Event::Query(q) if q.is_begin() && !self.tx.open => self.begin_tx(None, ev),
+            Event::Query(q) if q.is_begin() => {}
+            // COMMIT, ROLLBACK, or a statement of its own (DDL): a boundary
+            Event::Query(_) | Event::Xid(_) => self.tx = MysqlTx::default(),
+            Event::Rows(rows) if included(self.cfg, &rows.table.database, &rows.table.table) => {
+                self.rows(ev, rows, sink).await?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn begin_tx(&mut self, gtid: Option<String>, ev: &Located<'_>) {
+        let id = gtid.clone().unwrap_or_else(|| format!("{}:{}", ev.file, ev.offset));
+        self.tx = MysqlTx { open: true, gtid, id, total: 0, per_table: HashMap::new() };
+    }
+
+    /// The cached schemas of a table version, building and registering them when new.
+    async fn table(&mut self, tm: &Arc<TableMap>) -> Result<(), RunError> {
+        let name = tm.qualified_name();
+        if let Some(c) = self.tables.get(&name) {
+            if Arc::ptr_eq(&c.tm, tm) || *c.tm == **tm {
+                return Ok(());
+            }
+        }
+        let opts = SchemaOptions {
+            prefix: self.cfg.kafka.topic_prefix.clone(),
+            key_columns: self.cfg.output.key_columns.get(&name).cloned(),
+            ..SchemaOptions::default()
+        };
+        let schema = TableSchema::new(tm, &opts)?;
+        let topic = topic_of(self.cfg, &tm.database, &tm.table);
+        let key_id = match schema.key_schema_json() {
+            Some(k) => Some(self.registry.register(&format!("{topic}-key"), &k).await?),
+            None => None,
+        };
+        let value_json = match self.cfg.output.value_mode {
+            ValueMode::Envelope => schema.value_schema_json(),
+            ValueMode::Flattened => schema.flat_schema_json(),
+        };
+        let value_id = self.registry.register(&format!("{topic}-value"), &value_json).await?;
+        tracing::info!(table = %name, topic = %topic, ?key_id, value_id, "Registered the table's schemas");
+        self.tables.insert(name, CachedTable { tm: Arc::clone(tm), schema, topic, key_id, value_id });
+        Ok(())
+    }
+
+    async fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, sink: &mut KafkaSink) -> Result<(), RunError> {
+        self.table(&rows.table).await?;
+        let name = rows.table.qualified_name();
+        let Some(t) = self.tables.get(&name) else { return Ok(()) };
+        sink.ensure_topic(&t.topic).await?;
+        let header = &ev.event.header;
+        for (idx, row) in rows.rows().enumerate() {
+            let row = row.map_err(|e| RunError::Fatal(e.at(ev.file, ev.offset, header.event_type).to_string()))?;
+            self.tx.total += 1;
+            let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
+            *per_table += 1;
+            let ctx = EventContext {
+                source: SourceInfo {
+                    connector: self.connector,
+                    name: self.cfg.source.name.clone(),
+                    server_id: header.server_id,
+                    ts_ms: i64::from(header.timestamp) * 1000,
+                    file: ev.file.to_string(),
+                    pos: ev.offset,
+                    row: u32::try_from(idx).unwrap_or(u32::MAX),
+                    gtid: self.tx.gtid.clone(),
+                    snapshot: Default::default(),
+                },
+                transaction: Some(TransactionInfo {
+                    id: self.tx.id.clone(),
+                    total_order: self.tx.total,
+                    data_collection_order: *per_table,
+                }),
+                ts_ms: now_ms(),
+            };
+            let out = Out { encoder: &self.encoder, table: t, output: &self.cfg.output, ctx: &ctx };
+            let sent = match rows.kind {
+                RowsKind::Write => out.emit(sink, Op::Create, None, row.after.as_ref()).await?,
+                RowsKind::Delete => out.emit(sink, Op::Delete, row.before.as_ref(), None).await?,
+                RowsKind::Update | RowsKind::PartialUpdate => {
+                    let kb = out.key(row.before.as_ref())?;
+                    let ka = out.key(row.after.as_ref())?;
+                    if kb != ka {
+                        // the primary key changed: keyed consumers must drop the old row
+                        out.emit(sink, Op::Delete, row.before.as_ref(), None).await?
+                            + out.emit(sink, Op::Create, None, row.after.as_ref()).await?
+                    } else {
+                        out.emit(sink, Op::Update, row.before.as_ref(), row.after.as_ref()).await?
+                    }
+                }
+            };
+            if self.batch_records == 0 {
+                self.batch_started = Instant::now();
+            }
+            self.batch_records += sent;
+        }
+        Ok(())
+    }
+}
+
+/// Encodes and sends the records of one change.
+struct Out<'a> {
+    encoder: &'a AvroEncoder,
+    table: &'a CachedTable,
+    output: &'a OutputSection,
+    ctx: &'a EventContext,
+}
+
+impl Out<'_> {
+    /// The framed key of an image (None: a null key).
+    fn key(&self, image: Option<&RowImage<'_>>) -> Result<Option<Vec<u8>>, RunError> {
+        let (Some(image), Some(id), Some(schema)) = (image, self.table.key_id, self.table.schema.key_schema()) else {
+            return Ok(None);
+        };
+        let Some(v) = self.encoder.encode_key(&self.table.schema, image)? else { return Ok(None) };
+        Ok(Some(frame(id, &self.encoder.to_datum(&self.table.schema, schema, v)?)))
+    }
+
+    /// Sends the change's record (and a tombstone after a delete); returns how many records.
+    async fn emit(
+        &self,
+        sink: &mut KafkaSink,
+        op: Op,
+        before: Option<&RowImage<'_>>,
+        after: Option<&RowImage<'_>>,
+    ) -> Result<usize, RunError> {
+        let s = &self.table.schema;
+        let key = self.key(if op == Op::Create { after } else { before })?;
+        let (value, schema): (Avro, _) = match self.output.value_mode {
+            ValueMode::Envelope => (self.encoder.encode_value(s, op, before, after, self.ctx)?, s.value_schema()),
+            ValueMode::Flattened => (self.encoder.encode_flat(s, op, before, after)?, s.flat_schema()),
+        };
+        let value = frame(self.table.value_id, &self.encoder.to_datum(s, schema, value)?);
+        if !sink.in_transaction() {
+            sink.begin()?;
+        }
+        sink.send(&self.table.topic, key.as_deref(), Some(&value)).await?;
+        if op == Op::Delete && self.output.tombstones && key.is_some() {
+            sink.send(&self.table.topic, key.as_deref(), None).await?;
+            return Ok(2);
+        }
+        Ok(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_texts() {
+        assert_eq!(parse_start("earliest").unwrap(), StartFrom::Earliest);
+        assert_eq!(parse_start("current").unwrap(), StartFrom::Current);
+        assert_eq!(
+            parse_start("mysql-bin.000042:4").unwrap(),
+            StartFrom::Position { file: "mysql-bin.000042".into(), position: 4 }
+        );
+        assert!(matches!(parse_start("0-1-100").unwrap(), StartFrom::MariadbGtid(_)));
+        assert!(matches!(parse_start("3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5").unwrap(), StartFrom::MysqlGtid(_)));
+        assert!(parse_start("yesterday").is_err());
+    }
+
+    #[test]
+    fn patterns_and_topics() {
+        assert!(pattern_matches("shop.*", "shop", "orders"));
+        assert!(!pattern_matches("shop.*", "crm", "orders"));
+        assert!(pattern_matches("orders", "any", "orders"));
+    }
+}
