@@ -21,6 +21,7 @@
 
 _BROKER_SH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _BROKER_SH_REPO="$(cd "$_BROKER_SH_DIR/../.." && pwd)"
+. "$_BROKER_SH_DIR/proc.sh"
 NOIDA_DB_VERSION="0.2.3"
 # Seconds after the last change before noida-db's snapshot is surely on disk.
 BROKER_SNAPSHOT_DELAY="${BROKER_SNAPSHOT_DELAY:-3}"
@@ -63,36 +64,12 @@ ensure_broker_installed() {
     [ -x "$root/bin/noida-db" ] || { _broker_log "noida-db missing after cargo install"; return 1; }
 }
 
-_broker_free_port() {
-    python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-_broker_pid_alive() {
-    local pidfile="$1" pid
-    [ -s "$pidfile" ] || return 1
-    pid="$(cat "$pidfile")"
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
-}
-
 # Stops broker NAME and waits until the process is gone (the port is free again afterwards).
 broker_stop() {
     local name="${1:?broker_stop NAME}"
-    local d pid i
+    local d
     d="$(broker_dir "$name")"
-    if _broker_pid_alive "$d/pid"; then
-        pid="$(cat "$d/pid")"
-        kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            _broker_log "broker $name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        fi
-    fi
+    proc_stop "$d/pid" 10 "broker.sh: broker $name"
     rm -f "$d/pid"
 }
 
@@ -132,7 +109,7 @@ broker_start() {
     broker_stop "$name"
     rm -rf "$d"
     mkdir -p "$d/data"
-    _broker_launch "$name" "$(_broker_free_port)"
+    _broker_launch "$name" "$(proc_free_port)"
 }
 
 # Restarts broker NAME on the same port with the same data (waits for the old process to exit first).

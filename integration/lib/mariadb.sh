@@ -16,6 +16,7 @@
 
 _MARIADB_SH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _MARIADB_SH_REPO="$(cd "$_MARIADB_SH_DIR/../.." && pwd)"
+. "$_MARIADB_SH_DIR/proc.sh"
 
 _mariadb_log() { echo "mariadb.sh: $*" >&2; }
 
@@ -50,37 +51,12 @@ _mariadbd_bin() {
     if command -v mariadbd >/dev/null 2>&1; then command -v mariadbd; else echo /usr/sbin/mariadbd; fi
 }
 
-_mariadb_free_port() {
-    python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# True when the pid in FILE names a live process.
-_mariadb_pid_alive() {
-    local pidfile="$1" pid
-    [ -s "$pidfile" ] || return 1
-    pid="$(cat "$pidfile")"
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
-}
-
 mariadb_stop() {
     local name="${1:?mariadb_stop NAME}"
-    local d pid i
+    local d
     d="$(mariadb_datadir "$name")"
     for pidfile in "$d/pid" "$d/mariadbd.pid"; do
-        if _mariadb_pid_alive "$pidfile"; then
-            pid="$(cat "$pidfile")"
-            kill -TERM "$pid" 2>/dev/null || true
-            for i in $(seq 1 300); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-            done
-            if kill -0 "$pid" 2>/dev/null; then
-                _mariadb_log "server $name (pid $pid) ignored SIGTERM for 30 s; sending SIGKILL"
-                kill -KILL "$pid" 2>/dev/null || true
-                for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-            fi
-        fi
+        proc_stop "$pidfile" 30 "mariadb.sh: server $name"
     done
     rm -f "$d/pid" "$d/mariadbd.pid"
 }
@@ -101,7 +77,7 @@ mariadb_start() {
         tail -n 20 "$d/install.log" >&2
         return 1
     fi
-    port="$(_mariadb_free_port)"
+    port="$(proc_free_port)"
     : >"$d/args"
     if [ $# -gt 0 ]; then printf '%s\n' "$@" >"$d/args"; fi
     _mariadb_launch "$name" "$port" "$@"
@@ -117,7 +93,7 @@ mariadb_restart() {
     port="$(cat "$d/port")"
     if [ "${2:-}" = "--kill" ]; then
         for pidfile in "$d/pid" "$d/mariadbd.pid"; do
-            if _mariadb_pid_alive "$pidfile"; then
+            if proc_pid_alive "$pidfile"; then
                 pid="$(cat "$pidfile")"
                 kill -KILL "$pid" 2>/dev/null || true
                 while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done

@@ -14,6 +14,7 @@
 
 _REGISTRY_SH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _REGISTRY_SH_REPO="$(cd "$_REGISTRY_SH_DIR/../.." && pwd)"
+. "$_REGISTRY_SH_DIR/proc.sh"
 
 _registry_log() { echo "registry.sh: $*" >&2; }
 
@@ -42,22 +43,9 @@ ensure_registry_built() {
 
 registry_stop() {
     local name="${1:?registry_stop NAME}"
-    local d pid i
+    local d
     d="$(registry_dir "$name")"
-    if [ -s "$d/pid" ]; then
-        pid="$(cat "$d/pid")"
-        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            for i in $(seq 1 100); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-            done
-            if kill -0 "$pid" 2>/dev/null; then
-                _registry_log "registry $name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
-                kill -KILL "$pid" 2>/dev/null || true
-            fi
-        fi
-    fi
+    proc_stop "$d/pid" 10 "registry.sh: registry $name"
     rm -f "$d/pid" "$d/port"
 }
 
