@@ -34,7 +34,7 @@ use std::process::{Command, Output, Stdio};
 
 use base64::Engine as _;
 use serde_json::Value as Json;
-use support::mariadb::{repo, Server};
+use support::{repo, Server};
 
 type Row = BTreeMap<String, Option<String>>;
 
@@ -404,7 +404,7 @@ fn select_expr(c: &Col) -> String {
 
 fn select_table(server: &Server, db: &str, table: &str, m: &Model) -> Vec<Row> {
     let exprs: Vec<String> = m.cols.iter().map(select_expr).collect();
-    let out = server.sql(&format!("SET time_zone = '+00:00'; SELECT {} FROM `{db}`.`{table}`", exprs.join(", ")));
+    let out = server.sql_text(&format!("SET time_zone = '+00:00'; SELECT {} FROM `{db}`.`{table}`", exprs.join(", ")));
     out.lines()
         .map(|l| {
             let fields: Vec<&str> = l.split('\t').collect();
@@ -475,12 +475,12 @@ fn sql_replay_into_mariadb_equals_expected_final() {
             }
         }
     }
-    server.sql(&script);
+    server.sql_text(&script);
     let mut failures = Vec::new();
     let mut values = 0;
     let finals = final_models();
     let tables: Vec<String> = server
-        .sql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'sluice_it' ORDER BY 1")
+        .sql_text("SELECT table_name FROM information_schema.tables WHERE table_schema = 'sluice_it' ORDER BY 1")
         .lines()
         .map(String::from)
         .collect();
@@ -549,25 +549,25 @@ fn snapshot(server: &Server) -> BTreeMap<String, Vec<Row>> {
 #[test]
 fn flashback_restores_the_snapshot_and_refuses_without_column_names() {
     let Some(server) = Server::start("rt-flashback", &[]) else { return };
-    server.sql(FLASHBACK_SCHEMA);
+    server.sql_text(FLASHBACK_SCHEMA);
     let before = snapshot(&server);
-    let (file, pos) = server.binlog_position();
-    server.sql(FLASHBACK_WORKLOAD);
+    let (file, pos) = server.binlog_path_position();
+    server.sql_text(FLASHBACK_WORKLOAD);
     let changed = snapshot(&server);
     assert_ne!(before, changed, "the workload changed nothing?");
     let out = sluice(["dump", "--format", "flashback", "--start-position", &pos.to_string(), file.to_str().unwrap()]);
     let undo = ok_stdout(&out, "dump --format flashback");
     assert!(undo.contains("DELETE FROM `fb`.`orders`") && undo.contains("INSERT INTO `fb`.`events`"), "{undo}");
-    server.sql(&undo);
+    server.sql_text(&undo);
     let after = snapshot(&server);
     assert_eq!(before, after, "flashback did not restore the snapshot;\nflashback SQL:\n{undo}");
     let n: usize = after.values().map(|rows| rows.len() * rows.first().map_or(0, BTreeMap::len)).sum();
     eprintln!("flashback: {} statements, {n} values back as in the snapshot", undo.lines().count());
 
     // binlog_row_metadata=MINIMAL: no column names, so no SQL that names columns
-    server.sql("SET GLOBAL binlog_row_metadata = 'MINIMAL'");
-    let (file, pos) = server.binlog_position();
-    server.sql("INSERT INTO fb.orders (id) VALUES (77)");
+    server.sql_text("SET GLOBAL binlog_row_metadata = 'MINIMAL'");
+    let (file, pos) = server.binlog_path_position();
+    server.sql_text("INSERT INTO fb.orders (id) VALUES (77)");
     let out = sluice(["dump", "--format", "flashback", "--start-position", &pos.to_string(), file.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "flashback on a MINIMAL-metadata binlog must fail: {err}");

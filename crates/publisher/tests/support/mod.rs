@@ -1,16 +1,16 @@
-//! Shared pieces of the live scenarios (`live_*.rs`): throw-away MariaDB servers started with
+//! Shared pieces of the scenarios against real servers: throw-away MariaDB servers started with
 //! `integration/lib/mariadb.sh` (so tests and scripts start servers the same way, and a
 //! server can be restarted or crashed on its own datadir and port), SQL through the `mariadb`
-//! client, and runs of the built `sluice` binary.
+//! client, and runs of the built `sluice` binary. The broker, the test registry and an
+//! independent topic reader are in [`kafka`].
 //!
 //! When `mariadbd` is missing the scenarios are skipped with a loud message, unless
 //! `SLUICE_REQUIRE_MARIADB` is set (CI), where a missing server is a failure.
 #![allow(dead_code)]
 
-// The round-trip tests' server helper (returns raw client output); the live scenarios use
-// `Server` below. Both start servers through integration/lib/mariadb.sh.
-pub mod mariadb;
+pub mod kafka;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -18,12 +18,9 @@ use serde_json::Value as Json;
 
 const MARIADBD: &[&str] = &["/usr/sbin/mariadbd", "/usr/bin/mariadbd", "/usr/local/bin/mariadbd"];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn script() -> PathBuf {
-    repo().join("integration/lib/mariadb.sh")
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
 /// Where the servers' files go: `$SLUICE_WORK` when set (make exports it), else the target
@@ -62,14 +59,19 @@ pub fn mariadb_available() -> bool {
     false
 }
 
-fn mariadb_sh(args: &[&str]) -> Output {
+/// Runs `integration/lib/<lib>.sh ARGS` with this test run's `SLUICE_WORK`.
+pub fn lib_sh(lib: &str, args: &[&str]) -> Output {
     Command::new("bash")
-        .arg(script())
+        .arg(repo().join(format!("integration/lib/{lib}.sh")))
         .args(args)
         .env("SLUICE_WORK", work_dir())
         .stdin(Stdio::null())
         .output()
-        .expect("run integration/lib/mariadb.sh")
+        .unwrap_or_else(|e| panic!("run integration/lib/{lib}.sh: {e}"))
+}
+
+fn mariadb_sh(args: &[&str]) -> Output {
+    lib_sh("mariadb", args)
 }
 
 impl Server {
@@ -115,6 +117,21 @@ impl Server {
     /// Runs SQL as root; the rows, tab-separated columns (batch mode: NULL prints as `NULL`).
     pub fn try_sql(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
         try_sql(self.port, sql)
+    }
+
+    /// Runs SQL (any size: it goes through stdin) as root and returns the client's escaped
+    /// batch output (`-N -B`: tab-separated, `\t`, `\n` and `\\` escaped, `NULL` for NULL).
+    /// Panics with the client's message on failure.
+    pub fn sql_text(&self, sql: &str) -> String {
+        client(self.port, sql, false).unwrap_or_else(|e| {
+            panic!("mariadb client failed on server {}: {e}\nSQL (first 2000 chars): {}", self.name, clip(sql))
+        })
+    }
+
+    /// The current binlog file (as a path in the datadir) and position.
+    pub fn binlog_path_position(&self) -> (PathBuf, u64) {
+        let (file, pos) = self.master_status();
+        (self.datadir().join(file), pos)
     }
 
     /// As [`Server::try_sql`], panicking on an error.
@@ -163,19 +180,40 @@ impl Drop for Server {
 
 /// Runs SQL as root on the server at `port` (see [`Server::try_sql`]).
 pub fn try_sql(port: u16, sql: &str) -> Result<Vec<Vec<String>>, String> {
-    let out = Command::new("mariadb")
-        .args(["--no-defaults", "-uroot", "-h127.0.0.1", "--batch", "--skip-column-names", "--raw"])
+    let out = client(port, sql, true)?;
+    Ok(out.lines().map(|l| l.split('\t').map(str::to_string).collect()).collect())
+}
+
+/// The `mariadb` client in batch mode without column names, the SQL on stdin; `raw` turns off
+/// the escaping of tabs, newlines and backslashes in values. Stdout, or the client's stderr.
+fn client(port: u16, sql: &str, raw: bool) -> Result<String, String> {
+    let mut child = Command::new("mariadb")
+        .args(["--no-defaults", "--protocol=TCP", "-uroot", "-h127.0.0.1", "--batch", "--skip-column-names"])
+        .args(raw.then_some("--raw"))
         .arg(format!("-P{port}"))
         .arg("--default-character-set=utf8mb4")
         .arg("--max-allowed-packet=256M")
-        .args(["-e", sql])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("the mariadb client: {e}"))?;
+    let mut stdin = child.stdin.take().unwrap();
+    let input = sql.as_bytes().to_vec();
+    // a writer thread: a large script and a large result would otherwise block each other
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    writer.join().unwrap();
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).lines().map(|l| l.split('\t').map(str::to_string).collect()).collect())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(2000).collect()
 }
 
 /// A finished `sluice` run.

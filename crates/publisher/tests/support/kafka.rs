@@ -1,0 +1,292 @@
+//! The Kafka side of the `sluice run` scenarios: the broker (noida-db, `integration/lib/broker.sh`)
+//! and the test Schema Registry (`integration/lib/registry.sh`, `SLUICE_REGISTRY_BIN` may name a
+//! prebuilt `sluice-test-registry`) next to a MariaDB [`Server`], a `sluice run` child process,
+//! and an independent reader of the topics: rdkafka's `BaseConsumer` with `read_committed` and
+//! apache-avro with the writer schema fetched from the registry by id, so nothing of Sluice's
+//! own Kafka or Avro code judges Sluice's output.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use apache_avro::types::Value as Avro;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+use super::{lib_sh, work_dir, Server};
+
+/// MariaDB, broker and registry for one scenario, all stopped on drop.
+pub struct Services {
+    pub name: String,
+    pub mariadb: Server,
+    /// `host:port`.
+    pub broker: String,
+    /// `http://host:port`.
+    pub registry: String,
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        let _ = lib_sh("broker", &["stop", &self.name]);
+        let _ = lib_sh("registry", &["stop", &self.name]);
+    }
+}
+
+fn started(lib: &str, name: &str, key: &str) -> Result<String, String> {
+    let out = lib_sh(lib, &["start", name]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("{lib}.sh start {name} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| format!("{lib}.sh start printed no {key}="))
+}
+
+impl Services {
+    /// Starts the three services under `name` (MariaDB with extra `mariadbd` arguments), or
+    /// `None` when MariaDB is not installed and not required. A broker or registry that cannot
+    /// start skips loudly, or fails under `SLUICE_REQUIRE_MARIADB` (CI).
+    pub fn start(name: &str, mariadb_args: &[&str]) -> Option<Services> {
+        let mariadb = Server::start(name, mariadb_args)?;
+        let rest = started("broker", name, "BROKER")
+            .and_then(|broker| Ok((broker, started("registry", name, "REGISTRY_URL")?)));
+        match rest {
+            Ok((broker, registry)) => Some(Services { name: name.to_string(), mariadb, broker, registry }),
+            Err(e) if std::env::var_os("SLUICE_REQUIRE_MARIADB").is_some() => panic!("services: {e}"),
+            Err(e) => {
+                eprintln!("\n*** SKIPPING {name}: cannot start the broker or the registry: {e} ***\n");
+                None
+            }
+        }
+    }
+
+    /// Restarts the broker on the same port and data (waits until its snapshot is on disk
+    /// first, see broker.sh).
+    pub fn restart_broker(&self) {
+        let out = lib_sh("broker", &["restart", &self.name]);
+        assert!(out.status.success(), "broker restart: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A scenario directory with a `sluice.toml` for these services: source `source_name`,
+    /// starting at the earliest binlog, small batches, and `extra` TOML appended (later keys
+    /// of a section must come in their own `[section]` table, so `extra` holds whole tables).
+    pub fn config(&self, source_name: &str, kafka_extra: &str, extra: &str) -> (PathBuf, PathBuf) {
+        let dir = work_dir().join(format!("run-{}", self.name));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("sluice.toml");
+        let log = dir.join("sluice.log");
+        let _ = std::fs::remove_file(&log);
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[source]
+name = "{source_name}"
+url = "mysql://root@127.0.0.1:{port}"
+tls = "disabled"
+heartbeat = "1s"
+start = "earliest"
+
+[kafka]
+brokers = "{broker}"
+partitions = 2
+batch_max_delay = "100ms"
+batch_max_records = 50
+{kafka_extra}
+
+[registry]
+url = "{registry}"
+{extra}
+"#,
+                port = self.mariadb.port,
+                broker = self.broker,
+                registry = self.registry,
+            ),
+        )
+        .unwrap();
+        (config, log)
+    }
+}
+
+/// Starts `sluice run --config CONFIG`, its log appended to `log`.
+pub fn start_sluice(config: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--config"])
+        .arg(config)
+        .env("SLUICE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// Polls `f` every half second for up to `secs`; panics with the sluice log when it never holds.
+pub fn wait_for(secs: u64, mut f: impl FnMut() -> bool, what: &str, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("timed out waiting for {what}; sluice log:\n{}", std::fs::read_to_string(log).unwrap_or_default());
+}
+
+/// One committed record, decoded with its writer schemas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub partition: i32,
+    pub offset: i64,
+    /// None: a null key.
+    pub key: Option<Avro>,
+    /// None: a tombstone.
+    pub value: Option<Avro>,
+}
+
+impl Record {
+    /// The value's field `name` (envelope: `op`, `before`, `after`, ...; flattened: columns).
+    pub fn field(&self, name: &str) -> Option<&Avro> {
+        match self.value.as_ref()? {
+            Avro::Record(f) => f.iter().find(|(k, _)| k == name).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The envelope's `op` (None for a tombstone).
+    pub fn op(&self) -> Option<&str> {
+        match self.field("op")? {
+            Avro::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An image (`before` or `after`) of the envelope as column name → value, nulls of the
+    /// union unwrapped.
+    pub fn image(&self, which: &str) -> Option<BTreeMap<String, Avro>> {
+        match unwrap_union(self.field(which)?) {
+            Avro::Record(cols) => Some(cols.iter().map(|(k, v)| (k.clone(), unwrap_union(v).clone())).collect()),
+            _ => None,
+        }
+    }
+
+    /// The key's first field as an integer (the tests' tables key by an INT `id`).
+    pub fn int_key(&self) -> i64 {
+        match self.key.as_ref().map(unwrap_union) {
+            Some(Avro::Record(f)) => match unwrap_union(&f[0].1) {
+                Avro::Int(i) => i64::from(*i),
+                Avro::Long(i) => *i,
+                other => panic!("key field {other:?}"),
+            },
+            other => panic!("key {other:?}"),
+        }
+    }
+}
+
+/// The value inside a union branch (anything else as is).
+pub fn unwrap_union(v: &Avro) -> &Avro {
+    match v {
+        Avro::Union(_, b) => b,
+        other => other,
+    }
+}
+
+/// Reads topics as an independent consumer would.
+pub struct TopicReader {
+    broker: String,
+    registry: String,
+    schemas: HashMap<u32, apache_avro::Schema>,
+}
+
+impl TopicReader {
+    pub fn new(services: &Services) -> TopicReader {
+        TopicReader { broker: services.broker.clone(), registry: services.registry.clone(), schemas: HashMap::new() }
+    }
+
+    fn schema(&mut self, id: u32) -> &apache_avro::Schema {
+        let registry = self.registry.clone();
+        self.schemas.entry(id).or_insert_with(|| {
+            let out = Command::new("curl").args(["-sf", &format!("{registry}/schemas/ids/{id}")]).output().unwrap();
+            assert!(out.status.success(), "GET /schemas/ids/{id} failed");
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            apache_avro::Schema::parse_str(v["schema"].as_str().unwrap()).unwrap()
+        })
+    }
+
+    /// Decodes a Confluent-framed Avro datum (magic byte, schema id, body).
+    pub fn decode(&mut self, bytes: &[u8]) -> Avro {
+        assert_eq!(bytes[0], 0, "Confluent magic byte");
+        let id = u32::from_be_bytes(bytes[1..5].try_into().unwrap());
+        let schema = self.schema(id).clone();
+        let mut body = &bytes[5..];
+        let v = apache_avro::from_avro_datum(&schema, &mut body, None).unwrap();
+        assert!(body.is_empty(), "{} bytes left after the datum", body.len());
+        v
+    }
+
+    /// Everything committed in `topic` (read_committed), per partition in offset order,
+    /// partitions one after another. Empty when the topic does not exist.
+    pub fn read(&mut self, topic: &str) -> Vec<Record> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.broker)
+            .set("group.id", "sluice-test-reader")
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .create()
+            .unwrap();
+        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+        let parts: Vec<i32> = md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect();
+        if parts.is_empty() {
+            return Vec::new();
+        }
+        let mut tpl = TopicPartitionList::new();
+        for p in &parts {
+            tpl.add_partition_offset(topic, *p, Offset::Beginning).unwrap();
+        }
+        consumer.assign(&tpl).unwrap();
+        let mut eof = HashSet::new();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while eof.len() < parts.len() && Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(200)) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    eof.insert(p);
+                }
+                Some(Err(e)) => panic!("{topic}: {e}"),
+                Some(Ok(m)) => {
+                    eof.remove(&m.partition());
+                    let key = m.key().map(|k| self.decode(k));
+                    let value = m.payload().map(|v| self.decode(v));
+                    out.push(Record { partition: m.partition(), offset: m.offset(), key, value });
+                }
+            }
+        }
+        assert!(eof.len() >= parts.len(), "{topic}: did not reach the end of every partition");
+        out.sort_by_key(|r| (r.partition, r.offset));
+        out
+    }
+
+    /// Per integer key, in order: `op:name` (the after-image's column `label`, when present),
+    /// the bare op, or `tombstone`.
+    pub fn per_key(&mut self, topic: &str, label: &str) -> BTreeMap<i64, Vec<String>> {
+        let mut m: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for r in self.read(topic) {
+            let s = match r.op() {
+                None => "tombstone".to_string(),
+                Some(op) => match r.image("after").and_then(|a| a.get(label).cloned()) {
+                    Some(Avro::String(s)) => format!("{op}:{s}"),
+                    _ => op.to_string(),
+                },
+            };
+            m.entry(r.int_key()).or_default().push(s);
+        }
+        m
+    }
+}
