@@ -122,10 +122,24 @@ fn classify(what: &str, e: &KafkaError) -> SinkError {
             "{what}: {e}: another instance with the same source name (transactional id) took over; this one stops"
         ));
     }
-    match e {
-        KafkaError::Transaction(t) if t.is_fatal() => SinkError::Fatal(format!("{what}: {e}")),
-        _ => SinkError::Abortable(format!("{what}: {e}")),
+    let denied = e.rdkafka_error_code().is_some_and(|c| {
+        matches!(
+            c,
+            RDKafkaErrorCode::TransactionalIdAuthorizationFailed
+                | RDKafkaErrorCode::ClusterAuthorizationFailed
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::InvalidConfig
+        )
+    });
+    if denied {
+        return SinkError::Fatal(format!("{what}: {e}: check the Kafka credentials, ACLs and kafka.properties"));
     }
+    // Everything else, librdkafka's "fatal" producer errors included (an out-of-order sequence
+    // after a broker restart, an unknown producer id): this producer is done, but a new one
+    // resumes from the committed checkpoint without losing or repeating anything.
+    SinkError::Abortable(format!("{what}: {e}"))
 }
 
 fn is_retriable(e: &KafkaError) -> bool {
@@ -299,7 +313,7 @@ impl KafkaSink {
                 Err((e, _)) => {
                     let err = classify(&format!("producing to {topic}"), &e);
                     if matches!(err, SinkError::Abortable(_)) {
-                        self.abort().await?;
+                        self.abort_after(&err).await?;
                     }
                     return Err(err);
                 }
@@ -322,11 +336,24 @@ impl KafkaSink {
                 self.in_transaction = false;
                 Ok(())
             }
-            Err(SinkError::Abortable(m)) => {
-                self.abort().await?;
-                Err(SinkError::Abortable(m))
+            Err(err @ SinkError::Abortable(_)) => {
+                self.abort_after(&err).await?;
+                Err(err)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Aborts after `cause`; only a fencing while aborting is worse than the cause itself (the
+    /// caller restarts with a new producer, whose `init_transactions` aborts what is left).
+    async fn abort_after(&mut self, cause: &SinkError) -> Result<(), SinkError> {
+        match self.abort().await {
+            Err(e @ SinkError::Fatal(_)) => Err(e),
+            Err(SinkError::Abortable(m)) => {
+                tracing::debug!(cause = %cause, error = %m, "Aborting the Kafka transaction failed too");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
         }
     }
 
@@ -339,11 +366,7 @@ impl KafkaSink {
             return Ok(());
         }
         self.in_transaction = false;
-        match self.blocking("aborting the Kafka transaction", |p| p.abort_transaction(TXN_CALL_TIMEOUT)).await {
-            Ok(()) => Ok(()),
-            Err(SinkError::Abortable(m)) => Err(SinkError::Fatal(m)),
-            Err(e) => Err(e),
-        }
+        self.blocking("aborting the Kafka transaction", |p| p.abort_transaction(TXN_CALL_TIMEOUT)).await
     }
 }
 
