@@ -362,7 +362,7 @@ impl KafkaSink {
 
 /// The checkpoint reader's context: the end of the partition is how the read stops, not an
 /// error worth logging (librdkafka's default context logs it at ERROR).
-struct QuietEof;
+pub(crate) struct QuietEof;
 
 impl ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {

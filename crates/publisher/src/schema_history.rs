@@ -54,7 +54,7 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::config::Config;
-use crate::kafka::{Checkpoint, KafkaSink, SinkError};
+use crate::kafka::{Checkpoint, KafkaSink, QuietEof, SinkError};
 
 /// One column as tracked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -486,6 +486,12 @@ fn parse(sql: &str) -> Result<Vec<Statement>, sqlparser::parser::ParserError> {
 
 /// A cheap pre-filter: only statements that may change a table's columns are parsed.
 fn looks_like_ddl(sql: &str) -> bool {
+    // most statements say what they are in their first word; comments and the like go through
+    // the tokenizer
+    let first: String = sql.trim_start().chars().take_while(char::is_ascii_alphabetic).collect();
+    if !first.is_empty() {
+        return matches!(first.to_ascii_uppercase().as_str(), "CREATE" | "ALTER" | "RENAME" | "DROP");
+    }
     let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
         // cannot even tokenize: let the parser report it when it names a captured table
         return true;
@@ -624,8 +630,7 @@ fn mentioned_tables(sql: &str, default_db: &str) -> Vec<(String, String, bool)> 
     let words: Vec<(String, bool)> = match Tokenizer::new(&MySqlDialect {}, sql).tokenize() {
         Ok(tokens) => {
             let mut out = Vec::new();
-            let mut it = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).peekable();
-            while let Some(t) = it.next() {
+            for t in tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))) {
                 match t {
                     Token::Word(w) => {
                         let keyword = w.quote_style.is_none();
@@ -1234,12 +1239,12 @@ pub fn schemas_topic(cfg: &Config) -> String {
 pub fn read_from_kafka(cfg: &Config) -> Result<Vec<TrackedTable>, SinkError> {
     let topic = schemas_topic(cfg);
     let prefix = format!("{}/", cfg.source.name);
-    let consumer: BaseConsumer = crate::kafka::client_config(cfg)?
+    let consumer: BaseConsumer<QuietEof> = crate::kafka::client_config(cfg)?
         .set("group.id", format!("sluice-{}-schema-reader", cfg.source.name))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
-        .create()
+        .create_with_context(QuietEof)
         .map_err(|e| SinkError::Fatal(format!("creating the schema history consumer: {e}")))?;
     let (low, high) = consumer
         .fetch_watermarks(&topic, 0, Duration::from_secs(10))
