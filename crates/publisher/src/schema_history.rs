@@ -1157,7 +1157,9 @@ fn fill(tm: &TableMap, tracked: Option<&TrackedTable>, at: &str) -> Result<Table
         }
         if c.ty == ColumnType::Set {
             if let Some(v) = &tc.set_values {
-                if usize::from(c.meta) != v.len().div_ceil(8).max(1) {
+                // the server's pack length: one bit per member, 5..=7 bytes round up to 8
+                let bytes = v.len().div_ceil(8).max(1);
+                if usize::from(c.meta) != if bytes > 4 { 8 } else { bytes } {
                     return Err(col_mismatch(" (the SET member count differs)"));
                 }
             }

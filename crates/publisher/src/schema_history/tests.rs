@@ -414,3 +414,16 @@ fn alter_table_options_the_parser_lacks_leave_the_columns() {
         assert!(h.get("shop.t").unwrap().unknown.is_some(), "{s}");
     }
 }
+
+#[test]
+fn set_and_enum_sizes_are_checked() {
+    let members: Vec<String> = (0..40).map(|i| format!("'m{i}'")).collect();
+    let mut h = history(&[&format!("CREATE TABLE t (s SET({}), e ENUM('a','b'))", members.join(","))]);
+    // 40 members: 5 bytes, which the server packs in 8
+    let ok = table_map(vec![c(0, ColumnType::Set, 8), c(1, ColumnType::Enum, 1)]);
+    let f = h.resolve(&ok, "f:1").unwrap();
+    assert_eq!(f.columns[0].set_values.as_ref().unwrap().len(), 40);
+    assert_eq!(f.columns[1].enum_values.as_ref().unwrap()[1].as_ref(), "b");
+    let bad = table_map(vec![c(0, ColumnType::Set, 1), c(1, ColumnType::Enum, 1)]);
+    assert!(h.resolve(&bad, "f:2").unwrap_err().contains("SET member count"));
+}
