@@ -32,6 +32,13 @@
 //! instead of misaligning columns; a change that keeps every type family (a rename, two
 //! swapped INT columns) cannot be seen, which is why `binlog_row_metadata=FULL` remains the
 //! recommendation.
+//!
+//! References: <https://dev.mysql.com/doc/refman/8.4/en/replication-options-binary-log.html#sysvar_binlog_row_metadata>,
+//! <https://mariadb.com/kb/en/replication-and-binary-log-system-variables/#binlog_row_metadata>,
+//! `Table_map_event` optional metadata
+//! (<https://dev.mysql.com/doc/dev/mysql-server/latest/classbinary__log_1_1Table__map__event.html>),
+//! ALTER TABLE syntax (<https://dev.mysql.com/doc/refman/8.4/en/alter-table.html>,
+//! <https://mariadb.com/kb/en/alter-table/>), sqlparser's AST (<https://docs.rs/sqlparser>).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -550,7 +557,7 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Op
     // specifications, split at commas outside parentheses
     let mut specs: Vec<Vec<&Token>> = vec![Vec::new()];
     let mut depth = 0i32;
-    for t in &tokens[i..] {
+    for t in tokens.get(i..).unwrap_or_default() {
         match t {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
@@ -672,7 +679,7 @@ fn mentioned_tables(sql: &str, default_db: &str) -> Vec<(String, String, bool)> 
             }
             continue;
         }
-        if i >= 1 && words[i - 1].0 == "." {
+        if i >= 1 && words.get(i - 1).is_some_and(|(p, _)| p == ".") {
             continue; // the table part of a qualified name
         }
         if !default_db.is_empty() {

@@ -8,7 +8,10 @@
 //! in force when its row was written (read back by the independent `TopicReader`), and the
 //! `__schemas` topic must hold the table's last definition. The second scenario starts at a
 //! position before a DDL with no checkpoint, so the schema read from the server is newer than
-//! the first events: the run must stop with the mismatch named, publishing nothing.
+//! the first events: the run must stop with the mismatch named, publishing nothing. The third
+//! runs MariaDB with NO_LOG (no signedness or charsets either) and starts at `current` on an
+//! existing table, so the initial schema comes from `information_schema` and the values'
+//! decoding (UNSIGNED, latin1, ENUM/SET members, binary) depends on it.
 //!
 //! Services as in `run_e2e.rs`; skipped loudly when they cannot start, unless
 //! `SLUICE_REQUIRE_MARIADB=1`.
@@ -230,4 +233,46 @@ fn minimal_metadata_mismatch_stops_with_a_clear_error() {
     // nothing published with misaligned names
     let mut reader = TopicReader::new(&services);
     assert!(reader.read(TOPIC).is_empty());
+}
+
+/// MariaDB's NO_LOG: the TABLE_MAP has neither names nor signedness nor charsets, so decoding
+/// itself depends on the tracked schema, here loaded from `information_schema` at the start
+/// (the table exists before Sluice starts at `current`), then changed by an ALTER.
+#[test]
+fn no_log_metadata_takes_signedness_charsets_and_members_from_the_tracked_schema() {
+    let _serial = serial();
+    let Some(services) = Services::start("schema-nolog", &["--binlog-row-metadata=NO_LOG"]) else { return };
+    let sql = |text: &str| services.mariadb.sql_text(text);
+    sql("CREATE DATABASE shop;
+         CREATE TABLE shop.items (id INT UNSIGNED NOT NULL, big BIGINT UNSIGNED, name VARCHAR(20) CHARACTER SET latin1,
+           st ENUM('new','paid'), tags SET('a','b','c'), raw VARBINARY(4), PRIMARY KEY (id)) DEFAULT CHARSET=utf8mb4;
+         INSERT INTO shop.items VALUES (1, 1, 'before', 'new', '', NULL);");
+    let (config, log) = services.config("nl", "", "[filter]\ninclude = [\"shop.*\"]\n");
+    let toml = std::fs::read_to_string(&config).unwrap().replace("start = \"earliest\"", "start = \"current\"");
+    std::fs::write(&config, toml).unwrap();
+    let mut child = start_sluice(&config, &log);
+    wait_for(60, || log_text(&log).contains("Streaming the binlog"), "sluice to start streaming", &log);
+    sql("SET NAMES utf8mb4;
+         INSERT INTO shop.items VALUES (4294967295, 18446744073709551615, 'café', 'paid', 'a,c', 0x00ff);
+         ALTER TABLE shop.items ADD COLUMN note TEXT AFTER name;
+         INSERT INTO shop.items (id, note) VALUES (5, 'ünïcode ✓');");
+    let mut reader = TopicReader::new(&services);
+    wait_for(60, || rows(&mut reader).len() == 2, "the two rows written after the start", &log);
+    let r = rows(&mut reader);
+    assert!(!r.contains_key(&1), "the row before the start is not published");
+    let a = &r[&4_294_967_295];
+    assert_eq!(field_names(a), ["big", "id", "name", "raw", "st", "tags"]);
+    assert_eq!(long(a, "id"), 4_294_967_295);
+    let max = apache_avro::Decimal::from(vec![0u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(a.get("big"), Some(&Avro::Decimal(max)));
+    assert_eq!(text(a, "name"), "café");
+    assert_eq!(a.get("st"), Some(&Avro::Enum(1, "paid".into())));
+    assert_eq!(a.get("tags"), Some(&Avro::Array(vec![Avro::String("a".into()), Avro::String("c".into())])));
+    assert_eq!(a.get("raw"), Some(&Avro::Bytes(vec![0x00, 0xff])));
+    let b = &r[&5];
+    assert_eq!(field_names(b), ["big", "id", "name", "note", "raw", "st", "tags"]);
+    assert_eq!(text(b, "note"), "ünïcode ✓");
+    assert_eq!(b.get("name"), Some(&Avro::Null));
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
