@@ -288,11 +288,11 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
     };
     // the tracked schema: as committed with the checkpoint, else read from the server at the
     // moment the start position is taken
-    let history = crate::schema_history::committed(cfg, checkpoint.as_ref()).await?;
+    let committed = crate::schema_history::committed(cfg, checkpoint.as_ref()).await?;
     let captured = |db: &str, table: &str| included(cfg, db, table);
-    let load: Option<crate::schema_history::Captured<'_>> = if history.is_none() { Some(&captured) } else { None };
+    let load: Option<crate::schema_history::Captured<'_>> = committed.needs_load().then_some(&captured);
     let (mut src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
-    let schemas = history.unwrap_or_else(|| SchemaHistory::new(loaded, 1, true));
+    let schemas = committed.into_history(loaded);
     let mut p = Pipeline {
         cfg,
         registry: RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?,

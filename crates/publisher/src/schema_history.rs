@@ -217,6 +217,9 @@ impl SchemaHistory {
         if !looks_like_ddl(sql) {
             return Vec::new();
         }
+        // MySQL 8.0.21+ logs an atomic CREATE TABLE ... SELECT as `CREATE TABLE t (...) START
+        // TRANSACTION`, followed by the rows and a COMMIT
+        let sql = strip_start_transaction(sql);
         let db_charset = database_collation.and_then(charset_of).map(|c| c.name().to_string());
         let ctx = Ctx { default_db, db_charset: db_charset.as_deref(), at, sql, captured };
         let before: BTreeSet<String> = self.dirty.clone();
@@ -481,6 +484,16 @@ impl Ctx<'_> {
 
 fn last_ident(name: &ObjectName) -> Result<String, String> {
     name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).ok_or_else(|| format!("unexpected name {name}"))
+}
+
+/// The statement without a trailing `START TRANSACTION`.
+fn strip_start_transaction(sql: &str) -> &str {
+    let t = sql.trim_end().trim_end_matches(';').trim_end();
+    let n = "START TRANSACTION".len();
+    match t.len().checked_sub(n).and_then(|i| Some((i, t.get(i..)?))) {
+        Some((i, tail)) if tail.eq_ignore_ascii_case("START TRANSACTION") => t.get(..i).unwrap_or(t).trim_end(),
+        _ => sql,
+    }
 }
 
 /// Parses with sqlparser's MySQL dialect; MariaDB extensions it lacks (`ADD COLUMN IF NOT
@@ -1202,36 +1215,83 @@ fn fill(tm: &TableMap, tracked: Option<&TrackedTable>, at: &str) -> Result<Table
     Ok(out)
 }
 
-/// The committed schema history to resume a checkpoint with, or None when it must come from
-/// the server (no checkpoint yet, or a checkpoint written before Sluice tracked schemas).
+/// Where the tracked schema of a pipeline attempt comes from.
+#[derive(Debug)]
+pub enum Committed {
+    /// The history committed with the checkpoint.
+    Resume(SchemaHistory),
+    /// No checkpoint yet (or one from before schema tracking): read the captured tables from
+    /// the server. `previous` is what `__schemas` still holds for this source (after a reset
+    /// of the checkpoint): the new history supersedes it.
+    Load {
+        /// Records of an earlier history.
+        previous: Vec<TrackedTable>,
+    },
+}
+
+impl Committed {
+    /// True when the captured tables must be read from the server.
+    pub fn needs_load(&self) -> bool {
+        matches!(self, Committed::Load { .. })
+    }
+
+    /// The history to start with; `loaded` is what the server said (with
+    /// [`Committed::needs_load`]).
+    pub fn into_history(self, loaded: Vec<TrackedTable>) -> SchemaHistory {
+        match self {
+            Committed::Resume(h) => h,
+            Committed::Load { previous } => SchemaHistory::fresh(loaded, &previous),
+        }
+    }
+}
+
+impl SchemaHistory {
+    /// A history from a server load, replacing `previous` records of the same source: its
+    /// version continues above theirs (so a later resume never sees an older history as
+    /// newer), and the previous tables it does not hold are written as tombstones with the
+    /// first commit.
+    pub fn fresh(loaded: Vec<TrackedTable>, previous: &[TrackedTable]) -> SchemaHistory {
+        let version = previous.iter().map(|t| t.version).max().unwrap_or(0) + 1;
+        let mut h =
+            SchemaHistory::new(loaded.into_iter().map(|t| TrackedTable { version, ..t }).collect(), version, true);
+        h.dirty.extend(previous.iter().map(TrackedTable::key));
+        h
+    }
+}
+
+/// Reads the committed schema history for a pipeline attempt: the one committed with the
+/// checkpoint, or, without a usable one, what an earlier history left in `__schemas`.
 ///
 /// # Errors
-/// As [`read_from_kafka`].
-pub async fn committed(cfg: &Config, checkpoint: Option<&Checkpoint>) -> Result<Option<SchemaHistory>, SinkError> {
-    let Some(cp) = checkpoint else { return Ok(None) };
+/// As [`read_from_kafka`]; fatal when the history is newer than the checkpoint (two
+/// instances sharing a source name).
+pub async fn committed(cfg: &Config, checkpoint: Option<&Checkpoint>) -> Result<Committed, SinkError> {
     let cfg2 = cfg.clone();
     let tables = tokio::task::spawn_blocking(move || read_from_kafka(&cfg2))
         .await
         .map_err(|e| SinkError::Fatal(format!("reading the schema history: {e}")))??;
-    match cp.schema_version {
-        Some(v) => {
+    match checkpoint.map(|c| c.schema_version) {
+        Some(Some(v)) => {
             let newest = tables.iter().map(|t| t.version).max().unwrap_or(0);
             if newest > v {
                 return Err(SinkError::Fatal(format!(
-                    "the schema history on {} holds version {newest}, newer than the checkpoint's {v}: it was                      written by another instance with source name {:?}; give each instance its own source.name",
+                    "the schema history on {} holds version {newest}, newer than the checkpoint's {v}: another \
+                     instance with source name {:?} wrote it; give each instance its own source.name",
                     schemas_topic(cfg),
                     cfg.source.name
                 )));
             }
             tracing::info!(version = v, tables = tables.len(), "Read the schema history as of the checkpoint");
-            Ok(Some(SchemaHistory::new(tables, v, false)))
+            Ok(Committed::Resume(SchemaHistory::new(tables, v, false)))
         }
-        None => {
+        Some(None) => {
             tracing::warn!(
-                "The checkpoint predates schema tracking: the captured tables' definitions are read from the server                  now, and apply to the events after the checkpoint (TABLE_MAP comparisons catch a difference)"
+                "The checkpoint predates schema tracking: the captured tables' definitions are read from the server \
+                 now, and apply to the events after the checkpoint (TABLE_MAP comparisons catch a difference)"
             );
-            Ok(None)
+            Ok(Committed::Load { previous: tables })
         }
+        None => Ok(Committed::Load { previous: tables }),
     }
 }
 
