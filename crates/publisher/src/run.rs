@@ -437,12 +437,11 @@ impl Pipeline<'_> {
 
     async fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, sink: &mut KafkaSink) -> Result<(), RunError> {
         // without names in the TABLE_MAP, decode with the tracked schema's (checked) metadata
+        let table = self.schemas.resolve(&rows.table, ev.file, ev.offset).map_err(RunError::Fatal)?;
         let filled;
-        let rows = if rows.table.has_column_names {
+        let rows = if Arc::ptr_eq(&table, &rows.table) {
             rows
         } else {
-            let at = format!("{}:{}", ev.file, ev.offset);
-            let table = self.schemas.resolve(&rows.table, &at).map_err(RunError::Fatal)?;
             filled = {
                 let mut r = rows.clone();
                 r.table = table;

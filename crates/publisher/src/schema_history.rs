@@ -439,25 +439,115 @@ impl SchemaHistory {
     }
 
     /// The TABLE_MAP to decode and publish rows of `tm` with: `tm` itself when it carries
-    /// column names, else a copy filled from the tracked definition. `at` is the rows event's
-    /// `file:position`, for messages.
+    /// column names (the tracked definition follows it), else a copy filled from the tracked
+    /// definition. `file` and `offset` locate the rows event, for messages.
     ///
     /// # Errors
     /// The operator message when the table is not tracked, unknown, or does not match.
-    pub fn resolve(&mut self, tm: &Arc<TableMap>, at: &str) -> Result<Arc<TableMap>, String> {
-        if tm.has_column_names {
-            return Ok(Arc::clone(tm));
-        }
+    pub fn resolve(&mut self, tm: &Arc<TableMap>, file: &str, offset: u64) -> Result<Arc<TableMap>, String> {
         let name = tm.qualified_name();
         if let Some((orig, v, filled)) = self.resolved.get(&name) {
             if *v == self.version && (Arc::ptr_eq(orig, tm) || **orig == **tm) {
                 return Ok(Arc::clone(filled));
             }
         }
-        let filled = Arc::new(fill(tm, self.tables.get(&name), at)?);
+        let at = format!("{file}:{offset}");
+        if tm.has_column_names {
+            self.learn(&name, tm, &at);
+            return Ok(Arc::clone(tm));
+        }
+        let filled = Arc::new(fill(tm, self.tables.get(&name), &at)?);
         self.resolved.insert(name, (Arc::clone(tm), self.version, Arc::clone(&filled)));
         Ok(filled)
     }
+}
+
+impl SchemaHistory {
+    /// A TABLE_MAP with names is the truth: when the tracked definition is missing, unknown,
+    /// or disagrees with it (names, count, type families), it replaces it, so a later switch to
+    /// MINIMAL metadata, or a DDL Sluice could not parse, is healed by the next FULL TABLE_MAP.
+    fn learn(&mut self, name: &str, tm: &Arc<TableMap>, at: &str) {
+        let consistent = self.tables.get(name).is_some_and(|t| {
+            t.unknown.is_none()
+                && t.columns.len() == tm.columns.len()
+                && t.columns.iter().zip(&tm.columns).all(|(tc, c)| {
+                    c.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(&tc.name))
+                        && family_matches(c.ty, &tc.type_name)
+                })
+        });
+        if !consistent {
+            if let Some(mut t) = tracked_from_table_map(tm, at) {
+                let version = self.version + 1;
+                t.default_charset = self.tables.get(name).and_then(|old| old.default_charset.clone());
+                tracing::info!(table = name, version, at, "The tracked schema follows the TABLE_MAP's column names");
+                self.put(t, at, version);
+                self.version = version;
+            }
+        }
+        self.resolved.insert(name.to_string(), (Arc::clone(tm), self.version, Arc::clone(tm)));
+    }
+}
+
+/// A tracked definition from a TABLE_MAP with full metadata (None for a type Sluice does not
+/// track).
+fn tracked_from_table_map(tm: &TableMap, at: &str) -> Option<TrackedTable> {
+    use ColumnType as T;
+    let mut columns = Vec::with_capacity(tm.columns.len());
+    for c in &tm.columns {
+        let binary = c.collation == Some(BINARY_COLLATION);
+        let type_name = match c.ty {
+            T::Tiny => "tinyint",
+            T::Short => "smallint",
+            T::Int24 => "mediumint",
+            T::Long => "int",
+            T::LongLong => "bigint",
+            T::Float => "float",
+            T::Double => "double",
+            T::NewDecimal | T::Decimal => "decimal",
+            T::Date | T::NewDate => "date",
+            T::Time | T::Time2 => "time",
+            T::DateTime | T::DateTime2 => "datetime",
+            T::Timestamp | T::Timestamp2 => "timestamp",
+            T::Year => "year",
+            T::String if binary => "binary",
+            T::String => "char",
+            T::VarChar | T::VarString if binary => "varbinary",
+            T::VarChar | T::VarString => "varchar",
+            T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob if binary => "blob",
+            T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob => "text",
+            T::Enum => "enum",
+            T::Set => "set",
+            T::Bit => "bit",
+            T::Json => "json",
+            T::Geometry => "geometry",
+            T::Vector => "vector",
+            _ => return None,
+        };
+        columns.push(TrackedColumn {
+            name: c.name.as_deref()?.to_string(),
+            sql_type: format!("{} (from the TABLE_MAP at {at})", type_name.to_ascii_uppercase()),
+            type_name: type_name.to_string(),
+            unsigned: c.unsigned,
+            charset: c.collation.and_then(charset_of).map(|cs| cs.name().to_string()),
+            enum_values: c.enum_values.as_ref().map(|v| v.iter().map(|s| s.to_string()).collect()),
+            set_values: c.set_values.as_ref().map(|v| v.iter().map(|s| s.to_string()).collect()),
+            nullable: c.nullable,
+        });
+    }
+    let primary_key = match &tm.primary_key {
+        Some(pk) => pk.iter().filter_map(|&(i, _)| columns.get(i).map(|c| c.name.clone())).collect(),
+        None => columns.iter().zip(&tm.columns).filter(|(_, c)| c.primary_key).map(|(t, _)| t.name.clone()).collect(),
+    };
+    Some(TrackedTable {
+        database: tm.database.to_string(),
+        table: tm.table.to_string(),
+        columns,
+        primary_key,
+        default_charset: None,
+        version: 0,
+        since: at.to_string(),
+        unknown: None,
+    })
 }
 
 /// What the statement's names resolve against.

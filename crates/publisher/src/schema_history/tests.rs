@@ -291,7 +291,7 @@ fn fill_names_and_metadata() {
         c(2, ColumnType::Enum, 1),
         c(3, ColumnType::NewDecimal, 0x0a02),
     ]);
-    let f = h.resolve(&tm, "bin.000001:500").unwrap();
+    let f = h.resolve(&tm, "bin.000001", 500).unwrap();
     let names: Vec<&str> = f.columns.iter().map(|c| c.name.as_deref().unwrap()).collect();
     assert_eq!(names, ["id", "name", "st", "amount"]);
     assert!(f.columns[0].unsigned && f.columns[0].primary_key);
@@ -300,12 +300,12 @@ fn fill_names_and_metadata() {
     assert_eq!(f.columns[1].collation.and_then(charset_of).map(|c| c.name()), Some("utf8mb4"));
     assert_eq!(f.columns[2].enum_values.as_deref().map(|v| v.len()), Some(2));
     // cached until the history changes
-    assert!(Arc::ptr_eq(&f, &h.resolve(&tm, "bin.000001:600").unwrap()));
+    assert!(Arc::ptr_eq(&f, &h.resolve(&tm, "bin.000001", 600).unwrap()));
     // a TABLE_MAP with names is used as it is
     let mut named = (*tm).clone();
     named.has_column_names = true;
     let named = Arc::new(named);
-    assert!(Arc::ptr_eq(&named, &h.resolve(&named, "x:1").unwrap()));
+    assert!(Arc::ptr_eq(&named, &h.resolve(&named, "x", 1).unwrap()));
 }
 
 #[test]
@@ -313,7 +313,7 @@ fn fill_keeps_the_table_maps_own_metadata() {
     let mut h = history(&["CREATE TABLE t (v VARCHAR(10) CHARACTER SET latin1)"]);
     let mut col = c(0, ColumnType::VarChar, 40);
     col.collation = Some(45);
-    let f = h.resolve(&table_map(vec![col]), "f:1").unwrap();
+    let f = h.resolve(&table_map(vec![col]), "f", 1).unwrap();
     assert_eq!(f.columns[0].collation, Some(45));
 }
 
@@ -324,15 +324,17 @@ fn mismatches_stop_with_the_details() {
     let e = h
         .resolve(
             &table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::VarChar, 80), c(2, ColumnType::Long, 0)]),
-            "bin.000003:1234",
+            "bin.000003",
+            1234,
         )
         .unwrap_err();
     assert!(e.contains("shop.t at bin.000003:1234"), "{e}");
     assert!(e.contains("3 columns, the tracked schema 2 (id, name)"), "{e}");
     assert!(e.contains("binlog_row_metadata=FULL"), "{e}");
     // a type family that differs
-    let e =
-        h.resolve(&table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::Blob, 2)]), "bin.000003:99").unwrap_err();
+    let e = h
+        .resolve(&table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::Blob, 2)]), "bin.000003", 99)
+        .unwrap_err();
     assert!(
         e.contains("column 2 (index 1): the TABLE_MAP type is BLOB (252), the tracked column is name VARCHAR(20)"),
         "{e}"
@@ -340,12 +342,12 @@ fn mismatches_stop_with_the_details() {
     // signedness that contradicts it
     let mut u = c(0, ColumnType::Long, 0);
     u.unsigned = true;
-    let e = h.resolve(&table_map(vec![u, c(1, ColumnType::VarChar, 80)]), "f:1").unwrap_err();
+    let e = h.resolve(&table_map(vec![u, c(1, ColumnType::VarChar, 80)]), "f", 1).unwrap_err();
     assert!(e.contains("UNSIGNED"), "{e}");
     // binary where text was tracked
     let mut b = c(1, ColumnType::VarChar, 20);
     b.collation = Some(BINARY_COLLATION);
-    let e = h.resolve(&table_map(vec![c(0, ColumnType::Long, 0), b]), "f:1").unwrap_err();
+    let e = h.resolve(&table_map(vec![c(0, ColumnType::Long, 0), b]), "f", 1).unwrap_err();
     assert!(e.contains("binary and character"), "{e}");
 }
 
@@ -353,11 +355,11 @@ fn mismatches_stop_with_the_details() {
 fn untracked_and_unknown_tables_stop_with_what_to_do() {
     let mut h = SchemaHistory::default();
     let tm = table_map(vec![c(0, ColumnType::Long, 0)]);
-    let e = h.resolve(&tm, "f:7").unwrap_err();
+    let e = h.resolve(&tm, "f", 7).unwrap_err();
     assert!(e.contains("shop.t at f:7") && e.contains("tracks no schema"), "{e}");
     h.apply_query("shop", "CREATE TABLE t (id INT)", None, "f:1", &all);
     h.apply_query("shop", "ALTER TABLE t PARTITION BY WEIRDNESS", None, "f:2", &all);
-    let e = h.resolve(&tm, "f:7").unwrap_err();
+    let e = h.resolve(&tm, "f", 7).unwrap_err();
     assert!(e.contains("unknown since f:2") && e.contains("PARTITION BY WEIRDNESS"), "{e}");
     assert!(e.contains("binlog_row_metadata=FULL") && e.contains("restart Sluice from a position"), "{e}");
 }
@@ -366,9 +368,9 @@ fn untracked_and_unknown_tables_stop_with_what_to_do() {
 fn ddl_invalidates_the_filled_cache() {
     let mut h = history(&["CREATE TABLE t (id INT, a INT)"]);
     let tm = table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::Long, 0)]);
-    assert_eq!(h.resolve(&tm, "f:1").unwrap().columns[1].name.as_deref(), Some("a"));
+    assert_eq!(h.resolve(&tm, "f", 1).unwrap().columns[1].name.as_deref(), Some("a"));
     h.apply_query("shop", "ALTER TABLE t RENAME COLUMN a TO b", None, "f:2", &all);
-    assert_eq!(h.resolve(&tm, "f:3").unwrap().columns[1].name.as_deref(), Some("b"));
+    assert_eq!(h.resolve(&tm, "f", 3).unwrap().columns[1].name.as_deref(), Some("b"));
 }
 
 #[test]
@@ -421,11 +423,11 @@ fn set_and_enum_sizes_are_checked() {
     let mut h = history(&[&format!("CREATE TABLE t (s SET({}), e ENUM('a','b'))", members.join(","))]);
     // 40 members: 5 bytes, which the server packs in 8
     let ok = table_map(vec![c(0, ColumnType::Set, 8), c(1, ColumnType::Enum, 1)]);
-    let f = h.resolve(&ok, "f:1").unwrap();
+    let f = h.resolve(&ok, "f", 1).unwrap();
     assert_eq!(f.columns[0].set_values.as_ref().unwrap().len(), 40);
     assert_eq!(f.columns[1].enum_values.as_ref().unwrap()[1].as_ref(), "b");
     let bad = table_map(vec![c(0, ColumnType::Set, 1), c(1, ColumnType::Enum, 1)]);
-    assert!(h.resolve(&bad, "f:2").unwrap_err().contains("SET member count"));
+    assert!(h.resolve(&bad, "f", 2).unwrap_err().contains("SET member count"));
 }
 
 #[test]
@@ -453,4 +455,33 @@ fn atomic_create_table_select() {
     assert!(h.get("shop.t").unwrap().unknown.is_none());
     assert_eq!(strip_start_transaction("CREATE TABLE x (a INT)"), "CREATE TABLE x (a INT)");
     assert_eq!(strip_start_transaction("é"), "é");
+}
+
+#[test]
+fn a_table_map_with_names_heals_the_tracked_schema() {
+    let mut h = history(&["CREATE TABLE t (id INT, a INT)", "ALTER TABLE t FROBNICATE"]);
+    assert!(h.get("shop.t").unwrap().unknown.is_some());
+    let v = h.version();
+    let mut named = (*table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::VarChar, 80)])).clone();
+    named.columns[0].name = Some(Arc::from("id"));
+    named.columns[0].unsigned = true;
+    named.columns[1].name = Some(Arc::from("label"));
+    named.columns[1].collation = Some(45);
+    named.has_column_names = true;
+    named.primary_key = Some(vec![(0, 0)]);
+    let named = Arc::new(named);
+    assert!(Arc::ptr_eq(&h.resolve(&named, "f", 50).unwrap(), &named));
+    let t = h.get("shop.t").unwrap();
+    assert!(t.unknown.is_none());
+    assert_eq!(names(&h, "shop.t"), ["id", "label"]);
+    assert_eq!(t.primary_key, ["id"]);
+    assert_eq!((t.version, t.since.as_str()), (v + 1, "f:50"));
+    assert!(col(&h, "shop.t", "id").unsigned);
+    assert_eq!(col(&h, "shop.t", "label").charset.as_deref(), Some("utf8mb4"));
+    // consistent again: no new version for the same TABLE_MAP
+    h.resolve(&named, "f", 60).unwrap();
+    assert_eq!(h.version(), v + 1);
+    // and a TABLE_MAP without names is now filled from it
+    let bare = table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::VarChar, 80)]);
+    assert_eq!(h.resolve(&bare, "f", 70).unwrap().columns[1].name.as_deref(), Some("label"));
 }
