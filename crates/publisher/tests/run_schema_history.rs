@@ -2,8 +2,9 @@
 //! TABLE_MAPs carry no column names and `sluice run` must take them from its tracked schema.
 //!
 //! The first scenario changes the table under the publisher (ADD COLUMN ... AFTER, CHANGE to
-//! rename, DROP COLUMN), SIGKILLs it in the middle of a burst that includes a DDL, and changes
-//! the table again while it is down, so the server's schema at restart ("today's") differs from
+//! rename, DROP COLUMN), SIGKILLs it after it has read the DROP COLUMN but before anything
+//! after it is committed (batches held open for 30 s), and changes the table again while it is
+//! down, so the server's schema at restart ("today's") differs from
 //! the one at the checkpoint; every record must carry the field names and values of the schema
 //! in force when its row was written (read back by the independent `TopicReader`), and the
 //! `__schemas` topic must hold the table's last definition. The second scenario starts at a
@@ -130,7 +131,20 @@ fn minimal_metadata_names_follow_ddl_across_sigkill_and_restart() {
     // INT UNSIGNED from the tracked schema: the maximum, not -1
     assert_eq!((text(&r[&3], "title"), long(&r[&3], "qty")), ("plum".into(), 4_294_967_295));
 
-    // A burst with a DROP COLUMN in the middle; SIGKILL the publisher while it runs.
+    // Stop at a boundary (SIGTERM), then run with batches that stay open for half a minute, so
+    // the DROP COLUMN below is read but nothing after the first three rows is committed when the
+    // publisher is SIGKILLed: the restart must replay the DROP onto the history from __schemas.
+    std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(child.wait().unwrap().success());
+    let slow = config.with_file_name("slow.toml");
+    let text_cfg = std::fs::read_to_string(&config).unwrap();
+    let slow_text = text_cfg
+        .replace("batch_max_delay = \"100ms\"", "batch_max_delay = \"30s\"")
+        .replace("batch_max_records = 50", "batch_max_records = 100000");
+    assert_ne!(slow_text, text_cfg);
+    std::fs::write(&slow, slow_text).unwrap();
+    let mut child = start_sluice(&slow, &log);
+    wait_for(60, || log_text(&log).matches("Streaming the binlog").count() == 2, "the second start", &log);
     let mut burst = String::new();
     for i in 100..200 {
         burst.push_str(&format!("INSERT INTO shop.items VALUES ({i}, 't{i}', 1.00, {i});\n"));
@@ -139,14 +153,15 @@ fn minimal_metadata_names_follow_ddl_across_sigkill_and_restart() {
     for i in 200..300 {
         burst.push_str(&format!("INSERT INTO shop.items VALUES ({i}, 't{i}', 2.00);\n"));
     }
-    let port = services.mariadb.port;
-    let writer = std::thread::spawn(move || support::try_sql(port, &burst).unwrap());
+    sql(&burst);
+    wait_for(60, || log_text(&log).contains("version=5 at="), "the DROP COLUMN to be read", &log);
     std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    writer.join().unwrap();
-    let committed = rows(&mut reader).len();
-    eprintln!("items committed before the SIGKILL: {committed} of 203");
+    assert_eq!(rows(&mut reader).len(), 3, "nothing of the burst was committed");
+    let positions = raw_topic(&services.broker, "sluice.__positions");
+    let at_kill = positions.iter().rev().find(|(k, _)| k == "sh").and_then(|(_, v)| v.clone()).unwrap();
+    assert_eq!(at_kill["schema_version"], 4, "the checkpoint is before the DROP: {at_kill}");
 
     // While it is down the table changes again: today's schema is not the checkpoint's.
     sql("ALTER TABLE shop.items ADD COLUMN color VARCHAR(10) FIRST;
