@@ -81,6 +81,17 @@ pub enum AvroError {
         /// The configured name.
         column: String,
     },
+    /// A column the configuration excludes is part of the record key.
+    #[error(
+        "{table}: column {column:?} is excluded by filter.exclude_columns but is part of the record key; \
+         keep it, or name other key columns in [output.key_columns]"
+    )]
+    ExcludedKeyColumn {
+        /// `db.table`.
+        table: String,
+        /// The column.
+        column: String,
+    },
     /// A column type with no mapping (pre-5.0 DECIMAL, typed arrays, unknown codes).
     #[error("{table}: column {column}: type {ty} (code {code}) has no Avro mapping")]
     UnsupportedType {
@@ -265,6 +276,45 @@ mod tests {
         assert!(is_valid_name("_x9") && !is_valid_name("9x") && !is_valid_name("a-b") && !is_valid_name(""));
         assert_eq!(table_namespace("cdc.prod", "shop-eu", "order items"), "cdc.prod.shop_eu.order_items");
         assert_eq!(table_namespace("", "db", "2024"), "db._2024");
+    }
+
+    /// `shop.customers (id INT PK, email VARCHAR, password_hash VARBINARY)`, names logged.
+    fn customers() -> sluice_binlog::TableMap {
+        use sluice_binlog::{Column, ColumnType};
+        let col = |i: usize, ty: ColumnType, name: &str, collation: u16| {
+            let mut c = Column::new(i, ty, 255, i != 0);
+            c.name = Some(Arc::from(name));
+            c.collation = Some(collation);
+            c
+        };
+        sluice_binlog::TableMap {
+            table_id: 1,
+            flags: 0,
+            database: Arc::from("shop"),
+            table: Arc::from("customers"),
+            columns: vec![
+                col(0, ColumnType::Long, "id", 63),
+                col(1, ColumnType::VarChar, "email", 45),
+                col(2, ColumnType::VarChar, "password_hash", 63),
+            ],
+            has_column_names: true,
+            primary_key: Some(vec![(0, 0)]),
+        }
+    }
+
+    #[test]
+    fn excluded_columns_leave_the_records() {
+        let tm = customers();
+        let opts = SchemaOptions { exclude_columns: vec!["pass*".into()], ..SchemaOptions::default() };
+        let ts = TableSchema::new(&tm, &opts).unwrap();
+        let value = ts.value_schema_json();
+        assert!(value.contains("\"email\"") && !value.contains("password_hash"), "{value}");
+        assert!(!ts.flat_schema_json().contains("password_hash"));
+        assert_eq!(ts.key_field_names(), ["id"]);
+
+        let opts = SchemaOptions { exclude_columns: vec!["id".into()], ..SchemaOptions::default() };
+        let e = TableSchema::new(&tm, &opts).unwrap_err().to_string();
+        assert!(e.contains("\"id\" is excluded") && e.contains("key"), "{e}");
     }
 
     #[test]

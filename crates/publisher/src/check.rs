@@ -126,7 +126,11 @@ pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
 ///
 /// # Errors
 /// Only when the connection itself fails; a failed check is a finding, not an error.
-pub async fn run(conn: &mut Connection, server_id: u32) -> Result<Report> {
+/// Part of the server-id check's message when the replica holding the id reported the same
+/// host name as this one: a predecessor, not a configuration mistake (see `sluice run`).
+pub const SAME_REPLICA_REGISTERED: &str = "still registered with server id";
+
+pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Result<Report> {
     let mut r = Report { mariadb: conn.is_mariadb(), ..Report::default() };
     let flavour = if r.mariadb { "MariaDB" } else { "MySQL" };
     // MariaDB prefixes its version with "5.5.5-" for old clients
@@ -257,15 +261,25 @@ pub async fn run(conn: &mut Connection, server_id: u32) -> Result<Report> {
                 Ok(rs) => Some(rs),
                 Err(_) => conn.query("SHOW SLAVE HOSTS").await.ok(),
             };
-            let taken = hosts.is_some_and(|rs| {
-                rs.to_strings().iter().any(|row| row.first().and_then(|v| v.as_deref()) == Some(&server_id.to_string()))
+            // columns: Server_id, Host (what the replica reported), Port, ...
+            let taken = hosts.and_then(|rs| {
+                rs.to_strings()
+                    .into_iter()
+                    .find(|row| row.first().and_then(|v| v.as_deref()) == Some(server_id.to_string().as_str()))
             });
-            if taken {
-                r.push(
-                    Level::Error,
-                    "server_id",
-                    format!("another replica is connected with server id {server_id}: choose a unique --server-id"),
-                );
+            if let Some(row) = taken {
+                let host = row.get(1).cloned().flatten().unwrap_or_default();
+                let message = if host == report_host {
+                    format!(
+                        "a connection of this same replica ({host}) is {SAME_REPLICA_REGISTERED} {server_id}; it is \
+                         probably a predecessor that was stopped or killed, which the server drops within a heartbeat"
+                    )
+                } else {
+                    format!(
+                        "another replica ({host:?}) is connected with server id {server_id}: choose a unique server id"
+                    )
+                };
+                r.push(Level::Error, "server_id", message);
             } else {
                 r.push(Level::Ok, "server_id", format!("{server_id} is free"));
             }

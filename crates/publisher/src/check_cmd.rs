@@ -56,7 +56,7 @@ pub fn run(args: CheckArgs) -> u8 {
             connect.user,
             if conn.is_tls() { " (TLS)" } else { "" }
         );
-        match crate::check::run(&mut conn, cfg.source.server_id).await {
+        match crate::check::run(&mut conn, cfg.source.server_id, &crate::run::report_host(&cfg)).await {
             Ok(report) => {
                 for f in &report.findings {
                     println!("{f}");

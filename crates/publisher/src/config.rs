@@ -104,6 +104,10 @@ pub struct KafkaSection {
     /// A Kafka transaction is committed after this many records ...
     #[serde(default = "default_batch_records")]
     pub batch_max_records: usize,
+    /// ... or this many bytes of keys and values (an integer, or text with a unit: `"16MiB"`,
+    /// `"512KiB"`, `"1GB"`) ...
+    #[serde(default = "default_batch_bytes", deserialize_with = "byte_size")]
+    pub batch_max_bytes: u64,
     /// ... or this much time since it began, whichever comes first, at the next MySQL
     /// transaction boundary (a MySQL transaction is never split across Kafka transactions).
     #[serde(default = "default_batch_delay", with = "humantime_serde")]
@@ -221,6 +225,9 @@ fn default_replication() -> i32 {
 fn default_batch_records() -> usize {
     10_000
 }
+fn default_batch_bytes() -> u64 {
+    16 << 20
+}
 fn default_batch_delay() -> Duration {
     Duration::from_millis(200)
 }
@@ -229,6 +236,39 @@ fn default_txn_timeout() -> Duration {
 }
 fn yes() -> bool {
     true
+}
+
+/// Reads a byte size: an integer, or a number with a unit (`B`, `KB`/`MB`/`GB` = powers of 1000,
+/// `KiB`/`MiB`/`GiB` = powers of 1024).
+fn byte_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(n) => Ok(n),
+        Size::Text(t) => parse_byte_size(&t).map_err(serde::de::Error::custom),
+    }
+}
+
+fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("{text:?} is not a byte size like 16MiB"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" | "kB" => 1000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("{text:?}: unknown unit {other:?} (B, KB, MB, GB, KiB, MiB, GiB)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// A secret value: printed as `<redacted>`.
@@ -350,6 +390,9 @@ impl Config {
         if k.batch_max_records == 0 {
             p.push("kafka.batch_max_records must be at least 1".into());
         }
+        if k.batch_max_bytes == 0 {
+            p.push("kafka.batch_max_bytes must be at least 1".into());
+        }
         for key in k.properties.keys() {
             if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
                 p.push(format!(
@@ -364,6 +407,11 @@ impl Config {
         for (table, cols) in &self.output.key_columns {
             if table.split('.').count() != 2 || cols.is_empty() {
                 p.push(format!("output.key_columns.{table:?} must be \"db.table\" = [\"col\", ...]"));
+            }
+        }
+        for c in &self.filter.exclude_columns {
+            if c.split('.').count() != 3 || c.split('.').any(str::is_empty) {
+                p.push(format!("filter.exclude_columns entry {c:?} must be \"db.table.column\" (wildcards allowed)"));
             }
         }
         for r in &self.routes {
@@ -498,6 +546,26 @@ url = "http://127.0.0.1:8081"
         let ConfigError::Invalid(problems) = e else { panic!("{e}") };
         assert_eq!(problems.len(), 4, "{problems:#?}");
         assert!(!format!("{problems:?}").contains("secret@127"), "the password must not be echoed");
+    }
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_byte_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_byte_size("512 KiB"), Ok(512 << 10));
+        assert_eq!(parse_byte_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_byte_size("100"), Ok(100));
+        assert!(parse_byte_size("16 parsecs").unwrap_err().contains("unknown unit"));
+        let cfg = load(MINIMAL, vec![("SLUICE_KAFKA__BATCH_MAX_BYTES", "1MiB")]).unwrap();
+        assert_eq!(cfg.kafka.batch_max_bytes, 1 << 20);
+        let cfg = load(&MINIMAL.replace("[registry]", "batch_max_bytes = \"64KiB\"\n\n[registry]"), vec![]).unwrap();
+        assert_eq!(cfg.kafka.batch_max_bytes, 64 << 10);
+        assert_eq!(load(MINIMAL, vec![]).unwrap().kafka.batch_max_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn exclude_columns_need_three_parts() {
+        let e = load(&format!("{MINIMAL}\n[filter]\nexclude_columns = [\"shop.password\"]\n"), vec![]).unwrap_err();
+        assert!(e.to_string().contains("db.table.column"), "{e}");
     }
 
     #[test]

@@ -369,6 +369,7 @@ impl<W: Write> Dumper<W> {
         let cfg = SourceConfig {
             connect,
             server_id: live.server_id,
+            report_host: "sluice".into(),
             heartbeat,
             follow: live.follow,
             initial_backoff: std::time::Duration::from_millis(250),

@@ -166,6 +166,8 @@ pub struct KafkaSink {
     topic_config: Vec<(String, String)>,
     known_topics: HashSet<String>,
     in_transaction: bool,
+    /// Bytes of keys and values queued in the open transaction.
+    txn_bytes: u64,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -204,6 +206,7 @@ impl KafkaSink {
             topic_config: cfg.kafka.topic_config.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             known_topics: HashSet::new(),
             in_transaction: false,
+            txn_bytes: 0,
         };
         let positions = sink.positions_topic.clone();
         sink.create_topic(&positions, 1, &[("cleanup.policy".into(), "compact".into())]).await?;
@@ -275,6 +278,11 @@ impl KafkaSink {
         Ok(())
     }
 
+    /// Bytes of keys and values queued in the open transaction.
+    pub fn transaction_bytes(&self) -> u64 {
+        self.txn_bytes
+    }
+
     /// True while a Kafka transaction is open.
     pub fn in_transaction(&self) -> bool {
         self.in_transaction
@@ -287,6 +295,7 @@ impl KafkaSink {
     pub fn begin(&mut self) -> Result<(), SinkError> {
         self.producer.begin_transaction().map_err(|e| classify("beginning a Kafka transaction", &e))?;
         self.in_transaction = true;
+        self.txn_bytes = 0;
         Ok(())
     }
 
@@ -305,7 +314,10 @@ impl KafkaSink {
                 rec = rec.payload(v);
             }
             match self.producer.send(rec) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.txn_bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
+                    return Ok(());
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }

@@ -3,7 +3,7 @@
 //! Replication source (resumed from the last committed checkpoint) → row changes of the
 //! included tables → Avro key and value (schemas registered per table version) → records in a
 //! Kafka transaction, committed together with a checkpoint at a MySQL transaction boundary once
-//! `batch_max_records` or `batch_max_delay` is reached. A MySQL transaction is never split:
+//! `batch_max_records`, `batch_max_bytes` or `batch_max_delay` is reached. A MySQL transaction is never split:
 //! a huge one streams into one Kafka transaction (records go straight to librdkafka, whose
 //! bounded queue holds memory flat).
 //!
@@ -73,12 +73,9 @@ impl From<SinkError> for RunError {
 impl From<SourceError> for RunError {
     fn from(e: SourceError) -> Self {
         // a server down for longer than the source's own reconnection attempts: keep trying
-        // ... and "another replica with this server id": after a SIGKILL or a fenced instance,
-        // that replica is usually our own predecessor, which the server drops within a heartbeat
-        // or two once its socket is gone.
-        let own_predecessor =
-            matches!(&e, SourceError::Preflight(m) if m.contains("another replica is connected with server id"));
-        if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) || own_predecessor {
+        // ... and our own predecessor still holding the server id (after a SIGKILL or a
+        // restart), which the server drops within a heartbeat once its socket is gone
+        if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) || predecessor_registered(&e.to_string()) {
             RunError::Restart(e.to_string())
         } else {
             RunError::Fatal(e.to_string())
@@ -100,6 +97,17 @@ impl From<crate::avro::AvroError> for RunError {
     fn from(e: crate::avro::AvroError) -> Self {
         RunError::Fatal(e.to_string())
     }
+}
+
+/// The host name `sluice run` reports to the server: `sluice-<source.name>`, so that a
+/// predecessor of the same source is told from a different replica with the same server id.
+pub fn report_host(cfg: &Config) -> String {
+    format!("sluice-{}", cfg.source.name)
+}
+
+/// True when a failed start only met this source's own predecessor still registered.
+fn predecessor_registered(message: &str) -> bool {
+    message.contains(crate::check::SAME_REPLICA_REGISTERED)
 }
 
 /// Runs `sluice run`; returns the exit code.
@@ -142,6 +150,13 @@ pub fn run(args: RunArgs) -> u8 {
                     }
                     if started.elapsed() > Duration::from_secs(60) {
                         backoff = Duration::from_secs(1);
+                    }
+                    if predecessor_registered(&m) {
+                        // not a failure: the server drops the dead connection at its next heartbeat
+                        let wait = cfg.source.heartbeat / 2 + Duration::from_millis(200);
+                        tracing::info!(wait = ?wait, "Waiting for the server to drop this source's previous connection");
+                        tokio::time::sleep(wait).await;
+                        continue;
                     }
                     tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
                     tokio::time::sleep(backoff).await;
@@ -215,6 +230,20 @@ fn included(cfg: &Config, db: &str, table: &str) -> bool {
         && !f.exclude.iter().any(|p| pattern_matches(p, db, table))
 }
 
+/// The column-name patterns `filter.exclude_columns` names for `db.table` (its entries are
+/// `db.table.column`, each part a wildcard pattern).
+fn excluded_columns(cfg: &Config, db: &str, table: &str) -> Vec<String> {
+    cfg.filter
+        .exclude_columns
+        .iter()
+        .filter_map(|p| {
+            let mut parts = p.splitn(3, '.');
+            let (d, t, c) = (parts.next()?, parts.next()?, parts.next()?);
+            (wildcard(d, db) && wildcard(t, table)).then(|| c.to_string())
+        })
+        .collect()
+}
+
 /// The topic of `db.table`: the first matching route, else `<prefix>.<db>.<table>`.
 fn topic_of(cfg: &Config, db: &str, table: &str) -> String {
     for r in &cfg.routes {
@@ -279,6 +308,7 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
     let source_cfg = SourceConfig {
         connect: connect_options(cfg).map_err(RunError::Fatal)?,
         server_id: cfg.source.server_id,
+        report_host: report_host(cfg),
         heartbeat: cfg.source.heartbeat,
         follow: true,
         initial_backoff: Duration::from_millis(250),
@@ -348,7 +378,11 @@ impl Pipeline<'_> {
     async fn maybe_commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink, force: bool) -> Result<(), RunError> {
         let delay = self.cfg.kafka.batch_max_delay;
         if sink.in_transaction() {
-            if force || self.batch_records >= self.cfg.kafka.batch_max_records || self.batch_started.elapsed() >= delay
+            let k = &self.cfg.kafka;
+            if force
+                || self.batch_records >= k.batch_max_records
+                || sink.transaction_bytes() >= k.batch_max_bytes
+                || self.batch_started.elapsed() >= delay
             {
                 self.commit(resume, sink).await?;
                 tracing::debug!(records = self.batch_records, resume = %resume, "Committed a Kafka transaction");
@@ -417,6 +451,7 @@ impl Pipeline<'_> {
         let opts = SchemaOptions {
             prefix: self.cfg.kafka.topic_prefix.clone(),
             key_columns: self.cfg.output.key_columns.get(&name).cloned(),
+            exclude_columns: excluded_columns(self.cfg, &tm.database, &tm.table),
             ..SchemaOptions::default()
         };
         let schema = TableSchema::new(tm, &opts)?;
@@ -570,5 +605,16 @@ mod tests {
         assert!(pattern_matches("shop.*", "shop", "orders"));
         assert!(!pattern_matches("shop.*", "crm", "orders"));
         assert!(pattern_matches("orders", "any", "orders"));
+        let cfg: Config = toml::from_str(
+            r#"
+            source = { name = "s", url = "mysql://u@h:3306" }
+            kafka = { brokers = "b:9092" }
+            registry = { url = "http://r:8081" }
+            filter = { exclude_columns = ["shop.customers.password*", "*.*.ssn", "crm.x.y"] }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(excluded_columns(&cfg, "shop", "customers"), ["password*", "ssn"]);
+        assert_eq!(excluded_columns(&cfg, "shop", "orders"), ["ssn"]);
     }
 }

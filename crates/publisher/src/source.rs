@@ -51,6 +51,9 @@ pub struct SourceConfig {
     pub connect: ConnectOptions,
     /// This replica's server id (must differ from the server's and other replicas').
     pub server_id: u32,
+    /// The host name this replica reports (`SHOW SLAVE HOSTS`); tells a predecessor of this
+    /// same replica from another one holding the server id.
+    pub report_host: String,
     /// Heartbeat period asked of the server; the read timeout is three periods plus 5 s.
     pub heartbeat: Duration,
     /// Keep streaming at the end (true), or stop at the server's current end (false).
@@ -207,8 +210,9 @@ impl ReplicationSource {
         captured: Option<crate::schema_history::Captured<'_>>,
     ) -> Result<(ReplicationSource, Vec<crate::schema_history::TrackedTable>), SourceError> {
         let mut conn = connect(&cfg.connect).await?;
-        let report =
-            check::run(&mut conn, cfg.server_id).await.map_err(|e| SourceError::protocol("checking the server", e))?;
+        let report = check::run(&mut conn, cfg.server_id, &cfg.report_host)
+            .await
+            .map_err(|e| SourceError::protocol("checking the server", e))?;
         for w in report.warnings() {
             tracing::warn!("{w}");
         }
@@ -267,6 +271,7 @@ impl ReplicationSource {
             _ => StartPosition::FilePosition { file: self.tx.resume.file.clone(), position: self.tx.resume.position },
         };
         let mut req = DumpRequest::new(self.cfg.server_id, start);
+        req.report_host = self.cfg.report_host.clone();
         req.heartbeat_period = Some(self.cfg.heartbeat);
         req.non_blocking = !self.cfg.follow;
         let stream =

@@ -52,6 +52,9 @@ pub struct SchemaOptions {
     /// not have (their value is null, which then does *not* mean SQL NULL). When false, an
     /// absent column is an error.
     pub partial_images: bool,
+    /// Columns left out of the records (row fields of the value schemas), as wildcard
+    /// patterns over MySQL column names (`password*`). Key columns cannot be excluded.
+    pub exclude_columns: Vec<String>,
     /// ENUM columns as strings (with the member names in the field's `sluice.allowed`
     /// property) instead of Avro enums: MySQL's empty error value (index 0) then becomes `""`.
     pub enums_as_strings: bool,
@@ -220,6 +223,12 @@ impl TableSchema {
             let Some(original) = col.name.clone() else {
                 return Err(AvroError::MissingColumnNames { table: qualified });
             };
+            if opts.exclude_columns.iter().any(|p| crate::filter::wildcard(p, &original)) {
+                if key_columns.as_ref().is_some_and(|k| k.contains(&col.index)) {
+                    return Err(AvroError::ExcludedKeyColumn { table: qualified, column: original.to_string() });
+                }
+                continue;
+            }
             let name = sanitize_name(&original);
             if let Some(first) = seen.get(&name) {
                 return Err(AvroError::NameCollision {
