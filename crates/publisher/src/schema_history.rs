@@ -1215,8 +1215,8 @@ fn fill(tm: &TableMap, tracked: Option<&TrackedTable>, at: &str) -> Result<Table
     let Some(t) = tracked else {
         return Err(format!(
             "{name} at {at}: the TABLE_MAP carries no column names (binlog_row_metadata is not FULL) and Sluice \
-             tracks no schema for the table (it was not captured when the schema was loaded, or was created by a \
-             statement Sluice did not see); {WHAT_TO_DO}"
+             tracks no schema for the table (it was not captured when the schema was loaded, the replication user \
+             cannot see it in information_schema, or it was created by a statement Sluice did not see); {WHAT_TO_DO}"
         ));
     };
     if let Some(why) = &t.unknown {
