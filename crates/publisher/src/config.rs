@@ -72,6 +72,11 @@ pub struct SourceSection {
     pub heartbeat: Duration,
     /// Where to start when there is no checkpoint yet: `earliest`, `current`,
     /// `file:position` (`mysql-bin.000042:4`), or a GTID set (either flavour).
+    ///
+    /// With `binlog_row_metadata` other than FULL, column names come from the captured tables'
+    /// definitions read from the server at this start, then tracked across the binlog's DDL: a
+    /// start in the past applies today's definitions to older events until a DDL in the binlog
+    /// replaces them (a TABLE_MAP that disagrees in column count or types stops the run).
     #[serde(default = "default_start")]
     pub start: String,
 }
@@ -83,7 +88,8 @@ pub struct KafkaSection {
     /// Bootstrap servers, `host:port[,host:port...]`.
     pub brokers: String,
     /// Topic prefix: records go to `<prefix>.<db>.<table>`, checkpoints to
-    /// `<prefix>.__positions`.
+    /// `<prefix>.__positions`, the tracked schema history (column names for TABLE_MAPs
+    /// without them, see `schema_history`) to `<prefix>.__schemas`.
     #[serde(default = "default_prefix")]
     pub topic_prefix: String,
     /// Partitions of topics Sluice creates.

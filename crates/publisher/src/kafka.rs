@@ -64,6 +64,10 @@ pub struct Checkpoint {
     pub ts_ms: i64,
     /// Format version (1).
     pub version: u32,
+    /// The schema-history version in force at this position (see `schema_history`); absent
+    /// in checkpoints written before Sluice tracked schemas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u64>,
 }
 
 impl Checkpoint {
@@ -81,7 +85,15 @@ impl Checkpoint {
             gtid_flavor,
             ts_ms: now_ms(),
             version: 1,
+            schema_version: None,
         }
+    }
+
+    /// The same checkpoint, with the schema-history version in force.
+    #[must_use]
+    pub fn with_schema_version(mut self, version: u64) -> Checkpoint {
+        self.schema_version = Some(version);
+        self
     }
 }
 
@@ -95,6 +107,15 @@ pub fn now_ms() -> i64 {
 /// The checkpoint topic of a configuration.
 pub fn positions_topic(cfg: &Config) -> String {
     format!("{}.__positions", cfg.kafka.topic_prefix)
+}
+
+/// The client settings every Kafka client of a configuration shares (brokers, properties,
+/// SASL password).
+///
+/// # Errors
+/// Fatal when the SASL password cannot be read.
+pub(crate) fn client_config(cfg: &Config) -> Result<ClientConfig, SinkError> {
+    base_client_config(cfg)
 }
 
 fn base_client_config(cfg: &Config) -> Result<ClientConfig, SinkError> {
@@ -204,6 +225,10 @@ impl KafkaSink {
         let positions = sink.positions_topic.clone();
         sink.create_topic(&positions, 1, &[("cleanup.policy".into(), "compact".into())]).await?;
         sink.known_topics.insert(positions);
+        // the schema history, written in the same transactions as the checkpoints
+        let schemas = crate::schema_history::schemas_topic(cfg);
+        sink.create_topic(&schemas, 1, &[("cleanup.policy".into(), "compact".into())]).await?;
+        sink.known_topics.insert(schemas);
         sink.blocking("initializing transactions", |p| p.init_transactions(TXN_CALL_TIMEOUT)).await?;
         Ok(sink)
     }
@@ -372,7 +397,7 @@ impl KafkaSink {
 
 /// The checkpoint reader's context: the end of the partition is how the read stops, not an
 /// error worth logging (librdkafka's default context logs it at ERROR).
-struct QuietEof;
+pub(crate) struct QuietEof;
 
 impl ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {
@@ -458,7 +483,16 @@ mod tests {
         assert_eq!(j["position"], 1234);
         assert_eq!(j["version"], 1);
         assert!(j["gtid"].is_null());
-        let back: Checkpoint = serde_json::from_value(j).unwrap();
+        let back: Checkpoint = serde_json::from_value(j.clone()).unwrap();
         assert_eq!(back, c);
+        assert!(j.get("schema_version").is_none());
+        // with a schema version, and a checkpoint written before the field existed
+        let v = serde_json::to_value(c.clone().with_schema_version(7)).unwrap();
+        assert_eq!(v["schema_version"], 7);
+        let old: Checkpoint = serde_json::from_str(
+            r#"{"file":"b.000001","position":4,"gtid":null,"gtid_flavor":null,"ts_ms":1,"version":1}"#,
+        )
+        .unwrap();
+        assert_eq!(old.schema_version, None);
     }
 }

@@ -15,6 +15,7 @@ mod kafka;
 mod registry;
 mod render;
 mod run;
+mod schema_history;
 mod source;
 
 use std::process::ExitCode;

@@ -37,6 +37,7 @@ use crate::exit;
 use crate::filter::wildcard;
 use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError};
 use crate::registry::{frame, RegistryClient, RegistryError};
+use crate::schema_history::{schemas_topic, SchemaHistory};
 use crate::source::{
     connect_options, ReplicationSource, ResumePoint, SourceConfig, SourceError, SourceEvent, StartFrom,
 };
@@ -284,6 +285,8 @@ struct Pipeline<'c> {
     batch_started: Instant,
     last_commit: Instant,
     committed: ResumePoint,
+    /// Column names for TABLE_MAPs without them (see `schema_history`).
+    schemas: SchemaHistory,
 }
 
 async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
@@ -313,7 +316,13 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
         max_attempts: Some(3),
         decoder: DecoderOptions::default(),
     };
-    let mut src = ReplicationSource::start(source_cfg, start).await?;
+    // the tracked schema: as committed with the checkpoint, else read from the server at the
+    // moment the start position is taken
+    let committed = crate::schema_history::committed(cfg, checkpoint.as_ref()).await?;
+    let captured = |db: &str, table: &str| included(cfg, db, table);
+    let load: Option<crate::schema_history::Captured<'_>> = committed.needs_load().then_some(&captured);
+    let (mut src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
+    let schemas = committed.into_history(loaded);
     let mut p = Pipeline {
         cfg,
         registry: RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?,
@@ -325,6 +334,7 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
         batch_started: Instant::now(),
         last_commit: Instant::now(),
         committed: src.resume_point().clone(),
+        schemas,
     };
     let result = p.stream(&mut src, &mut sink, stop).await;
     if result.is_err() {
@@ -374,20 +384,28 @@ impl Pipeline<'_> {
                 || sink.transaction_bytes() >= k.batch_max_bytes
                 || self.batch_started.elapsed() >= delay
             {
-                sink.commit(&Checkpoint::of(resume)).await?;
+                self.commit(resume, sink).await?;
                 tracing::debug!(records = self.batch_records, resume = %resume, "Committed a Kafka transaction");
                 self.batch_records = 0;
                 self.last_commit = Instant::now();
                 self.committed = resume.clone();
             }
         } else if *resume != self.committed
-            && (force || self.last_commit.elapsed() >= delay.max(Duration::from_secs(1)))
+            && (force || self.last_commit.elapsed() >= delay.max(Duration::from_secs(1)) || self.schemas.has_pending())
         {
             sink.begin()?;
-            sink.commit(&Checkpoint::of(resume)).await?;
+            self.commit(resume, sink).await?;
             self.last_commit = Instant::now();
             self.committed = resume.clone();
         }
+        Ok(())
+    }
+
+    /// Commits the open Kafka transaction with the schema changes since the last commit and the
+    /// checkpoint at `resume`.
+    async fn commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink) -> Result<(), RunError> {
+        self.schemas.flush(sink, &schemas_topic(self.cfg), &self.cfg.source.name).await?;
+        sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version())).await?;
         Ok(())
     }
 
@@ -399,7 +417,16 @@ impl Pipeline<'_> {
             Event::Query(q) if q.is_begin() && !self.tx.open => self.begin_tx(None, ev),
             Event::Query(q) if q.is_begin() => {}
             // COMMIT, ROLLBACK, or a statement of its own (DDL): a boundary
-            Event::Query(_) | Event::Xid(_) => self.tx = MysqlTx::default(),
+            Event::Query(q) => {
+                if !q.is_commit() && !q.is_rollback() && q.error_code == 0 {
+                    let cfg = self.cfg;
+                    let captured = |db: &str, table: &str| included(cfg, db, table);
+                    let at = format!("{}:{}", ev.file, ev.offset);
+                    self.schemas.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
+                }
+                self.tx = MysqlTx::default();
+            }
+            Event::Xid(_) => self.tx = MysqlTx::default(),
             Event::Rows(rows) if included(self.cfg, &rows.table.database, &rows.table.table) => {
                 self.rows(ev, rows, sink).await?;
             }
@@ -444,6 +471,19 @@ impl Pipeline<'_> {
     }
 
     async fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, sink: &mut KafkaSink) -> Result<(), RunError> {
+        // without names in the TABLE_MAP, decode with the tracked schema's (checked) metadata
+        let table = self.schemas.resolve(&rows.table, ev.file, ev.offset).map_err(RunError::Fatal)?;
+        let filled;
+        let rows = if Arc::ptr_eq(&table, &rows.table) {
+            rows
+        } else {
+            filled = {
+                let mut r = rows.clone();
+                r.table = table;
+                r
+            };
+            &filled
+        };
         self.table(&rows.table).await?;
         let name = rows.table.qualified_name();
         let Some(t) = self.tables.get(&name) else { return Ok(()) };

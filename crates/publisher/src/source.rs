@@ -194,6 +194,21 @@ impl ReplicationSource {
     /// Connection and authentication failures, failed pre-flight checks (all reported at
     /// once), a start position the server no longer has.
     pub async fn start(cfg: SourceConfig, start: StartFrom) -> Result<ReplicationSource, SourceError> {
+        Ok(ReplicationSource::start_with_schema(cfg, start, None).await?.0)
+    }
+
+    /// As [`ReplicationSource::start`], and with `captured` also reads the definitions of the
+    /// captured tables from `information_schema` on the same connection, right around taking
+    /// the start position (for `current`: before and after it, again until both agree, so no
+    /// DDL slips in between).
+    ///
+    /// # Errors
+    /// As [`ReplicationSource::start`].
+    pub async fn start_with_schema(
+        cfg: SourceConfig,
+        start: StartFrom,
+        captured: Option<crate::schema_history::Captured<'_>>,
+    ) -> Result<(ReplicationSource, Vec<crate::schema_history::TrackedTable>), SourceError> {
         let mut conn = connect(&cfg.connect).await?;
         let report = check::run(&mut conn, cfg.server_id, &cfg.report_host)
             .await
@@ -206,7 +221,23 @@ impl ReplicationSource {
         }
         let mariadb = conn.is_mariadb();
         let server_version = conn.server_version().to_string();
-        let resume = resolve_start(&mut conn, &start, &report).await?;
+        let load = |e| SourceError::protocol("reading the captured tables' definitions", e);
+        let (resume, schema) = match captured {
+            None => (resolve_start(&mut conn, &start, &report).await?, Vec::new()),
+            Some(captured) => {
+                let mut attempt = 0;
+                loop {
+                    let before = crate::schema_history::load_from_server(&mut conn, captured).await.map_err(load)?;
+                    let resume = resolve_start(&mut conn, &start, &report).await?;
+                    let after = crate::schema_history::load_from_server(&mut conn, captured).await.map_err(load)?;
+                    attempt += 1;
+                    if before == after || attempt >= 5 {
+                        break (resume, after);
+                    }
+                    tracing::info!("A DDL ran while the start position was taken; reading the schema again");
+                }
+            }
+        };
         let mut src = ReplicationSource {
             cfg,
             stream: None,
@@ -220,7 +251,7 @@ impl ReplicationSource {
         };
         src.open_stream(conn).await?;
         tracing::info!(server = %src.server_version, start = %src.tx.resume, "Streaming the binlog");
-        Ok(src)
+        Ok((src, schema))
     }
 
     /// True when the server is MariaDB (not Oracle MySQL).

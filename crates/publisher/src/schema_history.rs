@@ -1,0 +1,1547 @@
+//! The tracked schema: **which column names and types a TABLE_MAP without metadata means**.
+//!
+//! A TABLE_MAP always carries each column's wire type, type metadata and nullability, but its
+//! names, signedness, charsets, ENUM/SET members and primary key only when the server writes
+//! optional metadata (`binlog_row_metadata=FULL`; MINIMAL, the default, gives signedness and
+//! charsets but no names; MariaDB's NO_LOG gives none). For those tables Sluice keeps its own
+//! copy of the schema, as of the binlog position being read:
+//!
+//! - **initial state**: with no checkpoint yet, the captured tables' definitions are read from
+//!   `information_schema` on the replication source's own connection, at the moment the start
+//!   position is taken ([`load_from_server`]);
+//! - **DDL**: each QUERY event's statement is parsed (sqlparser's `MySqlDialect`) and CREATE
+//!   TABLE (also `LIKE`), ALTER TABLE (column and primary-key changes, RENAME TO), RENAME
+//!   TABLE, DROP TABLE and DROP DATABASE are applied ([`SchemaHistory::apply_query`]); names
+//!   resolve against the event's default database; statements on uncaptured tables are
+//!   ignored. A statement on a captured table that cannot be parsed or applied marks the table
+//!   *unknown*: later rows of it without names in their TABLE_MAP stop with an error naming
+//!   the statement, never a guess;
+//! - **persistence**: every change is a record on the compacted `<prefix>.__schemas` topic,
+//!   keyed `<source name>/<db>.<table>` (a tombstone for a dropped table), written in the Kafka
+//!   transaction whose checkpoint covers the DDL; the checkpoint carries the history version.
+//!   On start, reading the whole topic `read_committed` gives exactly the schema as of the
+//!   checkpoint ([`read_from_kafka`]), so a restart never applies today's schema to
+//!   yesterday's events;
+//! - **use**: [`SchemaHistory::resolve`] fills a TABLE_MAP's missing metadata from the
+//!   tracked definition after checking the column count and every column's type family; a
+//!   mismatch is an error naming table, column, both types and the binlog position.
+//!
+//! Limitation: starting with no checkpoint at a position in the past (`earliest`, a file
+//! position, a GTID set) uses the *current* schema for older events. If a DDL happened since,
+//! the TABLE_MAP comparison catches the difference in column count or type family and stops
+//! instead of misaligning columns; a change that keeps every type family (a rename, two
+//! swapped INT columns) cannot be seen, which is why `binlog_row_metadata=FULL` remains the
+//! recommendation.
+//!
+//! References: <https://dev.mysql.com/doc/refman/8.4/en/replication-options-binary-log.html#sysvar_binlog_row_metadata>,
+//! <https://mariadb.com/kb/en/replication-and-binary-log-system-variables/#binlog_row_metadata>,
+//! `Table_map_event` optional metadata
+//! (<https://dev.mysql.com/doc/dev/mysql-server/latest/classbinary__log_1_1Table__map__event.html>),
+//! ALTER TABLE syntax (<https://dev.mysql.com/doc/refman/8.4/en/alter-table.html>,
+//! <https://mariadb.com/kb/en/alter-table/>), sqlparser's AST (<https://docs.rs/sqlparser>).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use sluice_binlog::charset::{charset_of, BINARY_COLLATION};
+use sluice_binlog::column::ColumnType;
+use sluice_binlog::TableMap;
+use sqlparser::ast::{
+    AlterColumnOperation, AlterTableOperation, ColumnDef, ColumnOption, CreateTableLikeKind, CreateTableOptions,
+    DataType, EnumMember, Expr, MySQLColumnPosition, ObjectName, ObjectType, RenameTableNameKind, SqlOption, Statement,
+    TableConstraint,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+use crate::config::Config;
+use crate::kafka::{Checkpoint, KafkaSink, QuietEof, SinkError};
+
+/// One column as tracked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackedColumn {
+    /// Name as declared.
+    pub name: String,
+    /// The SQL type as declared (for messages), e.g. `DECIMAL(10,2) UNSIGNED`.
+    pub sql_type: String,
+    /// The base type name, lower case: `int`, `varchar`, `decimal`, `enum`, ...
+    pub type_name: String,
+    /// UNSIGNED (numeric types).
+    #[serde(default)]
+    pub unsigned: bool,
+    /// Character set name (`utf8mb4`, `latin1`, `binary` for binary strings); None for
+    /// non-character types, or when not known.
+    #[serde(default)]
+    pub charset: Option<String>,
+    /// ENUM members in order.
+    #[serde(default)]
+    pub enum_values: Option<Vec<String>>,
+    /// SET members in order.
+    #[serde(default)]
+    pub set_values: Option<Vec<String>>,
+    /// Whether the column may be NULL.
+    #[serde(default = "yes")]
+    pub nullable: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One table as tracked: the value of its `__schemas` record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackedTable {
+    /// Database.
+    pub database: String,
+    /// Table.
+    pub table: String,
+    /// Columns in table order.
+    pub columns: Vec<TrackedColumn>,
+    /// Primary-key column names, in key order.
+    #[serde(default)]
+    pub primary_key: Vec<String>,
+    /// The table's default character set (for columns added without one).
+    #[serde(default)]
+    pub default_charset: Option<String>,
+    /// The history version of this definition.
+    pub version: u64,
+    /// Where it comes from: `file:position` of the DDL, or `server` for the initial load.
+    pub since: String,
+    /// Set when a statement on the table could not be applied: the statement and why. The
+    /// columns are then not to be used.
+    #[serde(default)]
+    pub unknown: Option<String>,
+}
+
+impl TrackedTable {
+    fn key(&self) -> String {
+        format!("{}.{}", self.database, self.table)
+    }
+
+    fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// The tracked schema of the captured tables, with its history version.
+#[derive(Debug, Default)]
+pub struct SchemaHistory {
+    tables: BTreeMap<String, TrackedTable>,
+    version: u64,
+    /// Tables changed since the last [`SchemaHistory::flush`] (absent from `tables`: dropped).
+    dirty: BTreeSet<String>,
+    /// Filled TABLE_MAPs: (the TABLE_MAP as read, history version) → the filled copy.
+    resolved: HashMap<String, (Arc<TableMap>, u64, Arc<TableMap>)>,
+}
+
+/// What a captured-table predicate looks like (`db`, `table`).
+pub type Captured<'a> = &'a dyn Fn(&str, &str) -> bool;
+
+impl SchemaHistory {
+    /// A history holding `tables` at `version`; `dirty` marks them all to be written with the
+    /// next commit (an initial load) or none (read back from Kafka).
+    pub fn new(tables: Vec<TrackedTable>, version: u64, dirty: bool) -> SchemaHistory {
+        let mut h = SchemaHistory { version, ..SchemaHistory::default() };
+        for t in tables {
+            h.version = h.version.max(t.version);
+            if dirty {
+                h.dirty.insert(t.key());
+            }
+            h.tables.insert(t.key(), t);
+        }
+        h
+    }
+
+    /// The history version: it grows with every applied change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The tracked definition of `db.table`.
+    #[cfg(test)]
+    pub fn get(&self, qualified: &str) -> Option<&TrackedTable> {
+        self.tables.get(qualified)
+    }
+
+    /// True when changes wait for the next commit.
+    pub fn has_pending(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    fn put(&mut self, mut t: TrackedTable, since: &str, version: u64) {
+        t.version = version;
+        t.since = since.to_string();
+        self.dirty.insert(t.key());
+        self.tables.insert(t.key(), t);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if self.tables.remove(key).is_some() {
+            self.dirty.insert(key.to_string());
+        }
+    }
+
+    fn mark_unknown(&mut self, db: &str, table: &str, why: String, since: &str, version: u64) {
+        tracing::warn!(table = %format!("{db}.{table}"), at = since, "{why}");
+        let t = TrackedTable {
+            database: db.to_string(),
+            table: table.to_string(),
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            default_charset: None,
+            version,
+            since: since.to_string(),
+            unknown: Some(why),
+        };
+        self.put(t, since, version);
+    }
+
+    /// Applies the statement of a QUERY event. `default_db` is the event's default database,
+    /// `database_charset` the `collation_database` it logged (the charset of tables created
+    /// without one), `at` the event's `file:position`. Returns the tables whose definition
+    /// changed.
+    pub fn apply_query(
+        &mut self,
+        default_db: &str,
+        sql: &str,
+        database_collation: Option<u16>,
+        at: &str,
+        captured: Captured<'_>,
+    ) -> Vec<String> {
+        if !looks_like_ddl(sql) {
+            return Vec::new();
+        }
+        // MySQL 8.0.21+ logs an atomic CREATE TABLE ... SELECT as `CREATE TABLE t (...) START
+        // TRANSACTION`, followed by the rows and a COMMIT
+        let sql = strip_start_transaction(sql);
+        let db_charset = database_collation.and_then(charset_of).map(|c| c.name().to_string());
+        let ctx = Ctx { default_db, db_charset: db_charset.as_deref(), at, sql, captured };
+        let before: BTreeSet<String> = self.dirty.clone();
+        self.dirty.clear();
+        let version = self.version + 1;
+        match parse(sql) {
+            Ok(statements) => {
+                for st in &statements {
+                    if let Err(why) = self.apply_statement(st, &ctx, version) {
+                        self.mark_mentioned_unknown(&ctx, &format!("{why}; statement: {sql}"), version);
+                    }
+                }
+            }
+            Err(e) => match options_only_alter(sql, default_db) {
+                // ENGINE=, COMMENT=, FORCE, RENAME INDEX, ...: the parser lacks them, the columns stay
+                Some((db, table, charset)) => {
+                    let key = format!("{db}.{table}");
+                    if let (Some(cs), Some(t)) = (charset, self.tables.get(&key).filter(|t| t.unknown.is_none())) {
+                        let t = TrackedTable { default_charset: Some(cs), ..t.clone() };
+                        self.put(t, at, version);
+                    }
+                }
+                None => {
+                    let why = format!("Sluice cannot parse this DDL statement ({e}): {sql}");
+                    self.mark_mentioned_unknown(&ctx, &why, version);
+                }
+            },
+        }
+        let changed: Vec<String> = self.dirty.iter().cloned().collect();
+        if !changed.is_empty() {
+            self.version = version;
+            tracing::info!(tables = ?changed, version, at, "The tracked schema changed");
+        }
+        self.dirty.extend(before);
+        changed
+    }
+
+    /// After a statement that could not be applied: marks unknown every tracked table it
+    /// names, and a captured table named right after `TABLE` (a new one).
+    fn mark_mentioned_unknown(&mut self, ctx: &Ctx<'_>, why: &str, version: u64) {
+        for (db, table, after_table) in mentioned_tables(ctx.sql, ctx.default_db) {
+            let key = format!("{db}.{table}");
+            if self.tables.contains_key(&key) || (after_table && (ctx.captured)(&db, &table)) {
+                self.mark_unknown(&db, &table, why.to_string(), ctx.at, version);
+            }
+        }
+    }
+
+    fn apply_statement(&mut self, st: &Statement, ctx: &Ctx<'_>, version: u64) -> Result<(), String> {
+        match st {
+            Statement::CreateTable(ct) => {
+                if ct.temporary {
+                    return Ok(()); // temporary tables are never in row events
+                }
+                let (db, table) = ctx.resolve(&ct.name)?;
+                if !(ctx.captured)(&db, &table) {
+                    return Ok(());
+                }
+                if self.tables.get(&format!("{db}.{table}")).is_some_and(|t| t.unknown.is_none()) && ct.if_not_exists {
+                    return Ok(());
+                }
+                if let Some(like) = &ct.like {
+                    let name = match like {
+                        CreateTableLikeKind::Parenthesized(l) | CreateTableLikeKind::Plain(l) => &l.name,
+                    };
+                    let (sdb, stable) = ctx.resolve(name)?;
+                    let Some(src) = self.tables.get(&format!("{sdb}.{stable}")).filter(|t| t.unknown.is_none()) else {
+                        return Err(format!(
+                            "CREATE TABLE {db}.{table} LIKE {sdb}.{stable}: the definition of {sdb}.{stable} is not \
+                             tracked (it is not captured, or unknown)"
+                        ));
+                    };
+                    let t = TrackedTable { database: db, table, ..src.clone() };
+                    self.put(t, ctx.at, version);
+                    return Ok(());
+                }
+                if ct.query.is_some() && ct.columns.is_empty() {
+                    return Err("CREATE TABLE ... SELECT without column definitions".into());
+                }
+                let default_charset = table_charset(&ct.table_options).or_else(|| ctx.db_charset.map(str::to_string));
+                let mut t = TrackedTable {
+                    database: db,
+                    table,
+                    columns: Vec::new(),
+                    primary_key: Vec::new(),
+                    default_charset,
+                    version,
+                    since: ctx.at.to_string(),
+                    unknown: None,
+                };
+                for c in &ct.columns {
+                    let (col, pk) = column_from_def(c, t.default_charset.as_deref())?;
+                    if pk {
+                        t.primary_key = vec![col.name.clone()];
+                    }
+                    t.columns.push(col);
+                }
+                for con in &ct.constraints {
+                    if let Some(pk) = primary_key_of(con) {
+                        t.primary_key = pk;
+                    }
+                }
+                for pk in &t.primary_key {
+                    if let Some(i) = t.column_index(pk) {
+                        t.columns[i].nullable = false;
+                    }
+                }
+                self.put(t, ctx.at, version);
+                Ok(())
+            }
+            Statement::AlterTable(at) => {
+                let (db, table) = ctx.resolve(&at.name)?;
+                let key = format!("{db}.{table}");
+                if !(ctx.captured)(&db, &table) && !self.tables.contains_key(&key) {
+                    return Ok(());
+                }
+                let Some(mut t) = self.tables.get(&key).cloned() else {
+                    return Err(format!("ALTER TABLE of {key}, whose definition is not tracked"));
+                };
+                if let Some(why) = &t.unknown {
+                    // still unknown: keep the first reason
+                    let why = why.clone();
+                    self.mark_unknown(&db, &table, why, ctx.at, version);
+                    return Ok(());
+                }
+                let mut rename_to = None;
+                for op in &at.operations {
+                    if let Some(new) = alter(&mut t, op, ctx)? {
+                        rename_to = Some(new);
+                    }
+                }
+                match rename_to {
+                    Some((ndb, ntable)) => self.rename(&key, &ndb, &ntable, t, ctx, version),
+                    None => self.put(t, ctx.at, version),
+                }
+                Ok(())
+            }
+            Statement::RenameTable(renames) => {
+                for r in renames {
+                    let (db, table) = ctx.resolve(&r.old_name)?;
+                    let (ndb, ntable) = ctx.resolve(&r.new_name)?;
+                    let key = format!("{db}.{table}");
+                    match self.tables.get(&key).cloned() {
+                        Some(t) => self.rename(&key, &ndb, &ntable, t, ctx, version),
+                        None if (ctx.captured)(&ndb, &ntable) => self.mark_unknown(
+                            &ndb,
+                            &ntable,
+                            format!("renamed from {key}, whose definition is not tracked; statement: {}", ctx.sql),
+                            ctx.at,
+                            version,
+                        ),
+                        None => {}
+                    }
+                }
+                Ok(())
+            }
+            Statement::Drop { object_type: ObjectType::Table, names, temporary, .. } => {
+                if *temporary {
+                    return Ok(());
+                }
+                for n in names {
+                    let (db, table) = ctx.resolve(n)?;
+                    self.remove(&format!("{db}.{table}"));
+                }
+                Ok(())
+            }
+            Statement::Drop { object_type: ObjectType::Database | ObjectType::Schema, names, .. } => {
+                for n in names {
+                    let db = last_ident(n)?;
+                    let gone: Vec<String> =
+                        self.tables.values().filter(|t| t.database == db).map(TrackedTable::key).collect();
+                    for k in gone {
+                        self.remove(&k);
+                    }
+                }
+                Ok(())
+            }
+            // TRUNCATE, CREATE INDEX, views, routines, grants, ...: no column changes
+            _ => Ok(()),
+        }
+    }
+
+    /// Moves `t` (the definition of `old_key`, already altered) to `ndb.ntable`.
+    fn rename(&mut self, old_key: &str, ndb: &str, ntable: &str, mut t: TrackedTable, ctx: &Ctx<'_>, version: u64) {
+        self.remove(old_key);
+        if (ctx.captured)(ndb, ntable) {
+            t.database = ndb.to_string();
+            t.table = ntable.to_string();
+            self.put(t, ctx.at, version);
+        }
+    }
+
+    /// Writes the changes since the last flush to `<prefix>.__schemas` in the open Kafka
+    /// transaction (opening one when needed). Call right before committing.
+    ///
+    /// # Errors
+    /// As [`KafkaSink::send`].
+    pub async fn flush(&mut self, sink: &mut KafkaSink, topic: &str, source: &str) -> Result<(), SinkError> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        if !sink.in_transaction() {
+            sink.begin()?;
+        }
+        for k in &self.dirty {
+            let key = format!("{source}/{k}");
+            match self.tables.get(k) {
+                Some(t) => {
+                    let v = serde_json::to_vec(t).map_err(|e| SinkError::Fatal(e.to_string()))?;
+                    sink.send(topic, Some(key.as_bytes()), Some(&v)).await?;
+                }
+                None => sink.send(topic, Some(key.as_bytes()), None).await?,
+            }
+        }
+        self.dirty.clear();
+        Ok(())
+    }
+
+    /// The TABLE_MAP to decode and publish rows of `tm` with: `tm` itself when it carries
+    /// column names (the tracked definition follows it), else a copy filled from the tracked
+    /// definition. `file` and `offset` locate the rows event, for messages.
+    ///
+    /// # Errors
+    /// The operator message when the table is not tracked, unknown, or does not match.
+    pub fn resolve(&mut self, tm: &Arc<TableMap>, file: &str, offset: u64) -> Result<Arc<TableMap>, String> {
+        let name = tm.qualified_name();
+        if let Some((orig, v, filled)) = self.resolved.get(&name) {
+            if *v == self.version && (Arc::ptr_eq(orig, tm) || **orig == **tm) {
+                return Ok(Arc::clone(filled));
+            }
+        }
+        let at = format!("{file}:{offset}");
+        if tm.has_column_names {
+            self.learn(&name, tm, &at);
+            return Ok(Arc::clone(tm));
+        }
+        let filled = Arc::new(fill(tm, self.tables.get(&name), &at)?);
+        self.resolved.insert(name, (Arc::clone(tm), self.version, Arc::clone(&filled)));
+        Ok(filled)
+    }
+}
+
+impl SchemaHistory {
+    /// A TABLE_MAP with names is the truth: when the tracked definition is missing, unknown,
+    /// or disagrees with it (names, count, type families), it replaces it, so a later switch to
+    /// MINIMAL metadata, or a DDL Sluice could not parse, is healed by the next FULL TABLE_MAP.
+    fn learn(&mut self, name: &str, tm: &Arc<TableMap>, at: &str) {
+        let consistent = self.tables.get(name).is_some_and(|t| {
+            t.unknown.is_none()
+                && t.columns.len() == tm.columns.len()
+                && t.columns.iter().zip(&tm.columns).all(|(tc, c)| {
+                    c.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(&tc.name))
+                        && family_matches(c.ty, &tc.type_name)
+                })
+        });
+        if !consistent {
+            if let Some(mut t) = tracked_from_table_map(tm, at) {
+                let version = self.version + 1;
+                t.default_charset = self.tables.get(name).and_then(|old| old.default_charset.clone());
+                tracing::info!(table = name, version, at, "The tracked schema follows the TABLE_MAP's column names");
+                self.put(t, at, version);
+                self.version = version;
+            }
+        }
+        self.resolved.insert(name.to_string(), (Arc::clone(tm), self.version, Arc::clone(tm)));
+    }
+}
+
+/// A tracked definition from a TABLE_MAP with full metadata (None for a type Sluice does not
+/// track).
+fn tracked_from_table_map(tm: &TableMap, at: &str) -> Option<TrackedTable> {
+    use ColumnType as T;
+    let mut columns = Vec::with_capacity(tm.columns.len());
+    for c in &tm.columns {
+        let binary = c.collation == Some(BINARY_COLLATION);
+        let type_name = match c.ty {
+            T::Tiny => "tinyint",
+            T::Short => "smallint",
+            T::Int24 => "mediumint",
+            T::Long => "int",
+            T::LongLong => "bigint",
+            T::Float => "float",
+            T::Double => "double",
+            T::NewDecimal | T::Decimal => "decimal",
+            T::Date | T::NewDate => "date",
+            T::Time | T::Time2 => "time",
+            T::DateTime | T::DateTime2 => "datetime",
+            T::Timestamp | T::Timestamp2 => "timestamp",
+            T::Year => "year",
+            T::String if binary => "binary",
+            T::String => "char",
+            T::VarChar | T::VarString if binary => "varbinary",
+            T::VarChar | T::VarString => "varchar",
+            T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob if binary => "blob",
+            T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob => "text",
+            T::Enum => "enum",
+            T::Set => "set",
+            T::Bit => "bit",
+            T::Json => "json",
+            T::Geometry => "geometry",
+            T::Vector => "vector",
+            _ => return None,
+        };
+        columns.push(TrackedColumn {
+            name: c.name.as_deref()?.to_string(),
+            sql_type: format!("{} (from the TABLE_MAP at {at})", type_name.to_ascii_uppercase()),
+            type_name: type_name.to_string(),
+            unsigned: c.unsigned,
+            charset: c.collation.and_then(charset_of).map(|cs| cs.name().to_string()),
+            enum_values: c.enum_values.as_ref().map(|v| v.iter().map(|s| s.to_string()).collect()),
+            set_values: c.set_values.as_ref().map(|v| v.iter().map(|s| s.to_string()).collect()),
+            nullable: c.nullable,
+        });
+    }
+    let primary_key = match &tm.primary_key {
+        Some(pk) => pk.iter().filter_map(|&(i, _)| columns.get(i).map(|c| c.name.clone())).collect(),
+        None => columns.iter().zip(&tm.columns).filter(|(_, c)| c.primary_key).map(|(t, _)| t.name.clone()).collect(),
+    };
+    Some(TrackedTable {
+        database: tm.database.to_string(),
+        table: tm.table.to_string(),
+        columns,
+        primary_key,
+        default_charset: None,
+        version: 0,
+        since: at.to_string(),
+        unknown: None,
+    })
+}
+
+/// What the statement's names resolve against.
+struct Ctx<'a> {
+    default_db: &'a str,
+    db_charset: Option<&'a str>,
+    at: &'a str,
+    sql: &'a str,
+    captured: Captured<'a>,
+}
+
+impl Ctx<'_> {
+    /// `(db, table)` of a table name, qualified or not.
+    fn resolve(&self, name: &ObjectName) -> Result<(String, String), String> {
+        let parts: Vec<&str> = name.0.iter().filter_map(|p| p.as_ident()).map(|i| i.value.as_str()).collect();
+        match parts.as_slice() {
+            [t] if !self.default_db.is_empty() => Ok((self.default_db.to_string(), (*t).to_string())),
+            [t] => Err(format!("table {t} is not qualified and the statement has no default database")),
+            [d, t] => Ok(((*d).to_string(), (*t).to_string())),
+            _ => Err(format!("unexpected table name {name}")),
+        }
+    }
+}
+
+fn last_ident(name: &ObjectName) -> Result<String, String> {
+    name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).ok_or_else(|| format!("unexpected name {name}"))
+}
+
+/// The statement without a trailing `START TRANSACTION`.
+fn strip_start_transaction(sql: &str) -> &str {
+    let t = sql.trim_end().trim_end_matches(';').trim_end();
+    let n = "START TRANSACTION".len();
+    match t.len().checked_sub(n).and_then(|i| Some((i, t.get(i..)?))) {
+        Some((i, tail)) if tail.eq_ignore_ascii_case("START TRANSACTION") => t.get(..i).unwrap_or(t).trim_end(),
+        _ => sql,
+    }
+}
+
+/// Parses with sqlparser's MySQL dialect; MariaDB extensions it lacks (`ADD COLUMN IF NOT
+/// EXISTS`, ...) get a second try with its generic dialect, which accepts them along with
+/// MySQL's backticks and column positions.
+fn parse(sql: &str) -> Result<Vec<Statement>, sqlparser::parser::ParserError> {
+    Parser::parse_sql(&MySqlDialect {}, sql)
+        .or_else(|e| Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, sql).map_err(|_| e))
+}
+
+/// A cheap pre-filter: only statements that may change a table's columns are parsed.
+fn looks_like_ddl(sql: &str) -> bool {
+    // most statements say what they are in their first word; comments and the like go through
+    // the tokenizer
+    let first: String = sql.trim_start().chars().take_while(char::is_ascii_alphabetic).collect();
+    if !first.is_empty() {
+        return matches!(first.to_ascii_uppercase().as_str(), "CREATE" | "ALTER" | "RENAME" | "DROP");
+    }
+    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
+        // cannot even tokenize: let the parser report it when it names a captured table
+        return true;
+    };
+    let mut words = tokens.iter().filter_map(|t| match t {
+        Token::Word(w) => Some(w.value.to_ascii_uppercase()),
+        _ => None,
+    });
+    matches!(words.next().as_deref(), Some("CREATE" | "ALTER" | "RENAME" | "DROP"))
+}
+
+/// For an `ALTER TABLE` whose every specification leaves the columns alone (table options,
+/// index changes), `(db, table, new default charset)`; None for anything else.
+fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Option<String>)> {
+    let tokens: Vec<Token> = Tokenizer::new(&MySqlDialect {}, sql)
+        .tokenize()
+        .ok()?
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let word = |i: usize| match tokens.get(i) {
+        Some(Token::Word(w)) => Some(w.value.to_ascii_uppercase()),
+        _ => None,
+    };
+    let mut i = 0;
+    if word(i).as_deref() != Some("ALTER") {
+        return None;
+    }
+    i += 1;
+    while matches!(word(i).as_deref(), Some("ONLINE" | "IGNORE")) {
+        i += 1;
+    }
+    if word(i).as_deref() != Some("TABLE") {
+        return None;
+    }
+    i += 1;
+    if word(i).as_deref() == Some("IF") {
+        i += 2; // IF EXISTS
+    }
+    let name = |i: usize| match tokens.get(i) {
+        Some(Token::Word(w)) => Some(w.value.clone()),
+        _ => None,
+    };
+    let (db, table) = if tokens.get(i + 1) == Some(&Token::Period) {
+        let r = (name(i)?, name(i + 2)?);
+        i += 3;
+        r
+    } else {
+        if default_db.is_empty() {
+            return None;
+        }
+        let r = (default_db.to_string(), name(i)?);
+        i += 1;
+        r
+    };
+    // specifications, split at commas outside parentheses
+    let mut specs: Vec<Vec<&Token>> = vec![Vec::new()];
+    let mut depth = 0i32;
+    for t in tokens.get(i..).unwrap_or_default() {
+        match t {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => {
+                specs.push(Vec::new());
+                continue;
+            }
+            Token::SemiColon if depth == 0 => break,
+            _ => {}
+        }
+        if let Some(last) = specs.last_mut() {
+            last.push(t);
+        }
+    }
+    let mut charset = None;
+    for spec in &specs {
+        let words: Vec<String> = spec
+            .iter()
+            .map(|t| match t {
+                Token::Word(w) => w.value.to_ascii_uppercase(),
+                other => other.to_string(),
+            })
+            .collect();
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let value = || {
+            let after = w.iter().position(|x| *x == "=").map_or(w.len().saturating_sub(1), |p| p + 1);
+            w.get(after).map(|v| unquote(v).to_ascii_lowercase())
+        };
+        match w.as_slice() {
+            ["ENGINE"
+            | "COMMENT"
+            | "FORCE"
+            | "ROW_FORMAT"
+            | "KEY_BLOCK_SIZE"
+            | "AUTO_INCREMENT"
+            | "ALGORITHM"
+            | "LOCK"
+            | "STATS_PERSISTENT"
+            | "STATS_AUTO_RECALC"
+            | "STATS_SAMPLE_PAGES"
+            | "PACK_KEYS"
+            | "CHECKSUM"
+            | "DELAY_KEY_WRITE"
+            | "MAX_ROWS"
+            | "MIN_ROWS"
+            | "AVG_ROW_LENGTH"
+            | "ENCRYPTION"
+            | "COMPRESSION"
+            | "PAGE_CHECKSUM"
+            | "TRANSACTIONAL"
+            | "PAGE_COMPRESSED"
+            | "PAGE_COMPRESSION_LEVEL"
+            | "ORDER"
+            | "ENABLE"
+            | "DISABLE", ..]
+            | ["RENAME", "INDEX" | "KEY", ..]
+            | ["DROP", "INDEX" | "KEY" | "FOREIGN" | "CHECK" | "CONSTRAINT", ..]
+            | ["ADD", "INDEX" | "KEY" | "UNIQUE" | "FULLTEXT" | "SPATIAL" | "FOREIGN" | "CONSTRAINT" | "CHECK", ..]
+            | ["ALTER", "INDEX", ..] => {}
+            ["DEFAULT", "CHARSET" | "CHARACTER", ..] | ["CHARSET" | "CHARACTER", ..] => charset = value(),
+            ["DEFAULT", "COLLATE", ..] | ["COLLATE", ..] => charset = value().map(|c| charset_of_collation_name(&c)),
+            [] if specs.len() == 1 => {}
+            _ => return None,
+        }
+        // an added constraint named PRIMARY changes the key: not harmless
+        if w.contains(&"PRIMARY") {
+            return None;
+        }
+    }
+    Some((db, table, charset))
+}
+
+/// Every `db.table` a statement may name (for statements that did not parse): each word,
+/// qualified by the default database, and each `a.b`; true when it follows `TABLE` (or
+/// `TABLE IF NOT EXISTS`).
+fn mentioned_tables(sql: &str, default_db: &str) -> Vec<(String, String, bool)> {
+    let words: Vec<(String, bool)> = match Tokenizer::new(&MySqlDialect {}, sql).tokenize() {
+        Ok(tokens) => {
+            let mut out = Vec::new();
+            for t in tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))) {
+                match t {
+                    Token::Word(w) => {
+                        let keyword = w.quote_style.is_none();
+                        out.push((w.value, keyword));
+                    }
+                    Token::Period => out.push((".".into(), false)),
+                    _ => out.push((String::new(), false)),
+                }
+            }
+            out
+        }
+        // the tokenizer failed too: plain words
+        Err(_) => sql
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$' || c == '.'))
+            .flat_map(|w| {
+                let parts: Vec<(String, bool)> = w.split('.').map(|p| (p.to_string(), true)).collect();
+                let mut v = Vec::new();
+                for (i, p) in parts.into_iter().enumerate() {
+                    if i > 0 {
+                        v.push((".".to_string(), false));
+                    }
+                    v.push(p);
+                }
+                v
+            })
+            .collect(),
+    };
+    let mut out = Vec::new();
+    let kw = |i: usize, k: &str| words.get(i).is_some_and(|(w, bare)| *bare && w.eq_ignore_ascii_case(k));
+    for (i, (w, _)) in words.iter().enumerate() {
+        if w.is_empty() || w == "." {
+            continue;
+        }
+        let after_table =
+            i >= 1 && (kw(i - 1, "TABLE") || (i >= 4 && kw(i - 1, "EXISTS") && kw(i - 3, "IF") && kw(i - 4, "TABLE")));
+        if words.get(i + 1).is_some_and(|(p, _)| p == ".") {
+            if let Some((t, _)) = words.get(i + 2).filter(|(t, _)| !t.is_empty() && t != ".") {
+                out.push((w.clone(), t.clone(), after_table));
+            }
+            continue;
+        }
+        if i >= 1 && words.get(i - 1).is_some_and(|(p, _)| p == ".") {
+            continue; // the table part of a qualified name
+        }
+        if !default_db.is_empty() {
+            out.push((default_db.to_string(), w.clone(), after_table));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The table default charset from CREATE TABLE options (`DEFAULT CHARSET=x`, `COLLATE=y`).
+fn table_charset(opts: &CreateTableOptions) -> Option<String> {
+    let list = match opts {
+        CreateTableOptions::Plain(v)
+        | CreateTableOptions::With(v)
+        | CreateTableOptions::Options(v)
+        | CreateTableOptions::TableProperties(v) => v,
+        CreateTableOptions::None => return None,
+    };
+    let mut charset = None;
+    let mut collation = None;
+    for o in list {
+        if let SqlOption::KeyValue { key, value } = o {
+            let k = key.to_string().to_ascii_uppercase();
+            let v = unquote(&value.to_string());
+            if k.contains("CHARSET") || k.contains("CHARACTER SET") {
+                charset = Some(v.to_ascii_lowercase());
+            } else if k.contains("COLLATE") {
+                collation = Some(charset_of_collation_name(&v));
+            }
+        }
+    }
+    charset.or(collation)
+}
+
+fn unquote(s: &str) -> String {
+    s.trim_matches(|c| c == '\'' || c == '"' || c == '`').to_string()
+}
+
+/// `utf8mb4_general_ci` → `utf8mb4`.
+fn charset_of_collation_name(c: &str) -> String {
+    let c = c.to_ascii_lowercase();
+    if c == "binary" {
+        return c;
+    }
+    c.split('_').next().unwrap_or(&c).to_string()
+}
+
+/// Applies one ALTER TABLE operation; returns the new name for RENAME TO.
+fn alter(t: &mut TrackedTable, op: &AlterTableOperation, ctx: &Ctx<'_>) -> Result<Option<(String, String)>, String> {
+    use AlterTableOperation as A;
+    let missing = |c: &str| format!("column {c} is not in the tracked definition of {}.{}", t.database, t.table);
+    match op {
+        A::AddColumn { column_def, column_position, if_not_exists, .. } => {
+            if *if_not_exists && t.column_index(&column_def.name.value).is_some() {
+                return Ok(None);
+            }
+            let (col, pk) = column_from_def(column_def, t.default_charset.as_deref())?;
+            let name = col.name.clone();
+            insert_at(t, col, column_position.as_ref())?;
+            if pk {
+                t.primary_key = vec![name];
+            }
+        }
+        A::DropColumn { column_names, if_exists, .. } => {
+            for c in column_names {
+                match t.column_index(&c.value) {
+                    Some(i) => {
+                        t.columns.remove(i);
+                        t.primary_key.retain(|k| !k.eq_ignore_ascii_case(&c.value));
+                    }
+                    None if *if_exists => {}
+                    None => return Err(missing(&c.value)),
+                }
+            }
+        }
+        A::ModifyColumn { col_name, data_type, options, column_position } => {
+            let i = t.column_index(&col_name.value).ok_or_else(|| missing(&col_name.value))?;
+            let def = ColumnDef { name: col_name.clone(), data_type: data_type.clone(), options: wrap(options) };
+            let (col, pk) = column_from_def(&def, t.default_charset.as_deref())?;
+            t.columns.remove(i);
+            let name = col.name.clone();
+            reinsert(t, col, i, column_position.as_ref())?;
+            if pk {
+                t.primary_key = vec![name];
+            }
+        }
+        A::ChangeColumn { old_name, new_name, data_type, options, column_position } => {
+            let i = t.column_index(&old_name.value).ok_or_else(|| missing(&old_name.value))?;
+            let def = ColumnDef { name: new_name.clone(), data_type: data_type.clone(), options: wrap(options) };
+            let (col, pk) = column_from_def(&def, t.default_charset.as_deref())?;
+            t.columns.remove(i);
+            for k in &mut t.primary_key {
+                if k.eq_ignore_ascii_case(&old_name.value) {
+                    k.clone_from(&new_name.value);
+                }
+            }
+            let name = col.name.clone();
+            reinsert(t, col, i, column_position.as_ref())?;
+            if pk {
+                t.primary_key = vec![name];
+            }
+        }
+        A::RenameColumn { old_column_name, new_column_name } => {
+            let i = t.column_index(&old_column_name.value).ok_or_else(|| missing(&old_column_name.value))?;
+            t.columns[i].name.clone_from(&new_column_name.value);
+            for k in &mut t.primary_key {
+                if k.eq_ignore_ascii_case(&old_column_name.value) {
+                    k.clone_from(&new_column_name.value);
+                }
+            }
+        }
+        A::AddConstraint { constraint, .. } => {
+            if let Some(pk) = primary_key_of(constraint) {
+                for c in &pk {
+                    let i = t.column_index(c).ok_or_else(|| missing(c))?;
+                    t.columns[i].nullable = false;
+                }
+                t.primary_key = pk;
+            }
+        }
+        A::DropPrimaryKey { .. } => t.primary_key.clear(),
+        A::DropConstraint { name, .. } if name.value.eq_ignore_ascii_case("PRIMARY") => t.primary_key.clear(),
+        A::RenameTable { table_name } => {
+            let n = match table_name {
+                RenameTableNameKind::As(n) | RenameTableNameKind::To(n) => n,
+            };
+            return ctx.resolve(n).map(Some);
+        }
+        A::AlterColumn { column_name, op } => {
+            let i = t.column_index(&column_name.value).ok_or_else(|| missing(&column_name.value))?;
+            match op {
+                AlterColumnOperation::SetDefault { .. } | AlterColumnOperation::DropDefault => {}
+                AlterColumnOperation::SetNotNull => t.columns[i].nullable = false,
+                AlterColumnOperation::DropNotNull => t.columns[i].nullable = true,
+                other => return Err(format!("unsupported ALTER COLUMN operation {other}")),
+            }
+        }
+        // indexes, foreign keys, checks and table options that leave the columns alone
+        A::DropConstraint { .. }
+        | A::DropForeignKey { .. }
+        | A::DropIndex { .. }
+        | A::RenameConstraint { .. }
+        | A::Algorithm { .. }
+        | A::Lock { .. }
+        | A::AutoIncrement { .. } => {}
+        other => {
+            let text = other.to_string();
+            return Err(format!("unsupported ALTER TABLE operation {text}"));
+        }
+    }
+    Ok(None)
+}
+
+fn wrap(options: &[ColumnOption]) -> Vec<sqlparser::ast::ColumnOptionDef> {
+    options.iter().map(|o| sqlparser::ast::ColumnOptionDef { name: None, option: o.clone() }).collect()
+}
+
+fn insert_at(t: &mut TrackedTable, col: TrackedColumn, pos: Option<&MySQLColumnPosition>) -> Result<(), String> {
+    if t.column_index(&col.name).is_some() {
+        return Err(format!("column {} already exists in {}.{}", col.name, t.database, t.table));
+    }
+    match pos {
+        None => t.columns.push(col),
+        Some(MySQLColumnPosition::First) => t.columns.insert(0, col),
+        Some(MySQLColumnPosition::After(a)) => {
+            let i = t
+                .column_index(&a.value)
+                .ok_or_else(|| format!("AFTER {}: no such column in {}.{}", a.value, t.database, t.table))?;
+            t.columns.insert(i + 1, col);
+        }
+    }
+    Ok(())
+}
+
+/// Puts a modified column back at `i`, or where its position clause says.
+fn reinsert(
+    t: &mut TrackedTable,
+    col: TrackedColumn,
+    i: usize,
+    pos: Option<&MySQLColumnPosition>,
+) -> Result<(), String> {
+    if pos.is_none() {
+        if t.column_index(&col.name).is_some() {
+            return Err(format!("column {} already exists in {}.{}", col.name, t.database, t.table));
+        }
+        t.columns.insert(i, col);
+        return Ok(());
+    }
+    insert_at(t, col, pos)
+}
+
+/// The primary-key column names of a table constraint.
+fn primary_key_of(c: &TableConstraint) -> Option<Vec<String>> {
+    match c {
+        TableConstraint::PrimaryKey(pk) => Some(
+            pk.columns
+                .iter()
+                .map(|ic| match &ic.column.expr {
+                    Expr::Identifier(i) => i.value.clone(),
+                    // a prefix key `name(10)` parses as a function call
+                    Expr::Function(f) => f.name.to_string().trim_matches('`').to_string(),
+                    other => other.to_string().trim_matches('`').to_string(),
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// A tracked column from a column definition; true when it is declared PRIMARY KEY.
+fn column_from_def(def: &ColumnDef, table_charset: Option<&str>) -> Result<(TrackedColumn, bool), String> {
+    let sql_type = def.data_type.to_string();
+    let lower = sql_type.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| c == '(' || c.is_whitespace()).filter(|w| !w.is_empty()).collect();
+    let mut type_name = match words.as_slice() {
+        ["double", "precision", ..] => "double".to_string(),
+        ["character", "varying", ..] | ["char", "varying", ..] => "varchar".to_string(),
+        ["national", "char", ..] | ["nchar", ..] | ["character", ..] => "char".to_string(),
+        ["national", "varchar", ..] | ["nvarchar", ..] => "varchar".to_string(),
+        ["long", "varchar", ..] => "mediumtext".to_string(),
+        [w, ..] => (*w).to_string(),
+        [] => return Err(format!("column {}: empty type", def.name.value)),
+    };
+    let mut unsigned = words.contains(&"unsigned") || words.contains(&"zerofill");
+    // synonyms, as the server stores them
+    type_name = match type_name.as_str() {
+        "integer" | "int4" => "int".into(),
+        "bool" | "boolean" | "int1" => "tinyint".into(),
+        "int2" => "smallint".into(),
+        "int3" | "middleint" => "mediumint".into(),
+        "int8" => "bigint".into(),
+        "real" | "float8" => "double".into(),
+        "float4" => "float".into(),
+        "dec" | "numeric" | "fixed" => "decimal".into(),
+        "serial" => {
+            unsigned = true;
+            "bigint".into()
+        }
+        "float" => {
+            // FLOAT(p) with p > 24 is a DOUBLE
+            let p = first_number(&lower);
+            if p.is_some_and(|p| p > 24) && !lower.contains(',') {
+                "double".into()
+            } else {
+                "float".into()
+            }
+        }
+        other => other.to_string(),
+    };
+    let (enum_values, set_values) = match &def.data_type {
+        DataType::Enum(members, _) => (
+            Some(
+                members
+                    .iter()
+                    .map(|m| match m {
+                        EnumMember::Name(n) | EnumMember::NamedValue(n, _) => n.clone(),
+                    })
+                    .collect(),
+            ),
+            None,
+        ),
+        DataType::Set(v) => (None, Some(v.clone())),
+        _ => (None, None),
+    };
+    if family(&type_name).is_none() {
+        return Err(format!("column {}: unsupported type {sql_type}", def.name.value));
+    }
+    let mut nullable = true;
+    let mut pk = false;
+    let mut charset = None;
+    for o in &def.options {
+        match &o.option {
+            ColumnOption::NotNull => nullable = false,
+            ColumnOption::Null => nullable = true,
+            ColumnOption::PrimaryKey(_) => {
+                pk = true;
+                nullable = false;
+            }
+            ColumnOption::CharacterSet(n) => charset = Some(unquote(&n.to_string()).to_ascii_lowercase()),
+            ColumnOption::Collation(n) if charset.is_none() => {
+                charset = Some(charset_of_collation_name(&unquote(&n.to_string())));
+            }
+            _ => {}
+        }
+    }
+    let binary_type =
+        matches!(type_name.as_str(), "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob");
+    let character_type = matches!(
+        type_name.as_str(),
+        "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
+    );
+    let charset = if binary_type {
+        Some("binary".to_string())
+    } else if character_type {
+        charset.or_else(|| table_charset.map(str::to_string))
+    } else {
+        None
+    };
+    let col = TrackedColumn {
+        name: def.name.value.clone(),
+        sql_type,
+        type_name,
+        unsigned,
+        charset,
+        enum_values,
+        set_values,
+        nullable,
+    };
+    Ok((col, pk))
+}
+
+fn first_number(s: &str) -> Option<u32> {
+    let start = s.find('(')? + 1;
+    let digits: String = s[start..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Type families: which TABLE_MAP types a declared type may appear as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Tiny,
+    Short,
+    Int24,
+    Long,
+    LongLong,
+    Float,
+    Double,
+    Decimal,
+    Date,
+    Time,
+    DateTime,
+    Timestamp,
+    Year,
+    Char,
+    VarChar,
+    Blob,
+    Enum,
+    Set,
+    Bit,
+    Json,
+    Geometry,
+    Vector,
+}
+
+fn family(type_name: &str) -> Option<Family> {
+    use Family as F;
+    Some(match type_name {
+        "tinyint" => F::Tiny,
+        "smallint" => F::Short,
+        "mediumint" => F::Int24,
+        "int" => F::Long,
+        "bigint" => F::LongLong,
+        "float" => F::Float,
+        "double" => F::Double,
+        "decimal" => F::Decimal,
+        "date" => F::Date,
+        "time" => F::Time,
+        "datetime" => F::DateTime,
+        "timestamp" => F::Timestamp,
+        "year" => F::Year,
+        // MariaDB's UUID and INET6 are fixed-length binary strings in row events
+        "char" | "binary" | "uuid" | "inet6" => F::Char,
+        "varchar" | "varbinary" => F::VarChar,
+        "tinytext" | "text" | "mediumtext" | "longtext" | "tinyblob" | "blob" | "mediumblob" | "longblob" => F::Blob,
+        "enum" => F::Enum,
+        "set" => F::Set,
+        "bit" => F::Bit,
+        "json" => F::Json,
+        "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring" | "multipolygon"
+        | "geometrycollection" | "geomcollection" => F::Geometry,
+        "vector" => F::Vector,
+        _ => return None,
+    })
+}
+
+/// True when a TABLE_MAP column type can be a column declared as `type_name`.
+fn family_matches(ty: ColumnType, type_name: &str) -> bool {
+    use ColumnType as T;
+    use Family as F;
+    let Some(f) = family(type_name) else { return false };
+    match f {
+        F::Tiny => ty == T::Tiny,
+        F::Short => ty == T::Short,
+        F::Int24 => ty == T::Int24,
+        F::Long => ty == T::Long,
+        F::LongLong => ty == T::LongLong,
+        F::Float => ty == T::Float,
+        F::Double => ty == T::Double,
+        F::Decimal => matches!(ty, T::NewDecimal | T::Decimal),
+        F::Date => matches!(ty, T::Date | T::NewDate),
+        F::Time => matches!(ty, T::Time | T::Time2),
+        F::DateTime => matches!(ty, T::DateTime | T::DateTime2),
+        F::Timestamp => matches!(ty, T::Timestamp | T::Timestamp2),
+        F::Year => ty == T::Year,
+        F::Char => ty == T::String,
+        F::VarChar => matches!(ty, T::VarChar | T::VarString),
+        F::Blob => matches!(ty, T::Blob | T::TinyBlob | T::MediumBlob | T::LongBlob),
+        F::Enum => ty == T::Enum,
+        F::Set => ty == T::Set,
+        F::Bit => ty == T::Bit,
+        // MariaDB's JSON is a LONGTEXT
+        F::Json => matches!(ty, T::Json | T::Blob | T::LongBlob),
+        F::Geometry => ty == T::Geometry,
+        F::Vector => matches!(ty, T::Vector | T::VarChar),
+    }
+}
+
+/// A collation id of `charset` (the first id the charset table maps to it): decoding needs
+/// the character set, not the collation.
+fn collation_of(charset: &str) -> Option<u16> {
+    let want = match charset {
+        "utf8" => "utf8mb3",
+        c => c,
+    };
+    if want == "binary" {
+        return Some(BINARY_COLLATION);
+    }
+    (1..=2303u16).find(|&id| charset_of(id).is_some_and(|c| c.name() == want))
+}
+
+const WHAT_TO_DO: &str = "set binlog_row_metadata=FULL on the server so TABLE_MAP events carry column names \
+     (it applies to binlogs written from then on), or restart Sluice from a position after this change \
+     (delete its checkpoint and set source.start)";
+
+/// The TABLE_MAP with names and the other missing metadata taken from `tracked`.
+fn fill(tm: &TableMap, tracked: Option<&TrackedTable>, at: &str) -> Result<TableMap, String> {
+    let name = tm.qualified_name();
+    let Some(t) = tracked else {
+        return Err(format!(
+            "{name} at {at}: the TABLE_MAP carries no column names (binlog_row_metadata is not FULL) and Sluice \
+             tracks no schema for the table (it was not captured when the schema was loaded, the replication user \
+             cannot see it in information_schema, or it was created by a statement Sluice did not see); {WHAT_TO_DO}"
+        ));
+    };
+    if let Some(why) = &t.unknown {
+        return Err(format!(
+            "{name} at {at}: the TABLE_MAP carries no column names (binlog_row_metadata is not FULL) and the tracked \
+             schema of the table is unknown since {}: {why}; {WHAT_TO_DO}",
+            t.since
+        ));
+    }
+    let mismatch = |detail: String| {
+        format!(
+            "{name} at {at}: the TABLE_MAP does not match the tracked schema (version {}, since {}): {detail}; the \
+             column names cannot be trusted, so Sluice stops rather than misalign them; {WHAT_TO_DO}",
+            t.version, t.since
+        )
+    };
+    if tm.columns.len() != t.columns.len() {
+        return Err(mismatch(format!(
+            "the TABLE_MAP has {} columns, the tracked schema {} ({})",
+            tm.columns.len(),
+            t.columns.len(),
+            t.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let mut out = tm.clone();
+    for (i, (c, tc)) in out.columns.iter_mut().zip(&t.columns).enumerate() {
+        let col_mismatch = |why: &str| {
+            mismatch(format!(
+                "column {} (index {i}): the TABLE_MAP type is {} ({}), the tracked column is {} {}{why}",
+                i + 1,
+                c.ty.name(),
+                c.ty.code(),
+                tc.name,
+                tc.sql_type
+            ))
+        };
+        if !family_matches(c.ty, &tc.type_name) {
+            return Err(col_mismatch(""));
+        }
+        if c.unsigned && !tc.unsigned {
+            return Err(col_mismatch(" (the TABLE_MAP says UNSIGNED)"));
+        }
+        let tracked_binary = tc.charset.as_deref() == Some("binary");
+        if let Some(coll) = c.collation {
+            if tc.charset.is_some() && (coll == BINARY_COLLATION) != tracked_binary {
+                return Err(col_mismatch(" (binary and character string differ)"));
+            }
+        }
+        if c.ty == ColumnType::Set {
+            if let Some(v) = &tc.set_values {
+                // the server's pack length: one bit per member, 5..=7 bytes round up to 8
+                let bytes = v.len().div_ceil(8).max(1);
+                if usize::from(c.meta) != if bytes > 4 { 8 } else { bytes } {
+                    return Err(col_mismatch(" (the SET member count differs)"));
+                }
+            }
+        }
+        if c.ty == ColumnType::Enum {
+            if let Some(v) = &tc.enum_values {
+                if usize::from(c.meta) != if v.len() > 255 { 2 } else { 1 } {
+                    return Err(col_mismatch(" (the ENUM member count differs)"));
+                }
+            }
+        }
+        c.name = Some(Arc::from(tc.name.as_str()));
+        c.unsigned = c.unsigned || tc.unsigned;
+        if c.collation.is_none() {
+            c.collation = tc.charset.as_deref().and_then(collation_of);
+        }
+        if c.enum_values.is_none() {
+            c.enum_values = tc.enum_values.as_ref().map(|v| v.iter().map(|s| Arc::from(s.as_str())).collect());
+        }
+        if c.set_values.is_none() {
+            c.set_values = tc.set_values.as_ref().map(|v| v.iter().map(|s| Arc::from(s.as_str())).collect());
+        }
+    }
+    if out.primary_key.is_none() && !t.primary_key.is_empty() {
+        let mut pk = Vec::with_capacity(t.primary_key.len());
+        for k in &t.primary_key {
+            let i = t.column_index(k).ok_or_else(|| mismatch(format!("primary-key column {k} is not a column")))?;
+            out.columns[i].primary_key = true;
+            pk.push((i, 0));
+        }
+        out.primary_key = Some(pk);
+    }
+    Ok(out)
+}
+
+/// Where the tracked schema of a pipeline attempt comes from.
+#[derive(Debug)]
+pub enum Committed {
+    /// The history committed with the checkpoint.
+    Resume(SchemaHistory),
+    /// No checkpoint yet (or one from before schema tracking): read the captured tables from
+    /// the server. `previous` is what `__schemas` still holds for this source (after a reset
+    /// of the checkpoint): the new history supersedes it.
+    Load {
+        /// Records of an earlier history.
+        previous: Vec<TrackedTable>,
+    },
+}
+
+impl Committed {
+    /// True when the captured tables must be read from the server.
+    pub fn needs_load(&self) -> bool {
+        matches!(self, Committed::Load { .. })
+    }
+
+    /// The history to start with; `loaded` is what the server said (with
+    /// [`Committed::needs_load`]).
+    pub fn into_history(self, loaded: Vec<TrackedTable>) -> SchemaHistory {
+        match self {
+            Committed::Resume(h) => h,
+            Committed::Load { previous } => SchemaHistory::fresh(loaded, &previous),
+        }
+    }
+}
+
+impl SchemaHistory {
+    /// A history from a server load, replacing `previous` records of the same source: its
+    /// version continues above theirs (so a later resume never sees an older history as
+    /// newer), and the previous tables it does not hold are written as tombstones with the
+    /// first commit.
+    pub fn fresh(loaded: Vec<TrackedTable>, previous: &[TrackedTable]) -> SchemaHistory {
+        let version = previous.iter().map(|t| t.version).max().unwrap_or(0) + 1;
+        let mut h =
+            SchemaHistory::new(loaded.into_iter().map(|t| TrackedTable { version, ..t }).collect(), version, true);
+        h.dirty.extend(previous.iter().map(TrackedTable::key));
+        h
+    }
+}
+
+/// Reads the committed schema history for a pipeline attempt: the one committed with the
+/// checkpoint, or, without a usable one, what an earlier history left in `__schemas`.
+///
+/// # Errors
+/// As [`read_from_kafka`]; fatal when the history is newer than the checkpoint (two
+/// instances sharing a source name).
+pub async fn committed(cfg: &Config, checkpoint: Option<&Checkpoint>) -> Result<Committed, SinkError> {
+    let cfg2 = cfg.clone();
+    let tables = tokio::task::spawn_blocking(move || read_from_kafka(&cfg2))
+        .await
+        .map_err(|e| SinkError::Fatal(format!("reading the schema history: {e}")))??;
+    match checkpoint.map(|c| c.schema_version) {
+        Some(Some(v)) => {
+            let newest = tables.iter().map(|t| t.version).max().unwrap_or(0);
+            if newest > v {
+                return Err(SinkError::Fatal(format!(
+                    "the schema history on {} holds version {newest}, newer than the checkpoint's {v}: another \
+                     instance with source name {:?} wrote it; give each instance its own source.name",
+                    schemas_topic(cfg),
+                    cfg.source.name
+                )));
+            }
+            tracing::info!(version = v, tables = tables.len(), "Read the schema history as of the checkpoint");
+            Ok(Committed::Resume(SchemaHistory::new(tables, v, false)))
+        }
+        Some(None) => {
+            tracing::warn!(
+                "The checkpoint predates schema tracking: the captured tables' definitions are read from the server \
+                 now, and apply to the events after the checkpoint (TABLE_MAP comparisons catch a difference)"
+            );
+            Ok(Committed::Load { previous: tables })
+        }
+        None => Ok(Committed::Load { previous: tables }),
+    }
+}
+
+/// The `__schemas` topic of a configuration.
+pub fn schemas_topic(cfg: &Config) -> String {
+    format!("{}.__schemas", cfg.kafka.topic_prefix)
+}
+
+/// Reads this source's committed schema history from `<prefix>.__schemas` (read_committed,
+/// the whole compacted topic; the last record per key wins, a tombstone removes the table).
+///
+/// # Errors
+/// Abortable when the broker does not answer; fatal for an unreadable record.
+pub fn read_from_kafka(cfg: &Config) -> Result<Vec<TrackedTable>, SinkError> {
+    let topic = schemas_topic(cfg);
+    let prefix = format!("{}/", cfg.source.name);
+    let consumer: BaseConsumer<QuietEof> = crate::kafka::client_config(cfg)?
+        .set("group.id", format!("sluice-{}-schema-reader", cfg.source.name))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create_with_context(QuietEof)
+        .map_err(|e| SinkError::Fatal(format!("creating the schema history consumer: {e}")))?;
+    let (low, high) = consumer
+        .fetch_watermarks(&topic, 0, Duration::from_secs(10))
+        .map_err(|e| SinkError::Abortable(format!("reading the watermarks of {topic}: {e}")))?;
+    let mut tables: BTreeMap<String, TrackedTable> = BTreeMap::new();
+    if high <= low {
+        return Ok(Vec::new());
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(low)).map_err(|e| SinkError::Fatal(format!("{topic}: {e}")))?;
+    consumer.assign(&tpl).map_err(|e| SinkError::Abortable(format!("assigning {topic}: {e}")))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if std::time::Instant::now() > deadline {
+            return Err(SinkError::Abortable(format!("reading {topic} did not reach its end within 60 s")));
+        }
+        match consumer.poll(Duration::from_millis(500)) {
+            None => continue,
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) => return Err(SinkError::Abortable(format!("reading {topic}: {e}"))),
+            Some(Ok(m)) => {
+                let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) else { continue };
+                let Some(table) = key.strip_prefix(&prefix) else { continue };
+                match m.payload() {
+                    Some(v) => {
+                        let t: TrackedTable = serde_json::from_slice(v).map_err(|e| {
+                            SinkError::Fatal(format!("unreadable schema record at {topic} offset {}: {e}", m.offset()))
+                        })?;
+                        tables.insert(table.to_string(), t);
+                    }
+                    None => {
+                        tables.remove(table);
+                    }
+                }
+            }
+        }
+    }
+    Ok(tables.into_values().collect())
+}
+
+/// Reads the definitions of the captured tables from the server's `information_schema`.
+///
+/// # Errors
+/// Server errors (a missing privilege on the tables shows as missing tables, not an error).
+pub async fn load_from_server(
+    conn: &mut sluice_protocol::Connection,
+    captured: Captured<'_>,
+) -> sluice_protocol::Result<Vec<TrackedTable>> {
+    const SYSTEM: &str = "('mysql','information_schema','performance_schema','sys')";
+    let tables = conn
+        .query(&format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_COLLATION FROM information_schema.TABLES \
+             WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN {SYSTEM}"
+        ))
+        .await?
+        .to_strings();
+    let mut out: BTreeMap<(String, String), TrackedTable> = BTreeMap::new();
+    for row in tables {
+        let (Some(Some(db)), Some(Some(table))) = (row.first(), row.get(1)) else { continue };
+        if !captured(db, table) {
+            continue;
+        }
+        let default_charset = row.get(2).cloned().flatten().map(|c| charset_of_collation_name(&c));
+        out.insert(
+            (db.clone(), table.clone()),
+            TrackedTable {
+                database: db.clone(),
+                table: table.clone(),
+                columns: Vec::new(),
+                primary_key: Vec::new(),
+                default_charset,
+                version: 1,
+                since: "server".into(),
+                unknown: None,
+            },
+        );
+    }
+    let cols = conn
+        .query(&format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA NOT IN {SYSTEM} \
+             ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION"
+        ))
+        .await?
+        .to_strings();
+    for row in cols {
+        let get = |i: usize| row.get(i).cloned().flatten();
+        let (Some(db), Some(table), Some(name), Some(ty)) = (get(0), get(1), get(2), get(3)) else { continue };
+        let Some(t) = out.get_mut(&(db, table)) else { continue };
+        if t.unknown.is_some() {
+            continue;
+        }
+        let charset = get(5);
+        match column_from_type_text(&name, &ty, charset.as_deref()) {
+            Ok(mut c) => {
+                c.nullable = get(4).as_deref() == Some("YES");
+                t.columns.push(c);
+            }
+            Err(e) => {
+                t.unknown = Some(format!("the server's definition of column {name} ({ty}) is not understood: {e}"));
+                t.columns.clear();
+            }
+        }
+    }
+    let pks = conn
+        .query(&format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS \
+             WHERE INDEX_NAME = 'PRIMARY' AND TABLE_SCHEMA NOT IN {SYSTEM} \
+             ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
+        ))
+        .await?
+        .to_strings();
+    for row in pks {
+        let get = |i: usize| row.get(i).cloned().flatten();
+        let (Some(db), Some(table), Some(name)) = (get(0), get(1), get(2)) else { continue };
+        if let Some(t) = out.get_mut(&(db, table)) {
+            t.primary_key.push(name);
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
+/// A tracked column from `information_schema.COLUMNS.COLUMN_TYPE` (`int(10) unsigned`,
+/// `enum('a','b')`, ...), parsed by the same code as DDL.
+fn column_from_type_text(name: &str, column_type: &str, charset: Option<&str>) -> Result<TrackedColumn, String> {
+    // ZEROFILL implies UNSIGNED, which COLUMN_TYPE also says
+    let ty = column_type.replace(" zerofill", "");
+    let sql = format!("CREATE TABLE t (c {ty})");
+    let st = parse(&sql).map_err(|e| e.to_string())?;
+    let Some(Statement::CreateTable(ct)) = st.first() else { return Err("not a column type".into()) };
+    let def = ct.columns.first().ok_or("no column")?;
+    let (mut c, _) = column_from_def(def, charset)?;
+    c.name = name.to_string();
+    if c.charset.is_none() && charset.is_some() {
+        c.charset = charset.map(str::to_ascii_lowercase);
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests;
