@@ -5,9 +5,10 @@
 #               ensure_broker_installed
 #               broker_start NAME          # fresh data dir, free loopback port; exports BROKER, prints BROKER=host:port
 #               broker_restart NAME        # stop, wait for exit, start again on the same port with the same data
+#               broker_up NAME             # start again (after broker_stop) on the same port with the same data
 #               broker_create_topic NAME TOPIC [PARTITIONS] [key=value ...]
 #               broker_stop NAME           # SIGTERM, wait for exit (SIGKILL after 10 s)
-# Executable:   integration/lib/broker.sh install | start NAME | restart NAME | stop NAME
+# Executable:   integration/lib/broker.sh install | start NAME | restart NAME | stop NAME | up NAME
 #               integration/lib/broker.sh create-topic NAME TOPIC [PARTITIONS] [key=value ...] | addr NAME
 #
 # Work files live in ${SLUICE_WORK:-<repo>/.work}/broker-NAME (data/, pid, port, broker.log); the binary in
@@ -123,6 +124,16 @@ broker_restart() {
     _broker_launch "$name" "$port"
 }
 
+# Starts broker NAME again on its old port with its old data, after broker_stop (a broker that was
+# down for a while, as opposed to broker_restart's immediate start).
+broker_up() {
+    local name="${1:?broker_up NAME}"
+    local d port
+    d="$(broker_dir "$name")"
+    port="$(cat "$d/port" 2>/dev/null)" || { _broker_log "broker $name was never started"; return 1; }
+    _broker_launch "$name" "$port"
+}
+
 broker_addr() {
     local name="${1:?broker_addr NAME}"
     echo "127.0.0.1:$(cat "$(broker_dir "$name")/port")"
@@ -146,6 +157,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         install) ensure_broker_installed ;;
         start) broker_start "$@" ;;
         restart) broker_restart "$@" ;;
+        up) broker_up "$@" ;;
         stop) broker_stop "$@" ;;
         create-topic) broker_create_topic "$@" ;;
         addr) broker_addr "$@" ;;

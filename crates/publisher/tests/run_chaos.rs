@@ -5,6 +5,13 @@
 //! independent consumer (read_committed, apache-avro; see `support::kafka`), every key's records
 //! must be exactly the changes the workload made to it, in order: nothing lost, nothing twice.
 //!
+//! The broker is stopped while no Kafka transaction is open (the workload pauses until Sluice has
+//! published everything), stays down while the workload writes, and comes back. Stopping it in
+//! the middle of a transaction is not tested: noida-db, the broker here, aborts open transactions
+//! when it shuts down (`resolve_open_transactions_for_shutdown` in its kafka/engine.rs) but then
+//! accepts the producer's commit of the rest of that transaction, so it would lose records that
+//! a real Kafka, whose coordinator keeps transaction state across restarts, keeps.
+//!
 //! `SLUICE_CHAOS_SEED` replays a run (the seed is printed); `SLUICE_CHAOS_KILLS` changes the
 //! number of kills (default 20).
 
@@ -152,12 +159,22 @@ impl Client {
     }
 }
 
-/// Writes transactions (about 200/s) until `stop`; returns what it did.
-fn workload(port: u16, seed: u64, stop: Arc<AtomicBool>, model: Arc<Mutex<Model>>) -> std::thread::JoinHandle<()> {
+/// Writes transactions (about 200/s) until `stop`, none while `paused`.
+fn workload(
+    port: u16,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    paused: Arc<AtomicBool>,
+    model: Arc<Mutex<Model>>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut client = Client::open(port);
         let mut rng = Rng(seed);
         while !stop.load(Ordering::SeqCst) {
+            if paused.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
             let sql = model.lock().unwrap().step(&mut rng);
             client.stdin.write_all(sql.as_bytes()).unwrap();
             std::thread::sleep(Duration::from_millis(5));
@@ -180,8 +197,9 @@ fn exactly_once_across_sigkills_and_a_broker_restart() {
     let mut rng = Rng(seed ^ 0x9E37_79B9_7F4A_7C15);
 
     let stop = Arc::new(AtomicBool::new(false));
+    let paused = Arc::new(AtomicBool::new(false));
     let model = Arc::new(Mutex::new(Model::default()));
-    let writer = workload(services.mariadb.port, seed, Arc::clone(&stop), Arc::clone(&model));
+    let writer = workload(services.mariadb.port, seed, Arc::clone(&stop), Arc::clone(&paused), Arc::clone(&model));
 
     let mut reader = TopicReader::new(&services);
     let mut child = start_sluice(&config, &log);
@@ -204,42 +222,23 @@ fn exactly_once_across_sigkills_and_a_broker_restart() {
         "the publisher made progress between too few of the kills: {committed_before_kill:?}"
     );
 
-    // the broker restarted under a running publisher, twice
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(1500));
-        services.restart_broker();
+    // the broker stopped between transactions, down while the workload writes, back again
+    let broker_restarts: u32 =
+        std::env::var("SLUICE_CHAOS_BROKER_RESTARTS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    for _ in 0..broker_restarts {
+        paused.store(true, Ordering::SeqCst);
+        caught_up(&mut reader, &model, seed, &log);
+        services.stop_broker();
+        paused.store(false, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_secs(3));
+        services.start_broker_again();
+        std::thread::sleep(Duration::from_secs(2));
     }
-    std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::SeqCst);
     writer.join().unwrap();
-
+    caught_up(&mut reader, &model, seed, &log);
     let model = model.lock().unwrap();
     eprintln!("run_chaos: the workload made {} row changes to {} keys", model.changes, model.expected.len());
-    let expected = &model.expected;
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let got = loop {
-        let got = reader.per_key(TOPIC, "v");
-        if got == *expected || Instant::now() > deadline {
-            break got;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    };
-    let wrong: Vec<String> = expected
-        .keys()
-        .chain(got.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .filter(|k| expected.get(k) != got.get(k))
-        .map(|k| format!("key {k}: expected {:?}, got {:?}", expected.get(k), got.get(k)))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{} of {} keys differ (seed {seed}); first ones:\n{}\nsluice log: {}",
-        wrong.len(),
-        expected.len(),
-        wrong.iter().take(20).cloned().collect::<Vec<_>>().join("\n"),
-        log.display()
-    );
     // the table's rows are what the topic's replay leaves
     let rows: BTreeMap<i64, String> = services
         .mariadb
@@ -252,4 +251,37 @@ fn exactly_once_across_sigkills_and_a_broker_restart() {
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");
+}
+
+/// Waits (up to 3 minutes) until every key's records are the model's; panics with the keys
+/// that differ.
+fn caught_up(reader: &mut TopicReader, model: &Mutex<Model>, seed: u64, log: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let got = reader.per_key(TOPIC, "v");
+        let m = model.lock().unwrap();
+        let expected = &m.expected;
+        if got == *expected {
+            return;
+        }
+        if Instant::now() > deadline {
+            let wrong: Vec<String> = expected
+                .keys()
+                .chain(got.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter(|k| expected.get(k) != got.get(k))
+                .map(|k| format!("key {k}: expected {:?}, got {:?}", expected.get(k), got.get(k)))
+                .collect();
+            panic!(
+                "{} of {} keys differ (seed {seed}); first ones:\n{}\nsluice log: {}",
+                wrong.len(),
+                expected.len(),
+                wrong.iter().take(20).cloned().collect::<Vec<_>>().join("\n"),
+                log.display()
+            );
+        }
+        drop(m);
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }

@@ -65,11 +65,16 @@ impl Services {
         }
     }
 
-    /// Restarts the broker on the same port and data (waits until its snapshot is on disk
-    /// first, see broker.sh).
-    pub fn restart_broker(&self) {
-        let out = lib_sh("broker", &["restart", &self.name]);
-        assert!(out.status.success(), "broker restart: {}", String::from_utf8_lossy(&out.stderr));
+    /// Stops the broker (SIGTERM, waits for the exit).
+    pub fn stop_broker(&self) {
+        let out = lib_sh("broker", &["stop", &self.name]);
+        assert!(out.status.success(), "broker stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Starts the stopped broker again on its port with its data.
+    pub fn start_broker_again(&self) {
+        let out = lib_sh("broker", &["up", &self.name]);
+        assert!(out.status.success(), "broker up: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     /// A scenario directory with a `sluice.toml` for these services: source `source_name`,
