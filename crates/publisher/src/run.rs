@@ -390,6 +390,7 @@ impl Pipeline<'_> {
         let opts = SchemaOptions {
             prefix: self.cfg.kafka.topic_prefix.clone(),
             key_columns: self.cfg.output.key_columns.get(&name).cloned(),
+            partial_images: self.cfg.output.partial_images,
             ..SchemaOptions::default()
         };
         let schema = TableSchema::new(tm, &opts)?;
@@ -439,21 +440,31 @@ impl Pipeline<'_> {
                 ts_ms: now_ms(),
             };
             let out = Out { encoder: &self.encoder, table: t, output: &self.cfg.output, ctx: &ctx };
-            let sent = match rows.kind {
-                RowsKind::Write => out.emit(sink, Op::Create, None, row.after.as_ref()).await?,
-                RowsKind::Delete => out.emit(sink, Op::Delete, row.before.as_ref(), None).await?,
-                RowsKind::Update | RowsKind::PartialUpdate => {
-                    let kb = out.key(row.before.as_ref())?;
-                    let ka = out.key(row.after.as_ref())?;
-                    if kb != ka {
-                        // the primary key changed: keyed consumers must drop the old row
-                        out.emit(sink, Op::Delete, row.before.as_ref(), None).await?
-                            + out.emit(sink, Op::Create, None, row.after.as_ref()).await?
-                    } else {
-                        out.emit(sink, Op::Update, row.before.as_ref(), row.after.as_ref()).await?
+            let sent = async {
+                Ok::<_, RunError>(match rows.kind {
+                    RowsKind::Write => out.emit(sink, Op::Create, None, row.after.as_ref()).await?,
+                    RowsKind::Delete => out.emit(sink, Op::Delete, row.before.as_ref(), None).await?,
+                    RowsKind::Update | RowsKind::PartialUpdate => {
+                        let kb = out.key(row.before.as_ref())?;
+                        let ka = out.key(row.after.as_ref())?;
+                        if kb != ka {
+                            // the primary key changed: keyed consumers must drop the old row
+                            out.emit(sink, Op::Delete, row.before.as_ref(), None).await?
+                                + out.emit(sink, Op::Create, None, row.after.as_ref()).await?
+                        } else {
+                            out.emit(sink, Op::Update, row.before.as_ref(), row.after.as_ref()).await?
+                        }
                     }
+                })
+            }
+            .await
+            .map_err(|e| match e {
+                // an operator needs to know where: the message names table and column
+                RunError::Fatal(m) => {
+                    RunError::Fatal(format!("{m} (binlog {}, offset {}, row {idx})", ev.file, ev.offset))
                 }
-            };
+                other => other,
+            })?;
             if self.batch_records == 0 {
                 self.batch_started = Instant::now();
             }
