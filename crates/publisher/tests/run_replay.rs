@@ -779,6 +779,16 @@ fn show_failures(what: &str, failures: &[String]) {
     );
 }
 
+/// A `sluice run` child, killed when the test ends early (a panic), so no publisher outlives it.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
     let started = Instant::now();
@@ -801,8 +811,8 @@ fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
     .unwrap();
 
     // publishing while the workload runs: its DDL comes between row events
-    let mut child = start_sluice(&config, &log);
-    let mut strict = start_sluice(&strict_config, &strict_log);
+    let mut child = Running(start_sluice(&config, &log));
+    let mut strict = Running(start_sluice(&strict_config, &strict_log));
     run_workload(&services.mariadb);
     let mut reader = TopicReader::new(&services);
     eprintln!("services and workload: {:.1} s", started.elapsed().as_secs_f64());
@@ -810,7 +820,7 @@ fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
     wait_for(
         90,
         || {
-            if let Ok(Some(st)) = child.try_wait() {
+            if let Ok(Some(st)) = child.0.try_wait() {
                 panic!("sluice run exited ({st}):\n{}", std::fs::read_to_string(&log).unwrap_or_default());
             }
             reader.read(&format!("sluice.{DB}.t_done")).len() == 2
@@ -909,7 +919,7 @@ fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
     // ---- (c) without partial_images, the first MINIMAL row stops the publisher, clearly
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
-        if let Some(st) = strict.try_wait().unwrap() {
+        if let Some(st) = strict.0.try_wait().unwrap() {
             break st;
         }
         assert!(Instant::now() < deadline, "sluice run without partial_images kept running over MINIMAL rows");
@@ -949,8 +959,8 @@ fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
         );
     }
 
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let status = child.wait().unwrap();
+    Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");
     eprintln!("run_replay: {:.1} s", started.elapsed().as_secs_f64());
 }
