@@ -39,7 +39,8 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## Starts a local MariaDB, writes sample changes, and shows them decoded by `sluice dump`.
+## Starts a local MariaDB, broker and Schema Registry, writes sample changes, runs `sluice run`, and shows
+## the change events read back from Kafka (then the flashback SQL decoded offline).
 demo: setup build
 	integration/demo.sh
 

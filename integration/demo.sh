@@ -1,16 +1,50 @@
 #!/usr/bin/env bash
-# `make demo`: starts a throwaway local MariaDB, writes some changes (a new customer, an order,
-# a price change, a cancelled order), and shows them as Sluice streams them from the server as
-# a replica (JSON lines), then the flashback SQL that would undo them, decoded from the files.
+# `make demo`: Sluice's main job on a laptop. Starts a throwaway local MariaDB, a Kafka-compatible
+# broker (noida-db) and a Schema Registry (Sluice's test registry), writes sample changes, runs
+# `sluice run` (Avro records keyed by primary key, one registered schema per table, the binlog
+# position committed in the same Kafka transaction), and shows the change events read back from
+# Kafka by an independent consumer (integration/show_topics.py: confluent-kafka + fastavro).
+# Then the offline side: the flashback SQL that would undo the changes, decoded from the files.
+#
+# Env: SLUICE_BIN (default target/release/sluice), SLUICE_WORK (work files), DEMO_KEEP=1 leaves
+# the three services running (their addresses are printed) for you to explore.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 . "$repo/integration/lib/mariadb.sh"
+. "$repo/integration/lib/broker.sh"
+. "$repo/integration/lib/registry.sh"
 sluice="${SLUICE_BIN:-$repo/target/release/sluice}"
+work="${SLUICE_WORK:-$repo/.work}/demo"
+mkdir -p "$work"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+if ! python3 -c 'import confluent_kafka, fastavro' 2>/dev/null; then
+    say "installing the demo's Kafka reader (pip: confluent-kafka fastavro)"
+    python3 -m pip install --quiet --disable-pip-version-check confluent-kafka fastavro 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages confluent-kafka fastavro
+fi
 
 ensure_mariadb_installed
 mariadb_start demo >/dev/null
-trap 'mariadb_stop demo >/dev/null 2>&1 || true' EXIT
+broker_start demo >/dev/null
+registry_start demo >/dev/null
+sluice_pid=""
+cleanup() {
+    [ -n "$sluice_pid" ] && kill "$sluice_pid" 2>/dev/null && wait "$sluice_pid" 2>/dev/null
+    if [ "${DEMO_KEEP:-0}" = 1 ]; then
+        echo "left running: MariaDB 127.0.0.1:$(mariadb_port demo), broker $BROKER, registry $REGISTRY_URL"
+        return
+    fi
+    mariadb_stop demo >/dev/null 2>&1 || true
+    broker_stop demo >/dev/null 2>&1 || true
+    registry_stop demo >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+port="$(mariadb_port demo)"
+say "MariaDB on 127.0.0.1:$port, broker on $BROKER, Schema Registry on $REGISTRY_URL"
 
+say "writing sample changes (a customer, an order, a price change, a cancelled order, a new column)"
 mariadb_sql demo - <<'SQL'
 SET time_zone = '+00:00';
 CREATE DATABASE shop;
@@ -22,16 +56,66 @@ INSERT INTO shop.customers VALUES (1, 'Zoë Ångström', 'zoe@example.com', '202
 INSERT INTO shop.orders VALUES (18446744073709551615, 1, 1234.50, 'new', '2024-05-01 10:00:01.123456', '{"gift": true}');
 COMMIT;
 UPDATE shop.orders SET status = 'paid', total = total - 0.01 WHERE customer_id = 1;
+ALTER TABLE shop.customers ADD COLUMN vip BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE shop.customers SET vip = TRUE WHERE id = 1;
 DELETE FROM shop.orders WHERE status = 'paid';
-FLUSH BINARY LOGS;
 SQL
+
+cat >"$work/sluice.toml" <<TOML
+# what \`make demo\` ran: sluice run --config $work/sluice.toml
+[source]
+name = "demo"
+url = "mysql://root@127.0.0.1:$port"
+tls = "disabled"
+heartbeat = "1s"
+start = "earliest"
+
+[kafka]
+brokers = "$BROKER"
+topic_prefix = "demo"
+partitions = 2
+batch_max_delay = "100ms"
+
+[registry]
+url = "$REGISTRY_URL"
+
+[filter]
+include = ["shop.*"]
+TOML
+
+say "sluice run --config $work/sluice.toml (log: $work/sluice.log)"
+SLUICE_LOG=info "$sluice" run --config "$work/sluice.toml" 2>"$work/sluice.log" &
+sluice_pid=$!
+# 5 row changes: 5 records and the delete's tombstone; wait until all 6 are committed
+python3 "$repo/integration/show_topics.py" "$BROKER" "$REGISTRY_URL" demo --min 6 --timeout 60 >/dev/null 2>&1 || true
+kill -TERM "$sluice_pid"
+wait "$sluice_pid" && status=0 || status=$?
+sluice_pid=""
+grep -E "Registered|Stopped" "$work/sluice.log" | sed -E 's/^[^ ]+ +//' | cut -c1-200
+echo "(sluice run exited with $status after SIGTERM)"
+
+say "the change events, read back from Kafka (read_committed, Avro decoded with the registered schemas)"
+python3 "$repo/integration/show_topics.py" "$BROKER" "$REGISTRY_URL" demo --min 6 --timeout 10
+
+say "the committed checkpoint on demo.__positions"
+python3 - "$BROKER" <<'PY'
+import sys
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "demo-cp", "isolation.level": "read_committed",
+              "enable.partition.eof": True, "enable.auto.commit": False})
+c.assign([TopicPartition("demo.__positions", 0, 0)])
+last = None
+while True:
+    m = c.poll(5)
+    if m is None or (m.error() and m.error().code() == -191):
+        break
+    if not m.error():
+        last = m
+print(f"key={last.key().decode()} value={last.value().decode()}" if last else "none")
+c.close()
+PY
 
 binlogs=()
 while read -r f; do binlogs+=("$(mariadb_datadir demo)/data/$f"); done < <(mariadb_sql demo "SHOW BINARY LOGS" --batch --skip-column-names | awk '{print $1}')
-
-echo
-echo "== sluice dump --source mysql://root@127.0.0.1:$(mariadb_port demo) (live, as a replica; JSON lines, one per row change)"
-"$sluice" dump --source "mysql://root@127.0.0.1:$(mariadb_port demo)" --password '' --database shop
-echo
-echo "== sluice dump --format flashback (SQL that undoes those changes, last first)"
+say "offline: sluice dump --format flashback (SQL that undoes those changes, last first)"
 "$sluice" dump --format flashback --database shop "${binlogs[@]}"

@@ -146,7 +146,7 @@ pub enum AvroError {
     /// cannot say so: a key column, or any column when partial images are not enabled.
     #[error(
         "{table}: column {column} is not in the {image} image (binlog_row_image is not FULL; \
-         set it to FULL or enable partial images)"
+         set it to FULL, or enable partial images: [output] partial_images = true)"
     )]
     AbsentColumn {
         /// `db.table`.

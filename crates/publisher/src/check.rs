@@ -163,7 +163,8 @@ pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Re
             "binlog_row_image",
             format!(
                 "is {img}: before images carry only the key (and after images only changed columns); set \
-                 binlog_row_image=FULL for complete change records"
+                 binlog_row_image=FULL for complete change records (sluice run stops at such rows unless \
+                 [output] partial_images = true)"
             ),
         ),
         other => r.push(Level::Warning, "binlog_row_image", format!("unknown value {other:?}")),

@@ -168,11 +168,27 @@ pub struct OutputSection {
     /// partitions without per-row ordering): Sluice never guesses a key.
     #[serde(default)]
     pub key_columns: BTreeMap<String, Vec<String>>,
+    /// Publish partial row images (`binlog_row_image=MINIMAL` or `NOBLOB`, where the server
+    /// leaves out columns it did not change or need). When true, every row field is nullable
+    /// and each row record carries `__absent`, the names of the fields the image did not have
+    /// (their null is "not logged", not SQL NULL); a key column missing from an update's after
+    /// image is the unchanged key of the before image. When false (default) the schemas stay
+    /// strict and a partial image stops the publisher with an error naming the table, column
+    /// and binlog position: set `binlog_row_image=FULL` on the server or enable this.
+    /// Switching it changes every table's value schema (BACKWARD compatible: fields become
+    /// nullable, `__absent` has a default).
+    #[serde(default)]
+    pub partial_images: bool,
 }
 
 impl Default for OutputSection {
     fn default() -> Self {
-        OutputSection { value_mode: ValueMode::Envelope, tombstones: true, key_columns: BTreeMap::new() }
+        OutputSection {
+            value_mode: ValueMode::Envelope,
+            tombstones: true,
+            key_columns: BTreeMap::new(),
+            partial_images: false,
+        }
     }
 }
 
@@ -527,7 +543,10 @@ url = "http://127.0.0.1:8081"
         assert_eq!(cfg.source.heartbeat, Duration::from_secs(2));
         assert_eq!(cfg.kafka.topic_prefix, "sluice");
         assert!(cfg.output.tombstones);
+        assert!(!cfg.output.partial_images, "partial row images are opt-in");
         assert_eq!(cfg.output.value_mode, ValueMode::Envelope);
+        let cfg = load(&format!("{MINIMAL}\n[output]\npartial_images = true\n"), vec![]).unwrap();
+        assert!(cfg.output.partial_images);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! stream commits within `max(batch_max_delay, source.heartbeat)`; SIGTERM and Ctrl-C are
 //! noticed the same way and commit at the next boundary before exiting 0.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -452,6 +453,7 @@ impl Pipeline<'_> {
             prefix: self.cfg.kafka.topic_prefix.clone(),
             key_columns: self.cfg.output.key_columns.get(&name).cloned(),
             exclude_columns: excluded_columns(self.cfg, &tm.database, &tm.table),
+            partial_images: self.cfg.output.partial_images,
             ..SchemaOptions::default()
         };
         let schema = TableSchema::new(tm, &opts)?;
@@ -514,21 +516,37 @@ impl Pipeline<'_> {
                 ts_ms: now_ms(),
             };
             let out = Out { encoder: &self.encoder, table: t, output: &self.cfg.output, ctx: &ctx };
-            let sent = match rows.kind {
-                RowsKind::Write => out.emit(sink, Op::Create, None, row.after.as_ref()).await?,
-                RowsKind::Delete => out.emit(sink, Op::Delete, row.before.as_ref(), None).await?,
-                RowsKind::Update | RowsKind::PartialUpdate => {
-                    let kb = out.key(row.before.as_ref())?;
-                    let ka = out.key(row.after.as_ref())?;
-                    if kb != ka {
-                        // the primary key changed: keyed consumers must drop the old row
-                        out.emit(sink, Op::Delete, row.before.as_ref(), None).await?
-                            + out.emit(sink, Op::Create, None, row.after.as_ref()).await?
-                    } else {
-                        out.emit(sink, Op::Update, row.before.as_ref(), row.after.as_ref()).await?
+            let (before, after) = (row.before.as_ref(), row.after.as_ref());
+            let sent = async {
+                Ok::<_, RunError>(match rows.kind {
+                    RowsKind::Write => out.emit(sink, Op::Create, out.key(after)?, None, after).await?,
+                    RowsKind::Delete => out.emit(sink, Op::Delete, out.key(before)?, before, None).await?,
+                    RowsKind::Update | RowsKind::PartialUpdate => {
+                        let kb = out.key(before)?;
+                        // MINIMAL after images hold only the changed columns: a key column they
+                        // lack is unchanged, so it comes from the before image
+                        let ka = match (before, after) {
+                            (Some(b), Some(a)) => out.key(Some(&with_key_from(a, b, &t.schema)))?,
+                            _ => out.key(after)?,
+                        };
+                        if kb != ka {
+                            // the primary key changed: keyed consumers must drop the old row
+                            out.emit(sink, Op::Delete, kb, before, None).await?
+                                + out.emit(sink, Op::Create, ka, None, after).await?
+                        } else {
+                            out.emit(sink, Op::Update, kb, before, after).await?
+                        }
                     }
+                })
+            }
+            .await
+            .map_err(|e| match e {
+                // an operator needs to know where: the message names table and column
+                RunError::Fatal(m) => {
+                    RunError::Fatal(format!("{m} (binlog {}, offset {}, row {idx})", ev.file, ev.offset))
                 }
-            };
+                other => other,
+            })?;
             if self.batch_records == 0 {
                 self.batch_started = Instant::now();
             }
@@ -556,16 +574,17 @@ impl Out<'_> {
         Ok(Some(frame(id, &self.encoder.to_datum(&self.table.schema, schema, v)?)))
     }
 
-    /// Sends the change's record (and a tombstone after a delete); returns how many records.
+    /// Sends the change's record under `key` (and a tombstone after a delete); returns how
+    /// many records.
     async fn emit(
         &self,
         sink: &mut KafkaSink,
         op: Op,
+        key: Option<Vec<u8>>,
         before: Option<&RowImage<'_>>,
         after: Option<&RowImage<'_>>,
     ) -> Result<usize, RunError> {
         let s = &self.table.schema;
-        let key = self.key(if op == Op::Create { after } else { before })?;
         let (value, schema): (Avro, _) = match self.output.value_mode {
             ValueMode::Envelope => (self.encoder.encode_value(s, op, before, after, self.ctx)?, s.value_schema()),
             ValueMode::Flattened => (self.encoder.encode_flat(s, op, before, after)?, s.flat_schema()),
@@ -583,6 +602,23 @@ impl Out<'_> {
     }
 }
 
+/// `image` with the key columns it lacks taken from `from` (only for computing the key: the
+/// published images keep their own absent columns). Borrowed when nothing is missing.
+fn with_key_from<'i, 'a>(image: &'i RowImage<'a>, from: &RowImage<'a>, schema: &TableSchema) -> Cow<'i, RowImage<'a>> {
+    let missing = |c: usize| matches!(image.values.get(c), Some(None));
+    let key = schema.key.iter().flatten();
+    if !key.clone().any(|f| missing(f.column)) {
+        return Cow::Borrowed(image);
+    }
+    let mut out = image.clone();
+    for f in key {
+        if let (Some(slot @ None), Some(Some(v))) = (out.values.get_mut(f.column), from.values.get(f.column)) {
+            *slot = Some(v.clone());
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,6 +634,46 @@ mod tests {
         assert!(matches!(parse_start("0-1-100").unwrap(), StartFrom::MariadbGtid(_)));
         assert!(matches!(parse_start("3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5").unwrap(), StartFrom::MysqlGtid(_)));
         assert!(parse_start("yesterday").is_err());
+    }
+
+    #[test]
+    fn minimal_after_image_keys_come_from_the_before_image() {
+        use sluice_binlog::{Column, ColumnType, Value};
+        // (a INT, b INT, v INT), PRIMARY KEY (a, b)
+        let columns = ["a", "b", "v"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut c = Column::new(i, ColumnType::Long, 0, i == 2);
+                c.name = Some(Arc::from(*n));
+                c
+            })
+            .collect();
+        let tm = TableMap {
+            table_id: 1,
+            flags: 0,
+            database: Arc::from("db"),
+            table: Arc::from("t"),
+            columns,
+            has_column_names: true,
+            primary_key: Some(vec![(0, 0), (1, 0)]),
+        };
+        let schema =
+            TableSchema::new(&tm, &SchemaOptions { partial_images: true, ..SchemaOptions::default() }).unwrap();
+        let img = |v: [Option<i64>; 3]| RowImage { values: v.iter().map(|x| x.map(Value::Int)).collect() };
+        let before = img([Some(1), Some(2), None]);
+        // only v changed: the key is the before image's
+        let after = img([None, None, Some(5)]);
+        let k = with_key_from(&after, &before, &schema);
+        assert_eq!(k.values, img([Some(1), Some(2), Some(5)]).values);
+        assert_eq!(after.values[0], None, "the published after image keeps its absent columns");
+        // b changed: a from the before image, b from the after image
+        let b_changed = img([None, Some(7), None]);
+        let k = with_key_from(&b_changed, &before, &schema);
+        assert_eq!(k.values, img([Some(1), Some(7), None]).values);
+        // a full image is used as it is
+        let full = img([Some(3), Some(4), Some(5)]);
+        assert!(matches!(with_key_from(&full, &before, &schema), Cow::Borrowed(_)));
     }
 
     #[test]
