@@ -540,6 +540,22 @@ fn base_type(f: &FieldPlan, namespace: &str, names: &mut Names) -> Json {
 }
 
 /// A record field for one column: type with its union branches, default, properties.
+/// The zero value of a field's (first) Avro type, in Avro's JSON default encoding; None for
+/// DECIMAL, whose byte-string default (valid Avro) apache-avro refuses to parse, so the schemas
+/// Sluice checks itself would not load.
+fn zero_default(kind: &Kind) -> Option<Json> {
+    Some(match kind {
+        Kind::Int | Kind::Long | Kind::Year | Kind::Date | Kind::Time | Kind::DateTime | Kind::Timestamp => json!(0),
+        Kind::Float | Kind::Double => json!(0.0),
+        Kind::U64Decimal | Kind::Decimal { .. } => return None,
+        Kind::Text | Kind::Json | Kind::EnumString { .. } | Kind::Bytes | Kind::Bits { .. } => json!(""),
+        Kind::Enum { names } => json!(names.first().map_or("", |n| n.as_ref())),
+        Kind::Set { .. } | Kind::Vector => json!([]),
+        Kind::Bool => json!(false),
+        Kind::Geometry => json!({"srid": 0, "wkb": ""}),
+    })
+}
+
 fn field_json(f: &FieldPlan, col: Option<&Column>, namespace: &str, names: &mut Names) -> Json {
     let mut base = base_type(f, namespace, names);
     if let (Kind::Decimal { scale }, Some(col)) = (&f.kind, col) {
@@ -562,8 +578,12 @@ fn field_json(f: &FieldPlan, col: Option<&Column>, namespace: &str, names: &mut 
     let mut m = Map::new();
     m.insert("name".into(), json!(f.name));
     m.insert("type".into(), ty);
-    if f.nullable {
-        m.insert("default".into(), Json::Null);
+    // Every field has a default, so that a column added by DDL gives a schema that can still read
+    // the table's earlier records (the registry's BACKWARD check): null for nullable fields, else
+    // the zero of the field's type (for the first union branch), which is what a consumer with the
+    // new schema reads for records written before the column existed.
+    if let Some(default) = if f.nullable { Some(Json::Null) } else { zero_default(&f.kind) } {
+        m.insert("default".into(), default);
     }
     m.insert("mysql.column".into(), json!(f.original.as_ref()));
     if let Some(col) = col {
