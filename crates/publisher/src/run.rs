@@ -127,18 +127,38 @@ pub fn run(args: RunArgs) -> u8 {
             return exit::FAILURE;
         }
     };
-    rt.block_on(async {
+    let code = rt.block_on(async {
         let stop = Arc::new(AtomicBool::new(false));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let flag = Arc::clone(&stop);
         tokio::spawn(async move {
             shutdown_signal().await;
             tracing::info!("Stopping at the next transaction boundary");
             flag.store(true, Ordering::SeqCst);
+            let _ = stop_tx.send(true);
         });
+        // Resolves STOP_GRACE after a stop was asked for: a pipeline that is connecting, retrying
+        // or inside a long MySQL transaction is then dropped. That loses nothing: its open Kafka
+        // transaction is never committed, and the next start aborts it and replays from the
+        // last committed checkpoint.
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+            tokio::time::sleep(STOP_GRACE).await;
+        };
         let mut backoff = Duration::from_secs(1);
         loop {
             let started = Instant::now();
-            match pipeline(&cfg, &stop).await {
+            let outcome = tokio::select! {
+                r = pipeline(&cfg, &stop) => r,
+                () = stopped(stop_rx.clone()) => {
+                    tracing::warn!(
+                        "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without \
+                         committing; the next start replays from the last committed checkpoint"
+                    );
+                    return exit::OK;
+                }
+            };
+            match outcome {
                 Ok(()) => return exit::OK,
                 Err(RunError::Fatal(m)) => {
                     tracing::error!("{m}");
@@ -152,21 +172,33 @@ pub fn run(args: RunArgs) -> u8 {
                     if started.elapsed() > Duration::from_secs(60) {
                         backoff = Duration::from_secs(1);
                     }
-                    if predecessor_registered(&m) {
+                    let wait = if predecessor_registered(&m) {
                         // not a failure: the server drops the dead connection at its next heartbeat
                         let wait = cfg.source.heartbeat / 2 + Duration::from_millis(200);
                         tracing::info!(wait = ?wait, "Waiting for the server to drop this source's previous connection");
-                        tokio::time::sleep(wait).await;
-                        continue;
+                        wait
+                    } else {
+                        tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
+                        let wait = backoff;
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                        wait
+                    };
+                    let mut rx = stop_rx.clone();
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        _ = rx.wait_for(|s| *s) => return exit::OK,
                     }
-                    tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }
         }
-    })
+    });
+    // blocking Kafka calls of a dropped pipeline may still be waiting on the broker
+    rt.shutdown_timeout(Duration::from_secs(2));
+    code
 }
+
+/// How long a stop signal waits for the next transaction boundary.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Resolves on Ctrl-C or SIGTERM.
 async fn shutdown_signal() {
