@@ -100,13 +100,19 @@ def main():
     while len(records) < opts["--min"] and time.time() < deadline:
         time.sleep(1)
         records = read_all(broker, registry, prefix)
-    # transaction order: source position, then the order within the transaction
+    # transaction order: source position, then the order within the transaction; a tombstone
+    # right after the record before it in its partition
     def order(r):
         v = r[4] or {}
         src = v.get("source") or {}
         tx = v.get("transaction") or {}
-        return (src.get("file", ""), src.get("pos", 0), tx.get("total_order", 0), r[0], r[2])
-    for topic, partition, offset, key, value in sorted(records, key=order):
+        return (src.get("file", ""), src.get("pos", 0), tx.get("total_order", 0))
+    ranked, last = [], {}
+    for r in sorted(records, key=lambda r: (r[0], r[1], r[2])):
+        base = order(r) if r[4] is not None else last.get((r[0], r[1]), ("", 0, 0))
+        last[(r[0], r[1])] = base
+        ranked.append(((base, r[4] is None, r[0], r[2]), r))
+    for _, (topic, partition, offset, key, value) in sorted(ranked, key=lambda x: x[0]):
         head = f"{topic} [{partition}@{offset}] key={json.dumps(plain(key), ensure_ascii=False)}"
         if value is None:
             print(f"{head} tombstone")

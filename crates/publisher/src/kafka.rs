@@ -475,6 +475,34 @@ pub fn read_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, SinkError> {
 mod tests {
     use super::*;
 
+    /// What happens next for each kind of Kafka error (the broker's behaviour behind them is
+    /// exercised by run_chaos and run_e2e against a real broker).
+    #[test]
+    fn errors_are_classified_by_what_happens_next() {
+        let produce = |c| classify("producing", &KafkaError::MessageProduction(c));
+        for fenced in
+            [RDKafkaErrorCode::ProducerFenced, RDKafkaErrorCode::InvalidProducerEpoch, RDKafkaErrorCode::Fenced]
+        {
+            let SinkError::Fatal(m) = produce(fenced) else { panic!("{fenced:?} must stop") };
+            assert!(m.contains("another instance with the same source name"), "{m}");
+        }
+        for denied in [RDKafkaErrorCode::TopicAuthorizationFailed, RDKafkaErrorCode::TransactionalIdAuthorizationFailed]
+        {
+            let SinkError::Fatal(m) = produce(denied) else { panic!("{denied:?} must stop") };
+            assert!(m.contains("credentials, ACLs"), "{m}");
+        }
+        // a new producer resumes from the checkpoint after these
+        for restart in [
+            RDKafkaErrorCode::OutOfOrderSequenceNumber,
+            RDKafkaErrorCode::UnknownProducerId,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::MessageTimedOut,
+            RDKafkaErrorCode::NotEnoughReplicas,
+        ] {
+            assert!(matches!(produce(restart), SinkError::Abortable(_)), "{restart:?} must restart");
+        }
+    }
+
     #[test]
     fn checkpoint_json() {
         let c = Checkpoint::of(&ResumePoint { file: "mysql-bin.000003".into(), position: 1234, gtid: None });

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# End-to-end publisher throughput (issue 4 acceptance): `sluice run` streams the benchmark workload
+# (bench/gen_bench_binlog.sh, the "full" variant: 1.4 M row changes by default, one table with 14 column
+# types, transactions of 1 to 10,000 rows) from MariaDB into Kafka as Avro with transactions, side by side
+# in one run with the broker's own produce ceiling: the same number of records, of the same average key and
+# value sizes, produced by a plain rdkafka producer (crates/publisher/examples/plain_produce.rs), once
+# without and once with transactions of the same batch size.
+#
+# Usage: bench/kafka_bench.sh [ROWS]       (ROWS as for gen_bench_binlog.sh, default 1000000)
+# The server's data comes from gen_bench_binlog.sh with BENCH_KEEP_DATADIR=1 (shared with live_bench.sh).
+# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_BATCH (batch_max_records, default 10000).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+. "$repo/integration/lib/mariadb.sh"
+. "$repo/integration/lib/broker.sh"
+. "$repo/integration/lib/registry.sh"
+
+rows="${1:-1000000}"
+batch="${BENCH_BATCH:-10000}"
+export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
+files="$SLUICE_WORK/bench"
+out="$SLUICE_WORK/kafka_bench"
+mkdir -p "$out"
+
+if [ ! -s "$(mariadb_datadir bench)/port" ] || [ ! -d "$files/full" ]; then
+    echo "kafka_bench: generating the workload (bench/gen_bench_binlog.sh, a few minutes)" >&2
+    BENCH_KEEP_DATADIR=1 "$here/gen_bench_binlog.sh" "$files" "$rows" >&2
+fi
+first="$(ls "$files/full" | head -n 1)"
+first_size="$(stat -c %s "$files/full/$first")"
+
+echo "kafka_bench: building (release)" >&2
+(cd "$repo" && cargo build --release -q -p sluice --bin sluice --example plain_produce -p sluice-test-registry)
+target="${CARGO_TARGET_DIR:-$repo/target}/release"
+export SLUICE_REGISTRY_BIN="$target/sluice-test-registry"
+python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q confluent-kafka >&2
+
+mariadb_restart bench >/dev/null
+broker_start kbench >/dev/null
+registry_start kbench >/dev/null
+sluice_pid=""
+trap '[ -n "$sluice_pid" ] && kill -9 "$sluice_pid" 2>/dev/null; mariadb_stop bench; broker_stop kbench; registry_stop kbench' EXIT
+port="$(mariadb_port bench)"
+
+cat >"$out/sluice.toml" <<TOML
+[source]
+name = "kbench"
+url = "mysql://root@127.0.0.1:$port"
+tls = "disabled"
+start = "$first:4"
+[kafka]
+brokers = "$BROKER"
+partitions = 3
+batch_max_records = $batch
+[registry]
+url = "$REGISTRY_URL"
+[filter]
+include = ["bench_full.*"]
+TOML
+
+# the checkpoint passing the last transaction of the first file (which ends with a ROTATE) = done
+wait_py='
+import json, sys, time
+from confluent_kafka import Consumer, TopicPartition
+broker, first, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = Consumer({"bootstrap.servers": broker, "group.id": "kbench-wait", "isolation.level": "read_committed",
+              "enable.auto.commit": False, "enable.partition.eof": True})
+deadline = time.time() + 1800
+while time.time() < deadline:
+    lo, hi = c.get_watermark_offsets(TopicPartition("sluice.__positions", 0), timeout=10)
+    if hi > lo:
+        c.assign([TopicPartition("sluice.__positions", 0, max(lo, hi - 5))])
+        last = None
+        while True:
+            m = c.poll(2)
+            if m is None or m.error():
+                break
+            last = json.loads(m.value())
+        if last and (last["file"] != first or last["position"] >= size - 64):
+            print(time.time()); sys.exit(0)
+    time.sleep(0.2)
+sys.exit(1)
+'
+echo "kafka_bench: sluice run from $first:4 (checkpoint must pass $first:$((first_size - 64)))" >&2
+t0="$(date +%s.%N)"
+SLUICE_LOG=warn "$target/sluice" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
+sluice_pid=$!
+( while kill -0 "$sluice_pid" 2>/dev/null; do grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/vmhwm"; sleep 0.5; done ) &
+t1="$(python3 -c "$wait_py" "$BROKER" "$first" "$first_size")"
+peak="$(cat "$out/vmhwm" 2>/dev/null || echo 0)"
+kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
+sluice_pid=""
+
+stats_py='
+import sys
+from confluent_kafka import Consumer, TopicPartition
+broker, topic = sys.argv[1], sys.argv[2]
+c = Consumer({"bootstrap.servers": broker, "group.id": "kbench-stats", "isolation.level": "read_committed",
+              "enable.auto.commit": False, "enable.partition.eof": True})
+md = c.list_topics(topic, timeout=10)
+parts = sorted(md.topics[topic].partitions)
+c.assign([TopicPartition(topic, p, 0) for p in parts])
+n = kb = vb = 0; eof = set()
+while len(eof) < len(parts):
+    m = c.poll(5)
+    if m is None: break
+    if m.error(): eof.add(m.partition()); continue
+    n += 1; kb += len(m.key() or b""); vb += len(m.value() or b"")
+print(n, kb // max(n, 1), vb // max(n, 1))
+'
+read -r records key_bytes value_bytes < <(python3 -c "$stats_py" "$BROKER" sluice.bench_full.orders)
+secs="$(echo "$t1 - $t0" | bc -l)"
+
+python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.idem 3 1 >/dev/null
+python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.txn 3 1 >/dev/null
+plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes")"
+plain_txn="$("$target/examples/plain_produce" "$BROKER" plain.txn "$records" "$key_bytes" "$value_bytes" --transactional "$batch")"
+
+python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" <<'PY'
+import json, sys
+records, secs, peak, kb, vb = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+plain, plain_txn, rows = json.loads(sys.argv[6]), json.loads(sys.argv[7]), int(sys.argv[8])
+changes = rows + rows * 3 // 10 + rows // 10
+print(f"records: {records:,} (row changes {changes:,} + tombstones), avg key {kb} B, avg value {vb} B")
+print("| contender | seconds | records | records/s | row changes/s |")
+print("|---|---|---|---|---|")
+print(f"| sluice run (decode, Avro, registry, batches, checkpoints) | {secs:.2f} | {records:,} | {records/secs:,.0f} | {changes/secs:,.0f} |")
+for name, p in (("plain producer, idempotent", plain), ("plain producer, transactional (same batch)", plain_txn)):
+    print(f"| {name} | {p['secs']:.2f} | {p['records']:,} | {p['rows_per_s']:,.0f} | - |")
+print(f"sluice vs plain idempotent: {plain['rows_per_s'] / (records / secs):.2f}x slower; "
+      f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MB")
+PY

@@ -1,0 +1,83 @@
+//! The broker's own produce ceiling for `bench/kafka_bench.sh`: N records of fixed key and value
+//! sizes produced by a plain rdkafka producer with the same client settings as Sluice's sink
+//! (lz4, linger 5 ms, idempotence), nothing decoded or encoded. With `--transactional B` the
+//! records go in Kafka transactions of B records, as Sluice's batches do.
+//!
+//! ```text
+//! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B]
+//! ```
+//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R}`.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 6 {
+        eprintln!("usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B]");
+        std::process::exit(2);
+    }
+    let (broker, topic) = (&args[1], &args[2]);
+    let records: usize = args[3].parse().expect("RECORDS");
+    let key_bytes: usize = args[4].parse().expect("KEY_BYTES");
+    let value_bytes: usize = args[5].parse().expect("VALUE_BYTES");
+    let batch: Option<usize> =
+        args.iter().position(|a| a == "--transactional").map(|i| args[i + 1].parse().expect("--transactional B"));
+
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", broker)
+        .set("enable.idempotence", "true")
+        .set("partitioner", "murmur2_random")
+        .set("linger.ms", "5")
+        .set("compression.type", "lz4");
+    if batch.is_some() {
+        cfg.set("transactional.id", format!("plain-produce-{}", std::process::id()));
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> = cfg.create().expect("producer");
+    let timeout = Duration::from_secs(60);
+    if batch.is_some() {
+        producer.init_transactions(timeout).expect("init_transactions");
+    }
+    // values that compress like Avro rows do not: varied bytes, not a repeated pattern
+    let value: Vec<u8> = (0..value_bytes).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
+    let mut key = vec![0u8; key_bytes.max(8)];
+    key.truncate(key_bytes.max(1));
+
+    let started = Instant::now();
+    let mut in_txn = 0usize;
+    for i in 0..records {
+        if let Some(b) = batch {
+            if in_txn == 0 {
+                producer.begin_transaction().expect("begin_transaction");
+            }
+            in_txn += 1;
+            if in_txn == b {
+                in_txn = 0;
+            }
+        }
+        let id = (i as u64).to_be_bytes();
+        let n = key.len().min(8);
+        key[..n].copy_from_slice(&id[8 - n..]);
+        loop {
+            match producer.send(BaseRecord::<[u8], [u8]>::to(topic).key(&key[..]).payload(&value[..])) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((e, _)) => panic!("produce: {e}"),
+            }
+        }
+        if batch.is_some() && in_txn == 0 {
+            producer.commit_transaction(timeout).expect("commit_transaction");
+        }
+    }
+    if batch.is_some() && in_txn != 0 {
+        producer.commit_transaction(timeout).expect("commit_transaction");
+    }
+    producer.flush(timeout).expect("flush");
+    let secs = started.elapsed().as_secs_f64();
+    println!(r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}}}"#, records as f64 / secs);
+}
