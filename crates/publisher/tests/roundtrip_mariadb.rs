@@ -34,7 +34,7 @@ use std::process::{Command, Output, Stdio};
 
 use base64::Engine as _;
 use serde_json::Value as Json;
-use support::{repo, Server};
+use support::{float_canon, repo, SelectAs, Server};
 
 type Row = BTreeMap<String, Option<String>>;
 
@@ -95,24 +95,6 @@ fn cols(v: &Json) -> Vec<Col> {
         .collect()
 }
 
-fn float_canon(data_type: &str, s: &str) -> String {
-    if data_type == "float" {
-        let f: f32 = s.parse().unwrap_or_else(|e| panic!("FLOAT {s:?}: {e}"));
-        if f == 0.0 {
-            "0".into()
-        } else {
-            f.to_string()
-        }
-    } else {
-        let f: f64 = s.parse().unwrap_or_else(|e| panic!("DOUBLE {s:?}: {e}"));
-        if f == 0.0 {
-            "0".into()
-        } else {
-            f.to_string()
-        }
-    }
-}
-
 fn scalar_text(v: &Json) -> String {
     match v {
         Json::String(s) => s.clone(),
@@ -130,7 +112,7 @@ fn exp_canon(col: Option<&Col>, v: &Json) -> Option<String> {
         v => {
             let s = scalar_text(v);
             Some(match col.map(|c| c.data_type.as_str()) {
-                Some(t @ ("float" | "double")) => float_canon(t, &s),
+                Some(t @ ("float" | "double")) => float_canon(t == "float", &s),
                 _ => s,
             })
         }
@@ -159,7 +141,7 @@ fn sluice_canon(col: Option<&Col>, v: &Json) -> Option<String> {
             let b: [u8; 16] = b64(v.as_str().unwrap()).try_into().unwrap();
             std::net::Ipv6Addr::from(b).to_string()
         }
-        (_, t @ ("float" | "double")) => float_canon(t, &scalar_text(v)),
+        (_, t @ ("float" | "double")) => float_canon(t == "float", &scalar_text(v)),
         (_, "datetime" | "timestamp") => v.as_str().unwrap().replace('T', " ").trim_end_matches('Z').to_string(),
         (_, "year") => format!("{:04}", v.as_u64().unwrap()),
         _ => scalar_text(v),
@@ -392,47 +374,23 @@ fn json_replay_equals_expected_final() {
 
 /// SELECT expression per column, giving the canonical form (see the module docs): text as
 /// HEX of its utf8mb4 form (so tabs, newlines and NULL text survive `mariadb -B`).
-fn select_expr(c: &Col) -> String {
-    let q = format!("`{}`", c.name);
-    match c.repr.as_str() {
-        "hex" => format!("HEX({q})"),
-        "bit_uint" => format!("CAST({q}+0 AS CHAR)"),
-        "geometry" => format!("CONCAT(ST_SRID({q}), ':', HEX({q}))"),
-        _ => format!("HEX(CAST({q} AS CHAR CHARACTER SET utf8mb4))"),
-    }
-}
-
 fn select_table(server: &Server, db: &str, table: &str, m: &Model) -> Vec<Row> {
-    let exprs: Vec<String> = m.cols.iter().map(select_expr).collect();
-    let out = server.sql_text(&format!("SET time_zone = '+00:00'; SELECT {} FROM `{db}`.`{table}`", exprs.join(", ")));
-    out.lines()
-        .map(|l| {
-            let fields: Vec<&str> = l.split('\t').collect();
-            assert_eq!(fields.len(), m.cols.len(), "{table}: {l}");
-            m.cols
-                .iter()
-                .zip(fields)
-                .map(|(c, f)| {
-                    let v = (f != "NULL").then(|| match c.repr.as_str() {
-                        "hex" | "bit_uint" | "geometry" => f.to_string(),
-                        _ => {
-                            let bytes: Vec<u8> = (0..f.len())
-                                .step_by(2)
-                                .map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap())
-                                .collect();
-                            let s = String::from_utf8(bytes).unwrap();
-                            if matches!(c.data_type.as_str(), "float" | "double") {
-                                float_canon(&c.data_type, &s)
-                            } else {
-                                s
-                            }
-                        }
-                    });
-                    (c.name.clone(), v)
-                })
-                .collect()
+    let cols: Vec<(String, SelectAs)> = m
+        .cols
+        .iter()
+        .map(|c| {
+            let how = match (c.repr.as_str(), c.data_type.as_str()) {
+                ("hex", _) => SelectAs::Hex,
+                ("bit_uint", _) => SelectAs::BitUint,
+                ("geometry", _) => SelectAs::Geometry,
+                (_, "float") => SelectAs::Float,
+                (_, "double") => SelectAs::Double,
+                _ => SelectAs::Text,
+            };
+            (c.name.clone(), how)
         })
-        .collect()
+        .collect();
+    server.select_exact(db, table, &cols)
 }
 
 #[test]

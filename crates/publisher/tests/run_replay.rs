@@ -46,7 +46,7 @@ use apache_avro::types::Value as Avro;
 use base64::Engine as _;
 use serde_json::Value as Json;
 use support::kafka::{start_sluice, unwrap_union, wait_for, Record, Services, TopicReader};
-use support::{repo, Server};
+use support::{float_canon, repo, SelectAs, Server};
 
 const DB: &str = "sluice_it";
 
@@ -133,17 +133,6 @@ fn hex_upper(b: &[u8]) -> String {
 
 fn b64(s: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(s).unwrap_or_else(|e| panic!("{e}: {s}"))
-}
-
-fn float_canon(kind: Kind, s: &str) -> String {
-    let zero_or = |is_zero: bool, text: String| if is_zero { "0".to_string() } else { text };
-    if kind == Kind::Float {
-        let f: f32 = s.parse().unwrap_or_else(|e| panic!("FLOAT {s:?}: {e}"));
-        zero_or(f == 0.0, f.to_string())
-    } else {
-        let f: f64 = s.parse().unwrap_or_else(|e| panic!("DOUBLE {s:?}: {e}"));
-        zero_or(f == 0.0, f.to_string())
-    }
 }
 
 /// Two's-complement big-endian bytes (Avro decimal) as decimal text with `scale` decimals.
@@ -258,8 +247,8 @@ fn avro_canon(kind: Kind, v: &Avro) -> Result<Option<String>, String> {
         (Kind::Decimal { scale }, Avro::Decimal(d)) => {
             decimal_text(&Vec::<u8>::try_from(d).map_err(|e| e.to_string())?, scale)
         }
-        (Kind::Float, Avro::Float(f)) => float_canon(kind, &f.to_string()),
-        (Kind::Double, Avro::Double(f)) => float_canon(kind, &f.to_string()),
+        (Kind::Float, Avro::Float(f)) => float_canon(kind == Kind::Float, &f.to_string()),
+        (Kind::Double, Avro::Double(f)) => float_canon(kind == Kind::Float, &f.to_string()),
         (Kind::Date, Avro::Date(days)) => civil(i64::from(*days)),
         (Kind::DateTime { fsp }, Avro::TimestampMicros(us) | Avro::LocalTimestampMicros(us)) => datetime_text(*us, fsp),
         // zero dates: the union's string branch holds MySQL's text (schemas/README.md)
@@ -315,7 +304,7 @@ fn dump_canon(kind: Kind, v: &Json) -> Option<String> {
         Kind::Geometry => geometry_text(v["srid"].as_u64().unwrap(), &b64(v["wkb"].as_str().unwrap())),
         Kind::Uuid => uuid_text(&b64(&s(v))),
         Kind::Inet6 => inet6_text(&b64(&s(v))),
-        Kind::Float | Kind::Double => float_canon(kind, &scalar_text(v)),
+        Kind::Float | Kind::Double => float_canon(kind == Kind::Float, &scalar_text(v)),
         Kind::DateTime { .. } => s(v).replace('T', " ").trim_end_matches('Z').to_string(),
         Kind::Year => format!("{:04}", v.as_u64().unwrap()),
         _ => scalar_text(v),
@@ -324,46 +313,23 @@ fn dump_canon(kind: Kind, v: &Json) -> Option<String> {
 
 /// SELECT expression per column giving its canonical form (text as HEX of its utf8mb4 form, so
 /// tabs, newlines and backslashes survive `mariadb -B`).
-fn select_expr(name: &str, kind: Kind) -> String {
-    let q = format!("`{name}`");
-    match kind {
-        Kind::Hex => format!("HEX({q})"),
-        Kind::Bit => format!("CAST({q}+0 AS CHAR)"),
-        Kind::Geometry => format!("CONCAT(ST_SRID({q}), ':', HEX({q}))"),
-        _ => format!("HEX(CAST({q} AS CHAR CHARACTER SET utf8mb4))"),
-    }
-}
-
 fn select_rows(server: &Server, table: &str, t: &Table) -> Vec<Row> {
-    let exprs: Vec<String> = t.cols.iter().map(|(n, k)| select_expr(n, *k)).collect();
-    let out = server.sql_text(&format!("SET time_zone = '+00:00'; SELECT {} FROM `{DB}`.`{table}`", exprs.join(", ")));
-    out.lines()
-        .map(|l| {
-            let fields: Vec<&str> = l.split('\t').collect();
-            assert_eq!(fields.len(), t.cols.len(), "{table}: {l}");
-            t.cols
-                .iter()
-                .zip(fields)
-                .map(|((name, kind), f)| {
-                    let v = (f != "NULL").then(|| match kind {
-                        Kind::Hex | Kind::Bit | Kind::Geometry => f.to_string(),
-                        _ => {
-                            let bytes: Vec<u8> = (0..f.len())
-                                .step_by(2)
-                                .map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap())
-                                .collect();
-                            let s = String::from_utf8(bytes).unwrap();
-                            match kind {
-                                Kind::Float | Kind::Double => float_canon(*kind, &s),
-                                _ => s,
-                            }
-                        }
-                    });
-                    (name.clone(), v)
-                })
-                .collect()
+    let cols: Vec<(String, SelectAs)> = t
+        .cols
+        .iter()
+        .map(|(n, k)| {
+            let how = match k {
+                Kind::Hex => SelectAs::Hex,
+                Kind::Bit => SelectAs::BitUint,
+                Kind::Geometry => SelectAs::Geometry,
+                Kind::Float => SelectAs::Float,
+                Kind::Double => SelectAs::Double,
+                _ => SelectAs::Text,
+            };
+            (n.clone(), how)
         })
-        .collect()
+        .collect();
+    server.select_exact(DB, table, &cols)
 }
 
 fn clip(v: Option<&Option<String>>) -> String {
@@ -983,8 +949,8 @@ fn canonical_forms() {
     assert_eq!(datetime_text(1_000_001, 6), "1970-01-01 00:00:01.000001");
     assert_eq!(datetime_text(253_402_300_799_990_000, 2), "9999-12-31 23:59:59.99");
     assert_eq!(datetime_text(-1, 6), "1969-12-31 23:59:59.999999");
-    assert_eq!(float_canon(Kind::Float, "3.4e38"), float_canon(Kind::Float, &3.4e38f32.to_string()));
-    assert_eq!(float_canon(Kind::Double, "-0"), "0");
+    assert_eq!(float_canon(true, "3.4e38"), float_canon(true, &3.4e38f32.to_string()));
+    assert_eq!(float_canon(false, "-0"), "0");
     assert_eq!(inet6_text(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]), "2001:db8::1");
     assert_eq!(avro_canon(Kind::Set, &Avro::Array(vec![])).unwrap(), Some(String::new()));
     assert_eq!(avro_canon(Kind::Bit, &Avro::Bytes(vec![0xFF; 8])).unwrap(), Some(u64::MAX.to_string()));

@@ -369,3 +369,93 @@ impl Drop for Follower {
         let _ = self.child.wait();
     }
 }
+
+/// How [`Server::select_exact`] selects a column so that the client's text is exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelectAs {
+    /// Bytes as upper-case hex.
+    Hex,
+    /// A BIT value as its unsigned number.
+    BitUint,
+    /// `SRID:HEX(wkb)`.
+    Geometry,
+    /// FLOAT, read back through [`float_canon`].
+    Float,
+    /// DOUBLE, read back through [`float_canon`].
+    Double,
+    /// Anything else as utf8mb4 text (sent as hex, so tabs, newlines and NULs survive).
+    Text,
+}
+
+impl Server {
+    /// Every row of `db.table` as column name → text (`None` for NULL), each column selected as
+    /// `cols` says, with `time_zone = '+00:00'`.
+    pub fn select_exact(
+        &self,
+        db: &str,
+        table: &str,
+        cols: &[(String, SelectAs)],
+    ) -> Vec<std::collections::BTreeMap<String, Option<String>>> {
+        let exprs: Vec<String> = cols
+            .iter()
+            .map(|(name, how)| {
+                let q = format!("`{name}`");
+                match how {
+                    SelectAs::Hex => format!("HEX({q})"),
+                    SelectAs::BitUint => format!("CAST({q}+0 AS CHAR)"),
+                    SelectAs::Geometry => format!("CONCAT(ST_SRID({q}), ':', HEX({q}))"),
+                    _ => format!("HEX(CAST({q} AS CHAR CHARACTER SET utf8mb4))"),
+                }
+            })
+            .collect();
+        let out =
+            self.sql_text(&format!("SET time_zone = '+00:00'; SELECT {} FROM `{db}`.`{table}`", exprs.join(", ")));
+        out.lines()
+            .map(|l| {
+                let fields: Vec<&str> = l.split('\t').collect();
+                assert_eq!(fields.len(), cols.len(), "{db}.{table}: {l}");
+                cols.iter()
+                    .zip(fields)
+                    .map(|((name, how), f)| {
+                        let v = (f != "NULL").then(|| match how {
+                            SelectAs::Hex | SelectAs::BitUint | SelectAs::Geometry => f.to_string(),
+                            _ => {
+                                let bytes: Vec<u8> = (0..f.len())
+                                    .step_by(2)
+                                    .map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap())
+                                    .collect();
+                                let s = String::from_utf8(bytes).unwrap();
+                                match how {
+                                    SelectAs::Float | SelectAs::Double => float_canon(*how == SelectAs::Float, &s),
+                                    _ => s,
+                                }
+                            }
+                        });
+                        (name.clone(), v)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// A FLOAT (`single`) or DOUBLE in one canonical text: parsed at its precision and printed by
+/// Rust's shortest round-trip form, with -0 as 0.
+pub fn float_canon(single: bool, s: &str) -> String {
+    let text = if single {
+        let f: f32 = s.parse().unwrap_or_else(|e| panic!("FLOAT {s:?}: {e}"));
+        if f == 0.0 {
+            None
+        } else {
+            Some(f.to_string())
+        }
+    } else {
+        let f: f64 = s.parse().unwrap_or_else(|e| panic!("DOUBLE {s:?}: {e}"));
+        if f == 0.0 {
+            None
+        } else {
+            Some(f.to_string())
+        }
+    };
+    text.unwrap_or_else(|| "0".into())
+}
