@@ -98,6 +98,7 @@ import sys
 from confluent_kafka import Consumer, TopicPartition
 broker, topic = sys.argv[1], sys.argv[2]
 c = Consumer({"bootstrap.servers": broker, "group.id": "kbench-stats", "isolation.level": "read_committed",
+              "receive.message.max.bytes": 1000000000, "max.partition.fetch.bytes": 1048576,
               "enable.auto.commit": False, "enable.partition.eof": True})
 md = c.list_topics(topic, timeout=10)
 parts = sorted(md.topics[topic].partitions)

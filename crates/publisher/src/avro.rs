@@ -17,6 +17,7 @@
 //! format, which the envelope resembles
 //! <https://debezium.io/documentation/reference/stable/connectors/mysql.html#mysql-events>.
 
+mod binary;
 mod encode;
 mod schema;
 

@@ -241,12 +241,24 @@ impl AvroEncoder {
         Ok(Avro::Record(self.row(schema, img, which, extra)?))
     }
 
-    /// Avro binary encoding of `value` under `schema` (no container, no Confluent header).
+    /// Avro binary encoding of `value` under `schema` (no container, no Confluent header), by
+    /// Sluice's own writer (`binary.rs`); debug builds also encode with apache-avro, which
+    /// validates against `schema`, and assert both agree.
     ///
     /// # Errors
     /// [`AvroError::Encode`] when the value does not match the schema (a bug: values come from
-    /// the same [`TableSchema`]).
+    /// the same [`TableSchema`]; checked in debug builds only).
     pub fn to_datum(&self, table: &TableSchema, schema: &Schema, value: Avro) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(256);
+        if super::binary::write(&value, &mut out).is_some() {
+            #[cfg(debug_assertions)]
+            {
+                let reference = apache_avro::to_avro_datum(schema, value)
+                    .map_err(|e| AvroError::Encode { table: table.qualified.clone(), source: Box::new(e) })?;
+                assert_eq!(out, reference, "{}: Sluice's Avro writer disagrees with apache-avro", table.qualified);
+            }
+            return Ok(out);
+        }
         apache_avro::to_avro_datum(schema, value)
             .map_err(|e| AvroError::Encode { table: table.qualified.clone(), source: Box::new(e) })
     }
