@@ -26,7 +26,12 @@ pub struct TxSpool {
 impl TxSpool {
     /// Adds a line (without newline; it must not contain one, as serialized JSON never does).
     pub fn push(&mut self, line: &str) -> io::Result<()> {
-        self.mem.extend_from_slice(line.as_bytes());
+        self.push_bytes(line.as_bytes())
+    }
+
+    /// As [`TxSpool::push`], for a line already in bytes (UTF-8 JSON without a newline).
+    pub fn push_bytes(&mut self, line: &[u8]) -> io::Result<()> {
+        self.mem.extend_from_slice(line);
         self.mem.push(b'\n');
         self.lines += 1;
         if self.mem.len() > MEMORY_LIMIT {
