@@ -22,7 +22,7 @@ use sluice_binlog::Error as BinlogError;
 
 use crate::exit;
 use crate::filter::TableFilter;
-use crate::render::{image_json, write_image_json, write_json_num, write_json_str};
+use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str};
 use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent, StartFrom};
 use spool::{ReverseSpool, TxSpool};
 
@@ -596,7 +596,9 @@ impl<W: Write> Dumper<W> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut prefix = Vec::new();
         let mut middle = Vec::new();
+        let mut keys = Vec::new();
         if self.args.format == Format::Json {
+            keys = json_keys(&table.columns);
             prefix.extend_from_slice(b"{\"type\":");
             write_json_str(&mut prefix, rows.kind.sql_verb());
             prefix.extend_from_slice(b",\"database\":");
@@ -636,7 +638,7 @@ impl<W: Write> Dumper<W> {
                             line.extend_from_slice(b",\"after\":");
                         }
                         match image {
-                            Some(img) => write_image_json(&mut line, &img.values, &table.columns, &mut scratch),
+                            Some(img) => write_image_json(&mut line, &img.values, &table.columns, &keys, &mut scratch),
                             None => line.extend_from_slice(b"null"),
                         }
                     }
