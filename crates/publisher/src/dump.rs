@@ -66,7 +66,8 @@ pub struct DumpArgs {
     #[arg(long, value_name = "OFFSET")]
     start_position: Option<u64>,
 
-    /// Stop before the first event at or after this offset of the last file.
+    /// Stop before the first event at or after this offset of the last file (with --source:
+    /// of --start-file, and the dump also stops where the stream moves on to the next file).
     #[arg(long, value_name = "OFFSET")]
     stop_position: Option<u64>,
 
@@ -404,6 +405,15 @@ impl<W: Write> Dumper<W> {
 
     fn run_live(&mut self) -> Result<(), Failure> {
         let (cfg, start) = self.source_config()?;
+        // --stop-position bounds the dump to one file, as it bounds the last file named in
+        // file mode: the first event at or after the offset, or in a later file, ends it.
+        let stop = match (self.args.stop_position, &self.args.live.start_file) {
+            (Some(p), Some(f)) => Some((f.clone(), p)),
+            (Some(_), None) => {
+                return Err(Failure::Usage("--stop-position with --source needs --start-file".into()));
+            }
+            (None, _) => None,
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -421,6 +431,11 @@ impl<W: Write> Dumper<W> {
                 };
                 match next {
                     Ok(Some(SourceEvent::Event(ev))) => {
+                        if stop.as_ref().is_some_and(|(file, pos)| {
+                            ev.file != file.as_str() || (ev.offset >= *pos && !ev.in_payload)
+                        }) {
+                            break Ok(());
+                        }
                         summary.events += 1;
                         if let Err(e) = self.handle(&ev, false, &mut summary) {
                             break Err(e);
