@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Live replication throughput (issue 3 acceptance): one MariaDB server holding the benchmark workload,
-# streamed over loopback, in one run, by
-#   (a) the raw drain: a non-blocking COM_BINLOG_DUMP read to the end, events counted, nothing decoded
-#       (crates/publisher/examples/live_stream.rs drain) - the ceiling;
-#   (b) `sluice dump --source ... > /dev/null` (JSON lines rendered and written), and the decoder alone
-#       (live_stream.rs decode: every event and every value decoded, nothing rendered);
-#   (c) python-mysql-replication's BinLogStreamReader reading every value of every row
-#       (bench/live_bench_pmr.py; `pip install mysql-replication pymysql` when missing), over the first
-#       file only (the "full" variant, 1.4 M row changes by default): see the note in live_bench_pmr.py.
+# streamed over loopback, in one run, every contender over the same range - the first binlog file of
+# the "full" variant (1.4 M row changes by default), from its first event to the ROTATE at its end:
+#   (a) the raw drain: a non-blocking COM_BINLOG_DUMP read to the end of the file, events counted,
+#       nothing decoded (crates/publisher/examples/live_stream.rs drain) - the ceiling;
+#   (b) the decoder alone (live_stream.rs decode: every event through EventDecoder with CRC32
+#       verified, every value of every row image decoded, nothing rendered);
+#   (c) `sluice dump --source ... --start-file F --stop-position SIZE > /dev/null` (JSON lines
+#       rendered and written);
+#   (d) python-mysql-replication's BinLogStreamReader reading every value of every row
+#       (bench/live_bench_pmr.py; `pip install mysql-replication pymysql` when missing), stopped at
+#       the same ROTATE.
+# (a)-(c) run BENCH_RUNS times (default 3), interleaved, and the median is reported; (d) runs once.
 #
 # Usage: bench/live_bench.sh [ROWS]      (ROWS as for gen_bench_binlog.sh, default 1000000)
-# The server's data comes from bench/gen_bench_binlog.sh run with BENCH_KEEP_DATADIR=1 (its "full" and
-# "mixed" variants: 2 x 1.4 M row changes by default, streamed from the first file of "full" to the end);
-# the datadir is kept under $SLUICE_WORK/mariadb-bench for the next run (delete it to regenerate).
-# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_SKIP_PYTHON=1.
+# The server's data comes from bench/gen_bench_binlog.sh run with BENCH_KEEP_DATADIR=1; the datadir
+# is kept under $SLUICE_WORK/mariadb-bench for the next run (delete it to regenerate).
+# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_RUNS, BENCH_SKIP_PYTHON=1.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,51 +48,70 @@ fi
 mariadb_restart "$name" >/dev/null
 trap 'mariadb_stop "$name"' EXIT
 port="$(mariadb_port "$name")"
-echo "live_bench: server on port $port, streaming from $first to the end" >&2
+echo "live_bench: server on port $port, streaming $first" >&2
 mariadb_sql "$name" "SHOW BINARY LOGS" --batch --skip-column-names >&2
 
 now() { date +%s.%N; }
+runs="${BENCH_RUNS:-3}"
+size="$(stat -c %s "$data/$first")"
 # warm the page cache so that the first contender does not pay for the disk
 "$target/examples/live_stream" drain 127.0.0.1 "$port" root "$first" >/dev/null
 
-drain="$("$target/examples/live_stream" drain 127.0.0.1 "$port" root "$first")"
-decode="$("$target/examples/live_stream" decode 127.0.0.1 "$port" root "$first")"
-t0="$(now)"
-"$target/sluice" dump --source "mysql://root@127.0.0.1:$port" --tls disabled --start-file "$first" \
-    >/dev/null 2>"$SLUICE_WORK/live_bench.sluice.err"
-t1="$(now)"
-sluice_rows="$(grep -oE '[0-9]+ rows' "$SLUICE_WORK/live_bench.sluice.err" | head -n 1 | cut -d' ' -f1)"
-sluice_secs="$(echo "$t1 - $t0" | bc -l)"
+results="$SLUICE_WORK/live_bench.runs"
+: > "$results"
+for i in $(seq 1 "$runs"); do
+    echo "live_bench: round $i of $runs" >&2
+    "$target/examples/live_stream" drain 127.0.0.1 "$port" root "$first" >> "$results"
+    "$target/examples/live_stream" decode 127.0.0.1 "$port" root "$first" >> "$results"
+    t0="$(now)"
+    "$target/sluice" dump --source "mysql://root@127.0.0.1:$port" --tls disabled --start-file "$first" \
+        --stop-position "$size" >/dev/null 2>"$SLUICE_WORK/live_bench.sluice.err"
+    t1="$(now)"
+    n="$(grep -oE '[0-9]+ rows' "$SLUICE_WORK/live_bench.sluice.err" | head -n 1 | cut -d' ' -f1)"
+    echo "{\"mode\":\"dump\",\"rows\":$n,\"secs\":$(echo "$t1 - $t0" | bc -l)}" >> "$results"
+done
 if [ "${BENCH_SKIP_PYTHON:-0}" != 1 ]; then
-    pmr="$(python3 "$here/live_bench_pmr.py" 127.0.0.1 "$port" root "$first")"
-else
-    pmr='{"rows": 0, "secs": 0, "rows_per_s": 0}'
+    echo "live_bench: python-mysql-replication (a few minutes)" >&2
+    python3 "$here/live_bench_pmr.py" 127.0.0.1 "$port" root "$first" >> "$results"
 fi
 
-python3 - "$drain" "$decode" "$sluice_rows" "$sluice_secs" "$pmr" <<'EOF'
-import json, sys
-drain, decode = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-s_rows, s_secs = int(sys.argv[3]), float(sys.argv[4])
-pmr = json.loads(sys.argv[5])
-rows = decode["rows"]
-mb = drain["bytes"] / 1e6
-def line(name, secs, n):
-    rps = n / secs if secs else 0
-    print(f"| {name} | {secs:.2f} | {n:,} | {rps:,.0f} | {mb / secs if secs else 0:,.0f} |")
-    return rps
-print(f"stream: {drain['events']:,} events, {drain['bytes']:,} bytes, {rows:,} row changes")
-print("| contender | seconds | row changes | rows/s | MB/s of stream |")
-print("|---|---|---|---|---|")
-raw = line("raw drain (events counted, nothing decoded)", drain["secs"], rows)
-dec = line("decode only (every value decoded, nothing rendered)", decode["secs"], decode["rows"])
-slc = line("sluice dump --source > /dev/null (JSON lines)", s_secs, s_rows)
-py = line("python-mysql-replication (every value read; first file only)", pmr["secs"], pmr["rows"]) if pmr["rows"] else 0
+python3 - "$results" "$first" "$size" <<'EOF'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+first, size = sys.argv[2], int(sys.argv[3])
+by = {}
+for r in runs:
+    by.setdefault(r["mode"], []).append(r)
+drain = by["drain"]
+stream_bytes = drain[0]["bytes"]
+rows = by["decode"][0]["rows"]
+print(f"range: {first} from offset 4 to its ROTATE ({size:,} bytes): {drain[0]['events']:,} events, "
+      f"{stream_bytes:,} bytes streamed, {rows:,} row changes")
+print("| contender | seconds (median) | row changes | rows/s | MB/s of stream | runs (s) |")
+print("|---|---:|---:|---:|---:|---|")
+rate = {}
+names = {
+    "drain": "raw drain (events counted, nothing decoded)",
+    "decode": "decode only (CRC32 + every value decoded, nothing rendered)",
+    "dump": "sluice dump --source > /dev/null (JSON lines)",
+    "python-mysql-replication": "python-mysql-replication (every value read)",
+}
+for mode, name in names.items():
+    rs = by.get(mode)
+    if not rs:
+        continue
+    secs = statistics.median(r["secs"] for r in rs)
+    n = rs[0]["rows"] if mode != "drain" else rows
+    rate[mode] = n / secs
+    all_s = ", ".join(f"{r['secs']:.2f}" for r in rs)
+    print(f"| {name} | {secs:.2f} | {n:,} | {n / secs:,.0f} | {stream_bytes / 1e6 / secs:,.0f} | {all_s} |")
 print()
-print(f"raw drain: {drain['events_per_s']:,.0f} events/s, {drain['mb_per_s']:,.0f} MB/s")
-for name, r in (("sluice dump", slc), ("decode only", dec)):
-    vs_py = f"{r / py:.1f}x python-mysql-replication (goal >= 10x)" if py else "python skipped"
-    print(f"{name}: {vs_py}; raw drain is {raw / r:.2f}x faster (goal <= 2x)")
-if {s_rows, decode["rows"]} != {rows}:
-    print(f"ROW COUNTS DIFFER: sluice {s_rows}, decode {decode['rows']}, python {pmr['rows']}")
+py = rate.get("python-mysql-replication")
+for mode in ("decode", "dump"):
+    vs_py = f"{rate[mode] / py:.1f}x python-mysql-replication (goal >= 10x)" if py else "python skipped"
+    print(f"{mode}: {vs_py}; the raw drain is {rate['drain'] / rate[mode]:.2f}x faster (goal <= 2x)")
+counts = {r["rows"] for m in ("decode", "dump", "python-mysql-replication") for r in by.get(m, [])}
+if len(counts) != 1:
+    print(f"ROW COUNTS DIFFER: {sorted(counts)}")
     sys.exit(1)
 EOF

@@ -10,7 +10,8 @@
 //! so that a machine shared with other work slows them alike, and the median of `--runs` runs
 //! (default 3) is reported. Decoders, all single-threaded, every row of every rows event:
 //!
-//! - `sluice`: `BinlogReader::next_event()` (CRC32 verified), every `Value` of every row image
+//! - `sluice`: `BinlogReader::next_event()` (CRC32 verified), rows walked with `RowsIter::next_into`
+//!   (one `RowChange` per event, refilled per row), every `Value` of every row image
 //!   passed through `black_box` (values borrow from the event: strings are not copied);
 //! - `sluice-owned`: the same, and every value rendered to an owned form like the one
 //!   `mysql_common` builds: text decoded by its charset into a `String`, bytes copied, DECIMAL
@@ -32,6 +33,7 @@ use sluice_binlog::charset::decode_text;
 use sluice_binlog::decoder::EventDecoder;
 use sluice_binlog::event::Event;
 use sluice_binlog::file::BinlogReader;
+use sluice_binlog::rows::RowChange;
 use sluice_binlog::Value;
 
 const DECODERS: [&str; 3] = ["sluice", "sluice-owned", "mysql_common"];
@@ -108,8 +110,11 @@ fn run_sluice(files: &[PathBuf], fraction: f64, owned: bool) -> Result<Outcome, 
         let mut rd = BinlogReader::open(path, decoder)?;
         while let Some(ev) = rd.next_event()? {
             if let Event::Rows(r) = &ev.event.event {
-                for change in r.rows() {
-                    let change = change?;
+                // one RowChange per event, refilled per row (`next_into`): no allocation per row
+                let mut change = RowChange { before: None, after: None };
+                let mut rows = r.rows();
+                while let Some(res) = rows.next_into(&mut change) {
+                    res?;
                     out.rows += 1;
                     for image in [&change.before, &change.after].into_iter().flatten() {
                         for v in image.values.iter().flatten() {

@@ -36,15 +36,18 @@ pub const MAX_PRECISION: u8 = 65;
 /// The largest scale accepted (MariaDB allows 38; MySQL 30).
 pub const MAX_SCALE: u8 = 38;
 
-/// An exact decimal number: sign, the digits of the unscaled integer, and the scale.
+/// An exact decimal number: sign, the unscaled integer, and the scale.
 ///
-/// `Decimal { digits: 12345, scale: 2 }` is `123.45`. Zero is never negative.
+/// `Decimal { magnitude: 12345, scale: 2 }` is `123.45`. Zero is never negative.
+///
+/// The magnitude is held inline as a 256-bit integer (MySQL's 65 digits need 216 bits), not as
+/// a vector of digits: decoding a row with a DECIMAL column then allocates nothing, and the
+/// digit groups of the binary format are folded in with one multiply-add each.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Decimal {
+    /// The unscaled magnitude, little-endian 64-bit limbs (below 10^65).
+    magnitude: [u64; 4],
     negative: bool,
-    /// Decimal digits (0..=9) of the unscaled magnitude, most significant first, no leading
-    /// zeros (empty for zero).
-    digits: Vec<u8>,
     precision: u8,
     scale: u8,
 }
@@ -67,17 +70,48 @@ fn check_shape(precision: u8, scale: u8) -> Result<()> {
     Ok(())
 }
 
-/// Appends `n` digits of `v` (zero-padded) to `out`.
-fn push_digits(out: &mut Vec<u8>, v: u32, n: usize) {
-    let start = out.len();
-    let mut v = v;
-    for _ in 0..n {
-        out.push(u8::try_from(v % 10).unwrap_or(0));
-        v /= 10;
+/// `10^n` for the digit counts of one group (0..=9).
+const POW10: [u64; 10] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+
+/// `m = m * mul + add` over the 256-bit magnitude. Callers keep the value below 10^65 (at most
+/// 65 digits are ever folded in), so nothing carries out of the top limb.
+fn mul_add(m: &mut [u64; 4], mul: u64, add: u64) {
+    let mut carry = u128::from(add);
+    for limb in m.iter_mut() {
+        let v = u128::from(*limb) * u128::from(mul) + carry;
+        *limb = v as u64; // the low 64 bits; the rest carries
+        carry = v >> 64;
     }
-    if let Some(s) = out.get_mut(start..) {
-        s.reverse();
+}
+
+/// The decimal digits of a magnitude (ASCII, most significant first, no leading zeros; empty
+/// for zero), written to the end of `buf`; returns where they start.
+fn magnitude_digits(m: &[u64; 4], buf: &mut [u8; 80]) -> usize {
+    const CHUNK: u64 = 10_000_000_000_000_000_000; // 10^19, the largest power of ten in a u64
+    let mut m = *m;
+    let mut pos = buf.len();
+    while m != [0; 4] {
+        // divide by 10^19, most significant limb first
+        let mut rem: u128 = 0;
+        for limb in m.iter_mut().rev() {
+            let cur = (rem << 64) | u128::from(*limb);
+            *limb = (cur / u128::from(CHUNK)) as u64; // below 2^64: rem < 10^19
+            rem = cur % u128::from(CHUNK);
+        }
+        let mut r = rem as u64; // below 10^19
+        let last = m == [0; 4];
+        for _ in 0..19 {
+            if last && r == 0 {
+                break;
+            }
+            pos -= 1;
+            if let Some(b) = buf.get_mut(pos) {
+                *b = b'0' + (r % 10) as u8;
+            }
+            r /= 10;
+        }
     }
+    pos
 }
 
 impl Decimal {
@@ -98,7 +132,11 @@ impl Decimal {
         let mut g = Reader::new(raw);
         let intg = usize::from(precision - scale);
         let frac = usize::from(scale);
-        let mut digits = Vec::with_capacity(usize::from(precision));
+        let mut magnitude = [0u64; 4];
+        // Up to 18 digits the value fits a u64: fold the groups there, the common case
+        // (DECIMAL(12,2) is three groups), and widen only for larger precisions.
+        let narrow = precision <= 18;
+        let mut small = 0u64;
         let mut first_group = true;
         let mut group = |g: &mut Reader<'_>, ndig: usize| -> Result<()> {
             if ndig == 0 {
@@ -114,11 +152,15 @@ impl Decimal {
                 v ^= 0x80 << (8 * (n - 1));
                 first_group = false;
             }
-            let limit = 10u64.pow(u32::try_from(ndig).unwrap_or(9));
+            let limit = POW10.get(ndig).copied().unwrap_or(1_000_000_000);
             if v >= limit {
                 return Err(Error::invalid("DECIMAL", format!("digit group {v} has more than {ndig} digits")));
             }
-            push_digits(&mut digits, u32::try_from(v).unwrap_or(0), ndig);
+            if narrow {
+                small = small * limit + v;
+            } else {
+                mul_add(&mut magnitude, limit, v);
+            }
             Ok(())
         };
         group(&mut g, intg % DIG_PER_DEC)?;
@@ -129,14 +171,11 @@ impl Decimal {
             group(&mut g, DIG_PER_DEC)?;
         }
         group(&mut g, frac % DIG_PER_DEC)?;
-        Ok(Decimal::from_parts(negative, digits, precision, scale))
-    }
-
-    fn from_parts(negative: bool, mut digits: Vec<u8>, precision: u8, scale: u8) -> Decimal {
-        let lead = digits.iter().take_while(|&&d| d == 0).count();
-        digits.drain(..lead);
-        let negative = negative && !digits.is_empty();
-        Decimal { negative, digits, precision, scale }
+        if narrow {
+            magnitude = [small, 0, 0, 0];
+        }
+        let negative = negative && magnitude != [0; 4];
+        Ok(Decimal { magnitude, negative, precision, scale })
     }
 
     /// Digits after the decimal point.
@@ -156,28 +195,16 @@ impl Decimal {
 
     /// True for zero.
     pub fn is_zero(&self) -> bool {
-        self.digits.is_empty()
+        self.magnitude == [0; 4]
     }
 
     /// The unscaled integer as minimal big-endian two's-complement bytes (the Avro
     /// `decimal` logical type's encoding): `123.45` with scale 2 is 12345 = `[0x30, 0x39]`.
     pub fn to_unscaled_be_bytes(&self) -> Vec<u8> {
-        // Magnitude in little-endian u32 limbs: limbs = limbs * 10 + d.
-        let mut limbs: Vec<u32> = Vec::new();
-        for &d in &self.digits {
-            let mut carry = u64::from(d);
-            for limb in limbs.iter_mut() {
-                let v = u64::from(*limb) * 10 + carry;
-                *limb = (v & 0xffff_ffff) as u32;
-                carry = v >> 32;
-            }
-            if carry != 0 {
-                limbs.push((carry & 0xffff_ffff) as u32);
-            }
-        }
         // Big-endian magnitude with one spare leading zero byte for the sign bit.
-        let mut be: Vec<u8> = vec![0];
-        for limb in limbs.iter().rev() {
+        let mut be: Vec<u8> = Vec::with_capacity(33);
+        be.push(0);
+        for limb in self.magnitude.iter().rev() {
             be.extend_from_slice(&limb.to_be_bytes());
         }
         if self.negative {
@@ -205,32 +232,42 @@ impl Decimal {
         be.split_off(start)
     }
 
-    /// The unscaled integer's decimal digits, most significant first (empty for zero).
-    pub fn unscaled_digits(&self) -> &[u8] {
-        &self.digits
+    /// The unscaled integer's decimal digits (0..=9), most significant first (empty for zero).
+    pub fn unscaled_digits(&self) -> Vec<u8> {
+        let mut buf = [0u8; 80];
+        let start = magnitude_digits(&self.magnitude, &mut buf);
+        buf.get(start..).unwrap_or(&[]).iter().map(|d| d - b'0').collect()
+    }
+
+    /// Appends the text form (as [`fmt::Display`] prints it) to `out`, without allocating.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        let mut buf = [0u8; 80];
+        let start = magnitude_digits(&self.magnitude, &mut buf);
+        let digits = buf.get(start..).unwrap_or(&[]);
+        let scale = usize::from(self.scale);
+        if self.negative {
+            out.push(b'-');
+        }
+        // Pad with leading zeros to at least one integer digit.
+        let width = digits.len().max(scale + 1);
+        let int_len = width - scale;
+        let pad = width - digits.len();
+        let zeros = std::iter::repeat_n(b'0', pad);
+        for (i, d) in zeros.chain(digits.iter().copied()).enumerate() {
+            if i == int_len {
+                out.push(b'.');
+            }
+            out.push(d);
+        }
     }
 }
 
 impl fmt::Display for Decimal {
     /// Prints as MySQL does: every scale digit kept (`5.00`), `-0.50`, no point for scale 0.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scale = usize::from(self.scale);
-        // Pad with leading zeros to at least one integer digit.
-        let width = self.digits.len().max(scale + 1);
-        let pad = width - self.digits.len();
-        let mut s = String::with_capacity(width + 2);
-        if self.negative {
-            s.push('-');
-        }
-        let int_len = width - scale;
-        let all = std::iter::repeat_n(0u8, pad).chain(self.digits.iter().copied());
-        for (i, d) in all.enumerate() {
-            if i == int_len {
-                s.push('.');
-            }
-            s.push(char::from(b'0' + d));
-        }
-        f.write_str(&s)
+        let mut s = Vec::with_capacity(72);
+        self.write_to(&mut s);
+        f.write_str(std::str::from_utf8(&s).unwrap_or_default())
     }
 }
 
@@ -261,8 +298,13 @@ impl FromStr for Decimal {
         let scale = u8::try_from(frac.len()).map_err(|_| bad())?;
         let precision = u8::try_from((int_sig + frac.len()).max(1)).map_err(|_| bad())?;
         check_shape(precision, scale)?;
-        let digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
-        Ok(Decimal::from_parts(negative, digits, precision, scale))
+        let mut magnitude = [0u64; 4];
+        // at most 65 significant digits (check_shape), so the magnitude stays below 10^65
+        for b in int.bytes().chain(frac.bytes()) {
+            mul_add(&mut magnitude, 10, u64::from(b - b'0'));
+        }
+        let negative = negative && magnitude != [0; 4];
+        Ok(Decimal { magnitude, negative, precision, scale })
     }
 }
 

@@ -1,5 +1,6 @@
-//! The live benchmark's reference points (`bench/live_bench.sh`): stream a server's binlog
-//! from a file and position to its current end (a non-blocking dump) and either
+//! The live benchmark's reference points (`bench/live_bench.sh`): stream one binlog file of a
+//! server from a position to the file's end (a non-blocking dump, stopped at the file's own
+//! ROTATE event, so every contender of the benchmark covers the same events) and either
 //!
 //! - `drain`: count the raw events and bytes without decoding them (the ceiling: what the
 //!   server and the protocol layer deliver), or
@@ -14,6 +15,7 @@ use std::time::Instant;
 
 use sluice_binlog::decoder::EventDecoder;
 use sluice_binlog::event::{ChecksumAlg, Event};
+use sluice_binlog::rows::RowChange;
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, StartPosition, TlsMode};
 
 #[tokio::main(flavor = "current_thread")]
@@ -46,18 +48,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     while let Some(raw) = stream.next_event().await? {
         events += 1;
         bytes += raw.len() as u64;
+        // The ROTATE that the server wrote at the end of FILE (the artificial ones it sends
+        // when a dump starts or moves on carry LOG_EVENT_ARTIFICIAL_F, 0x20) ends the range.
+        let flags = raw.get(17..19).map_or(0, |f| u16::from_le_bytes([f[0], f[1]]));
+        let end_of_file = raw.get(4) == Some(&4) && flags & 0x20 == 0;
         if !decode {
+            if end_of_file {
+                break;
+            }
             continue;
         }
         let ev = decoder.decode(&raw)?;
         if let Event::Rows(r) = &ev.event {
-            for row in r.rows() {
-                let row = row?;
+            // one RowChange per event, refilled per row, as `sluice dump` walks them
+            let mut row = RowChange { before: None, after: None };
+            let mut iter = r.rows();
+            while let Some(res) = iter.next_into(&mut row) {
+                res?;
                 rows += 1;
                 for img in [&row.before, &row.after].into_iter().flatten() {
                     values += img.values.iter().filter(|v| v.is_some()).count() as u64;
                 }
             }
+        }
+        if end_of_file {
+            break;
         }
     }
     let secs = started.elapsed().as_secs_f64();

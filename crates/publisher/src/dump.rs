@@ -16,13 +16,13 @@ use serde_json::{json, Map, Value as Json};
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::Event;
 use sluice_binlog::file::{BinlogReader, Located};
-use sluice_binlog::rows::{RowsEvent, RowsKind};
+use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
 use sluice_binlog::temporal::days_from_civil;
 use sluice_binlog::Error as BinlogError;
 
 use crate::exit;
 use crate::filter::TableFilter;
-use crate::render::image_json;
+use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str};
 use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent, StartFrom};
 use spool::{ReverseSpool, TxSpool};
 
@@ -66,7 +66,8 @@ pub struct DumpArgs {
     #[arg(long, value_name = "OFFSET")]
     start_position: Option<u64>,
 
-    /// Stop before the first event at or after this offset of the last file.
+    /// Stop before the first event at or after this offset of the last file (with --source:
+    /// of --start-file, and the dump also stops where the stream moves on to the next file).
     #[arg(long, value_name = "OFFSET")]
     stop_position: Option<u64>,
 
@@ -223,6 +224,10 @@ struct Dumper<W: Write> {
     warned_positional: HashSet<String>,
     warned_unknown: HashSet<u8>,
     stop: bool,
+    /// The JSON line being written, reused from row to row.
+    line: Vec<u8>,
+    /// Scratch text for base64, reused.
+    scratch: String,
 }
 
 enum Failure {
@@ -253,6 +258,8 @@ pub fn run(args: DumpArgs) -> u8 {
         warned_positional: HashSet::new(),
         warned_unknown: HashSet::new(),
         stop: false,
+        line: Vec::new(),
+        scratch: String::new(),
     };
     let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
     let result = result.and_then(|()| d.finish());
@@ -399,6 +406,15 @@ impl<W: Write> Dumper<W> {
 
     fn run_live(&mut self) -> Result<(), Failure> {
         let (cfg, start) = self.source_config()?;
+        // --stop-position bounds the dump to one file, as it bounds the last file named in
+        // file mode: the first event at or after the offset, or in a later file, ends it.
+        let stop = match (self.args.stop_position, &self.args.live.start_file) {
+            (Some(p), Some(f)) => Some((f.clone(), p)),
+            (Some(_), None) => {
+                return Err(Failure::Usage("--stop-position with --source needs --start-file".into()));
+            }
+            (None, _) => None,
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -416,6 +432,11 @@ impl<W: Write> Dumper<W> {
                 };
                 match next {
                     Ok(Some(SourceEvent::Event(ev))) => {
+                        if stop.as_ref().is_some_and(|(file, pos)| {
+                            ev.file != file.as_str() || (ev.offset >= *pos && !ev.in_payload)
+                        }) {
+                            break Ok(());
+                        }
                         summary.events += 1;
                         if let Err(e) = self.handle(&ev, false, &mut summary) {
                             break Err(e);
@@ -583,46 +604,80 @@ impl<W: Write> Dumper<W> {
             );
         }
         let header = &ev.event.header;
-        for (idx, row) in rows.rows().enumerate() {
-            let row = row.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, header.event_type)))?;
+        // The JSON line's fields before and after the row number are the same for every row
+        // of the event: written once here, copied per row. The field order is the one
+        // `print_event`'s maps and earlier releases use: type, database, table, timestamp,
+        // ts, position {file, offset, row}, server_id, gtid, before, after, xid.
+        let mut line = std::mem::take(&mut self.line);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut prefix = Vec::new();
+        let mut middle = Vec::new();
+        let mut keys = Vec::new();
+        if self.args.format == Format::Json {
+            keys = json_keys(&table.columns);
+            prefix.extend_from_slice(b"{\"type\":");
+            write_json_str(&mut prefix, rows.kind.sql_verb());
+            prefix.extend_from_slice(b",\"database\":");
+            write_json_str(&mut prefix, &table.database);
+            prefix.extend_from_slice(b",\"table\":");
+            write_json_str(&mut prefix, &table.table);
+            prefix.extend_from_slice(b",\"timestamp\":");
+            write_json_str(&mut prefix, &iso_utc(header.timestamp));
+            prefix.extend_from_slice(format!(",\"ts\":{},\"position\":{{\"file\":", header.timestamp).as_bytes());
+            write_json_str(&mut prefix, ev.file);
+            prefix.extend_from_slice(format!(",\"offset\":{},\"row\":", ev.offset).as_bytes());
+            middle.extend_from_slice(format!("}},\"server_id\":{},\"gtid\":", header.server_id).as_bytes());
+            match self.tx.gtid.as_deref() {
+                Some(g) => write_json_str(&mut middle, g),
+                None => middle.extend_from_slice(b"null"),
+            }
+            middle.extend_from_slice(b",\"before\":");
+        }
+        // one RowChange for the event, refilled per row: no allocation per row
+        let mut row = RowChange { before: None, after: None };
+        let mut iter = rows.rows();
+        let mut idx = 0usize;
+        let result = loop {
+            let Some(res) = iter.next_into(&mut row) else { break Ok(()) };
+            if let Err(e) = res {
+                break Err(Failure::Input(e.at(ev.file, ev.offset, header.event_type)));
+            }
             count(rows.kind, summary);
-            match self.args.format {
+            let res = match self.args.format {
                 Format::Json => {
-                    let mut m = Map::new();
-                    m.insert("type".into(), Json::from(rows.kind.sql_verb()));
-                    m.insert("database".into(), Json::from(&*table.database));
-                    m.insert("table".into(), Json::from(&*table.table));
-                    m.insert("timestamp".into(), Json::from(iso_utc(header.timestamp)));
-                    m.insert("ts".into(), Json::from(header.timestamp));
-                    m.insert("position".into(), json!({ "file": ev.file, "offset": ev.offset, "row": idx }));
-                    m.insert("server_id".into(), Json::from(header.server_id));
-                    m.insert("gtid".into(), self.tx.gtid.as_deref().map_or(Json::Null, Json::from));
-                    m.insert(
-                        "before".into(),
-                        row.before.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)),
-                    );
-                    m.insert(
-                        "after".into(),
-                        row.after.as_ref().map_or(Json::Null, |i| image_json(&i.values, &table.columns)),
-                    );
+                    line.clear();
+                    line.extend_from_slice(&prefix);
+                    write_json_num(&mut line, idx);
+                    line.extend_from_slice(&middle);
+                    for (i, image) in [&row.before, &row.after].into_iter().enumerate() {
+                        if i == 1 {
+                            line.extend_from_slice(b",\"after\":");
+                        }
+                        match image {
+                            Some(img) => write_image_json(&mut line, &img.values, &table.columns, &keys, &mut scratch),
+                            None => line.extend_from_slice(b"null"),
+                        }
+                    }
                     // `xid` comes last and is written when the transaction ends: the line is
                     // held open after `"xid":` until then (see spool::TxSpool).
-                    let mut line = Json::Object(m).to_string();
-                    line.pop();
-                    line.push_str(",\"xid\":");
-                    self.spool.push(&line)?;
+                    line.extend_from_slice(b",\"xid\":");
+                    self.spool.push_bytes(&line).map_err(Failure::from)
                 }
-                Format::Sql => {
-                    let stmt = sql::redo(rows.kind, table, &row).map_err(Failure::Sql)?;
-                    self.spool.push(&stmt)?;
-                }
-                Format::Flashback => {
-                    let stmt = sql::undo(rows.kind, table, &row).map_err(Failure::Sql)?;
-                    self.flashback.push(&stmt)?;
-                }
+                Format::Sql => sql::redo(rows.kind, table, &row)
+                    .map_err(Failure::Sql)
+                    .and_then(|stmt| self.spool.push(&stmt).map_err(Failure::from)),
+                Format::Flashback => sql::undo(rows.kind, table, &row)
+                    .map_err(Failure::Sql)
+                    .and_then(|stmt| self.flashback.push(&stmt).map_err(Failure::from)),
+            };
+            if let Err(e) = res {
+                break Err(e);
             }
-        }
-        Ok(())
+            idx += 1;
+        };
+        self.line = line;
+        self.scratch = scratch;
+        result
     }
 
     fn print_event(&mut self, ev: &Located<'_>) -> Result<(), Failure> {

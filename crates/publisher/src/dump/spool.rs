@@ -19,6 +19,9 @@ pub const MEMORY_LIMIT: usize = 16 << 20;
 #[derive(Default)]
 pub struct TxSpool {
     mem: Vec<u8>,
+    /// Where each line held in `mem` ends (its newline's offset): flushing copies the lines
+    /// out by these instead of searching the bytes for newlines again.
+    ends: Vec<usize>,
     file: Option<File>,
     lines: u64,
 }
@@ -26,7 +29,13 @@ pub struct TxSpool {
 impl TxSpool {
     /// Adds a line (without newline; it must not contain one, as serialized JSON never does).
     pub fn push(&mut self, line: &str) -> io::Result<()> {
-        self.mem.extend_from_slice(line.as_bytes());
+        self.push_bytes(line.as_bytes())
+    }
+
+    /// As [`TxSpool::push`], for a line already in bytes (UTF-8 JSON without a newline).
+    pub fn push_bytes(&mut self, line: &[u8]) -> io::Result<()> {
+        self.mem.extend_from_slice(line);
+        self.ends.push(self.mem.len());
         self.mem.push(b'\n');
         self.lines += 1;
         if self.mem.len() > MEMORY_LIMIT {
@@ -36,6 +45,7 @@ impl TxSpool {
             };
             f.write_all(&self.mem)?;
             self.mem.clear();
+            self.ends.clear();
         }
         Ok(())
     }
@@ -48,6 +58,7 @@ impl TxSpool {
     /// Drops everything held.
     pub fn clear(&mut self) {
         self.mem.clear();
+        self.ends.clear();
         self.file = None;
         self.lines = 0;
     }
@@ -63,12 +74,15 @@ impl TxSpool {
                 out.write_all(b"\n")?;
             }
         }
-        for line in self.mem.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            out.write_all(line)?;
+        let mut start = 0;
+        for &end in &self.ends {
+            out.write_all(self.mem.get(start..end).unwrap_or(&[]))?;
             out.write_all(suffix.as_bytes())?;
             out.write_all(b"\n")?;
+            start = end + 1;
         }
         self.mem.clear();
+        self.ends.clear();
         self.lines = 0;
         Ok(())
     }
