@@ -3,6 +3,9 @@
 //! This file owns the command line: parsing (clap), logging set-up (tracing), and the exit
 //! codes. Each command lives in its own module.
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod check;
 mod check_cmd;
 mod config;
