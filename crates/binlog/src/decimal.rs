@@ -56,6 +56,40 @@ fn dig2bytes(n: usize) -> usize {
     DIG2BYTES.get(n).copied().unwrap_or(4)
 }
 
+/// The magnitude of a DECIMAL of up to 18 digits (at most 9 bytes, so they fit a `u128` and its
+/// value a `u64`), the common case: the bytes are loaded at once, the sign undone on all of
+/// them, and each digit group shifted out, rather than read group by group through a `Reader`
+/// (a tenth of the instructions). Same groups, same checks and errors as the general path.
+fn read_narrow(raw: &[u8], intg: usize, frac: usize, negative: bool) -> Result<u64> {
+    let invert = if negative { 0xff } else { 0 };
+    let mut x = raw.iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b ^ invert));
+    let mut bits = 8 * raw.len();
+    if bits > 0 {
+        x ^= 0x80 << (bits - 8);
+    }
+    let mut small = 0u64;
+    let mut group = |ndig: usize| -> Result<()> {
+        let n = 8 * dig2bytes(ndig);
+        bits -= n;
+        let v = u64::try_from((x >> bits) & ((1u128 << n) - 1)).unwrap_or(u64::MAX);
+        let limit = POW10.get(ndig).copied().unwrap_or(1_000_000_000);
+        if v >= limit {
+            return Err(Error::invalid("DECIMAL", format!("digit group {v} has more than {ndig} digits")));
+        }
+        small = small * limit + v;
+        Ok(())
+    };
+    group(intg % DIG_PER_DEC)?;
+    for _ in 0..intg / DIG_PER_DEC {
+        group(DIG_PER_DEC)?;
+    }
+    for _ in 0..frac / DIG_PER_DEC {
+        group(DIG_PER_DEC)?;
+    }
+    group(frac % DIG_PER_DEC)?;
+    Ok(small)
+}
+
 /// The byte size of a binary DECIMAL(precision, scale).
 pub fn binary_size(precision: u8, scale: u8) -> usize {
     let intg = usize::from(precision.saturating_sub(scale));
@@ -126,12 +160,17 @@ impl Decimal {
         let raw = r.take(size, "DECIMAL")?;
         let first = raw.first().copied().unwrap_or(0x80);
         let negative = first & 0x80 == 0;
+        let intg = usize::from(precision - scale);
+        let frac = usize::from(scale);
+        if precision <= 18 && raw.len() <= 9 {
+            let magnitude = read_narrow(raw, intg, frac, negative)?;
+            let negative = negative && magnitude != 0;
+            return Ok(Decimal { magnitude: [magnitude, 0, 0, 0], negative, precision, scale });
+        }
         // Groups are read straight from the event: a negative value has every byte inverted
         // (undone with a mask as wide as the group), and the first byte's top bit is the
         // flipped sign (undone on the first group, which always holds byte 0).
         let mut g = Reader::new(raw);
-        let intg = usize::from(precision - scale);
-        let frac = usize::from(scale);
         let mut magnitude = [0u64; 4];
         // Up to 18 digits the value fits a u64: fold the groups there, the common case
         // (DECIMAL(12,2) is three groups), and widen only for larger precisions.

@@ -242,13 +242,18 @@ impl<'a> RowsEvent<'a> {
         // Filled in column order (columns past `column_count` stay absent).
         let mut k = 0; // index among present columns
         let mut json_k = 0; // index among JSON columns
+                            // With a full row image (the default) every column is present: the bitmap is not
+                            // consulted per column. JSON columns are counted only for a partial-JSON image.
+        let all_present = present_count == self.column_count;
         for (i, col) in table.columns.iter().enumerate().take(self.column_count) {
-            let is_json = col.ty == ColumnType::Json;
-            let partial = is_json && partial_bits.is_some_and(|b| bit_lsb(b, json_k));
-            if is_json {
-                json_k += 1;
-            }
-            if !bit_lsb(present, i) {
+            let partial = match partial_bits {
+                Some(b) if col.ty == ColumnType::Json => {
+                    json_k += 1;
+                    bit_lsb(b, json_k - 1)
+                }
+                _ => false,
+            };
+            if !all_present && !bit_lsb(present, i) {
                 values.push(None);
                 continue;
             }
