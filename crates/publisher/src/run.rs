@@ -132,7 +132,7 @@ pub fn run(args: RunArgs) -> u8 {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let flag = Arc::clone(&stop);
         tokio::spawn(async move {
-            shutdown_signal().await;
+            crate::dump::shutdown_signal().await;
             tracing::info!("Stopping at the next transaction boundary");
             flag.store(true, Ordering::SeqCst);
             let _ = stop_tx.send(true);
@@ -199,18 +199,6 @@ pub fn run(args: RunArgs) -> u8 {
 
 /// How long a stop signal waits for the next transaction boundary.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
 
 /// Parses `source.start`: `earliest`, `current`, `file:position`, or a GTID set.
 ///
@@ -523,30 +511,33 @@ impl Pipeline<'_> {
         let Some(t) = self.tables.get(&name) else { return Ok(()) };
         sink.ensure_topic(&t.topic).await?;
         let header = &ev.event.header;
+        // one context per event; only the row's counters and processing time change per row
+        let mut ctx = EventContext {
+            source: SourceInfo {
+                connector: self.connector,
+                name: self.cfg.source.name.clone(),
+                server_id: header.server_id,
+                ts_ms: i64::from(header.timestamp) * 1000,
+                file: ev.file.to_string(),
+                pos: ev.offset,
+                row: 0,
+                gtid: self.tx.gtid.clone(),
+                snapshot: Default::default(),
+            },
+            transaction: Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 }),
+            ts_ms: 0,
+        };
+        let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
         for (idx, row) in rows.rows().enumerate() {
             let row = row.map_err(|e| RunError::Fatal(e.at(ev.file, ev.offset, header.event_type).to_string()))?;
             self.tx.total += 1;
-            let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
             *per_table += 1;
-            let ctx = EventContext {
-                source: SourceInfo {
-                    connector: self.connector,
-                    name: self.cfg.source.name.clone(),
-                    server_id: header.server_id,
-                    ts_ms: i64::from(header.timestamp) * 1000,
-                    file: ev.file.to_string(),
-                    pos: ev.offset,
-                    row: u32::try_from(idx).unwrap_or(u32::MAX),
-                    gtid: self.tx.gtid.clone(),
-                    snapshot: Default::default(),
-                },
-                transaction: Some(TransactionInfo {
-                    id: self.tx.id.clone(),
-                    total_order: self.tx.total,
-                    data_collection_order: *per_table,
-                }),
-                ts_ms: now_ms(),
-            };
+            ctx.source.row = u32::try_from(idx).unwrap_or(u32::MAX);
+            if let Some(t) = ctx.transaction.as_mut() {
+                t.total_order = self.tx.total;
+                t.data_collection_order = *per_table;
+            }
+            ctx.ts_ms = now_ms();
             let out = Out { encoder: &self.encoder, table: t, output: &self.cfg.output, ctx: &ctx };
             let (before, after) = (row.before.as_ref(), row.after.as_ref());
             let sent = async {
