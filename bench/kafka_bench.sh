@@ -32,7 +32,9 @@ first="$(ls "$files/full" | head -n 1)"
 first_size="$(stat -c %s "$files/full/$first")"
 
 echo "kafka_bench: building (release)" >&2
-(cd "$repo" && cargo build --release -q -p sluice --bin sluice --example plain_produce -p sluice-test-registry)
+# two builds: `--bin sluice` would also restrict the registry package to a binary it lacks
+(cd "$repo" && cargo build --release -q -p sluice --bin sluice --example plain_produce \
+    && cargo build --release -q -p sluice-test-registry)
 target="${CARGO_TARGET_DIR:-$repo/target}/release"
 export SLUICE_REGISTRY_BIN="$target/sluice-test-registry"
 python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q confluent-kafka >&2

@@ -56,6 +56,9 @@ fn dig2bytes(n: usize) -> usize {
     DIG2BYTES.get(n).copied().unwrap_or(4)
 }
 
+/// Room for [`Decimal::unscaled_be`]: a sign byte and the 256-bit magnitude.
+pub const UNSCALED_BE_MAX: usize = 33;
+
 /// The magnitude of a DECIMAL of up to 18 digits (at most 9 bytes, so they fit a `u128` and its
 /// value a `u64`), the common case: the bytes are loaded at once, the sign undone on all of
 /// them, and each digit group shifted out, rather than read group by group through a `Reader`
@@ -240,18 +243,24 @@ impl Decimal {
     /// The unscaled integer as minimal big-endian two's-complement bytes (the Avro
     /// `decimal` logical type's encoding): `123.45` with scale 2 is 12345 = `[0x30, 0x39]`.
     pub fn to_unscaled_be_bytes(&self) -> Vec<u8> {
+        let mut buf = [0u8; UNSCALED_BE_MAX];
+        self.unscaled_be(&mut buf).to_vec()
+    }
+
+    /// [`Decimal::to_unscaled_be_bytes`] without allocating: written into `buf`, returned as the
+    /// slice of it that holds them.
+    pub fn unscaled_be<'b>(&self, buf: &'b mut [u8; UNSCALED_BE_MAX]) -> &'b [u8] {
         // Big-endian magnitude with one spare leading zero byte for the sign bit.
-        let mut be: Vec<u8> = Vec::with_capacity(33);
-        be.push(0);
-        for limb in self.magnitude.iter().rev() {
-            be.extend_from_slice(&limb.to_be_bytes());
+        buf[0] = 0;
+        for (chunk, limb) in buf[1..].chunks_exact_mut(8).zip(self.magnitude.iter().rev()) {
+            chunk.copy_from_slice(&limb.to_be_bytes());
         }
         if self.negative {
             // Two's complement: invert and add one.
-            for b in be.iter_mut() {
+            for b in buf.iter_mut() {
                 *b = !*b;
             }
-            for b in be.iter_mut().rev() {
+            for b in buf.iter_mut().rev() {
                 let (v, overflow) = b.overflowing_add(1);
                 *b = v;
                 if !overflow {
@@ -261,14 +270,14 @@ impl Decimal {
         }
         // Strip redundant sign bytes.
         let mut start = 0;
-        while let (Some(&b), Some(&next)) = (be.get(start), be.get(start + 1)) {
+        while let (Some(&b), Some(&next)) = (buf.get(start), buf.get(start + 1)) {
             let redundant = (b == 0 && next & 0x80 == 0) || (b == 0xff && next & 0x80 != 0);
             if !redundant {
                 break;
             }
             start += 1;
         }
-        be.split_off(start)
+        buf.get(start..).unwrap_or(&[])
     }
 
     /// The unscaled integer's decimal digits (0..=9), most significant first (empty for zero).

@@ -4,7 +4,7 @@
 //! in) into three Avro schemas: the key (a record of the primary-key columns, or none), the
 //! value envelope `{before, after, op, ts_ms, source, transaction}`, and the flattened value
 //! (the row's columns plus `__op` and `__deleted`). [`AvroEncoder`] turns row images into Avro
-//! values that match those schemas, and values into datum bytes (no Confluent header: framing
+//! datum bytes that match those schemas, written directly (no Confluent header: framing
 //! and the registry live elsewhere).
 //!
 //! The mapping of every MySQL type, and each choice where Avro has no exact counterpart (zero

@@ -157,11 +157,18 @@ fn encode_path(s: &str) -> String {
         .collect()
 }
 
-/// Frames a datum in the Confluent wire format: magic 0, the id big-endian, the datum.
-pub fn frame(id: u32, datum: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(5 + datum.len());
+/// Appends the Confluent wire format's header: magic 0, the schema id big-endian; the datum
+/// follows.
+pub fn frame_header(id: u32, out: &mut Vec<u8>) {
     out.push(0);
     out.extend_from_slice(&id.to_be_bytes());
+}
+
+/// Frames a datum in the Confluent wire format: the header, the datum.
+#[cfg(test)]
+pub fn frame(id: u32, datum: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + datum.len());
+    frame_header(id, &mut out);
     out.extend_from_slice(datum);
     out
 }

@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apache_avro::types::Value as Avro;
 use sluice_binlog::decoder::DecoderOptions;
 use sluice_binlog::event::Event;
 use sluice_binlog::file::Located;
@@ -37,7 +36,7 @@ use crate::config::{Config, OutputSection, ValueMode};
 use crate::exit;
 use crate::filter::wildcard;
 use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError};
-use crate::registry::{frame, RegistryClient, RegistryError};
+use crate::registry::{frame_header, RegistryClient, RegistryError};
 use crate::schema_history::{schemas_topic, SchemaHistory};
 use crate::source::{
     connect_options, ReplicationSource, ResumePoint, SourceConfig, SourceError, SourceEvent, StartFrom,
@@ -308,6 +307,7 @@ struct Pipeline<'c> {
     committed: ResumePoint,
     /// Column names for TABLE_MAPs without them (see `schema_history`).
     schemas: SchemaHistory,
+    buffers: Buffers,
 }
 
 async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
@@ -356,6 +356,7 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
         last_commit: Instant::now(),
         committed: src.resume_point().clone(),
         schemas,
+        buffers: Buffers::default(),
     };
     let result = p.stream(&mut src, &mut sink, stop).await;
     if result.is_err() {
@@ -511,7 +512,7 @@ impl Pipeline<'_> {
         let Some(t) = self.tables.get(&name) else { return Ok(()) };
         sink.ensure_topic(&t.topic).await?;
         let header = &ev.event.header;
-        // one context per event; only the row's counters and processing time change per row
+        // one context per event; only the row's counters change per row
         let mut ctx = EventContext {
             source: SourceInfo {
                 connector: self.connector,
@@ -525,7 +526,8 @@ impl Pipeline<'_> {
                 snapshot: Default::default(),
             },
             transaction: Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 }),
-            ts_ms: 0,
+            // processing time: the rows of one event are processed within moments of each other
+            ts_ms: now_ms(),
         };
         let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
         for (idx, row) in rows.rows().enumerate() {
@@ -537,27 +539,34 @@ impl Pipeline<'_> {
                 t.total_order = self.tx.total;
                 t.data_collection_order = *per_table;
             }
-            ctx.ts_ms = now_ms();
             let out = Out { encoder: &self.encoder, table: t, output: &self.cfg.output, ctx: &ctx };
             let (before, after) = (row.before.as_ref(), row.after.as_ref());
+            let Buffers { key_before, key_after, value } = &mut self.buffers;
             let sent = async {
                 Ok::<_, RunError>(match rows.kind {
-                    RowsKind::Write => out.emit(sink, Op::Create, out.key(after)?, None, after).await?,
-                    RowsKind::Delete => out.emit(sink, Op::Delete, out.key(before)?, before, None).await?,
+                    RowsKind::Write => {
+                        let key = out.key(after, key_after)?.then_some(&key_after[..]);
+                        out.emit(sink, Op::Create, key, None, after, value).await?
+                    }
+                    RowsKind::Delete => {
+                        let key = out.key(before, key_before)?.then_some(&key_before[..]);
+                        out.emit(sink, Op::Delete, key, before, None, value).await?
+                    }
                     RowsKind::Update | RowsKind::PartialUpdate => {
-                        let kb = out.key(before)?;
+                        let kb = out.key(before, key_before)?.then_some(&key_before[..]);
                         // MINIMAL after images hold only the changed columns: a key column they
                         // lack is unchanged, so it comes from the before image
                         let ka = match (before, after) {
-                            (Some(b), Some(a)) => out.key(Some(&with_key_from(a, b, &t.schema)))?,
-                            _ => out.key(after)?,
-                        };
+                            (Some(b), Some(a)) => out.key(Some(&with_key_from(a, b, &t.schema)), key_after)?,
+                            _ => out.key(after, key_after)?,
+                        }
+                        .then_some(&key_after[..]);
                         if kb != ka {
                             // the primary key changed: keyed consumers must drop the old row
-                            out.emit(sink, Op::Delete, kb, before, None).await?
-                                + out.emit(sink, Op::Create, ka, None, after).await?
+                            out.emit(sink, Op::Delete, kb, before, None, value).await?
+                                + out.emit(sink, Op::Create, ka, None, after, value).await?
                         } else {
-                            out.emit(sink, Op::Update, kb, before, after).await?
+                            out.emit(sink, Op::Update, kb, before, after, value).await?
                         }
                     }
                 })
@@ -587,38 +596,48 @@ struct Out<'a> {
     ctx: &'a EventContext,
 }
 
+/// The reused buffers records are framed and encoded into (librdkafka copies them).
+#[derive(Default)]
+struct Buffers {
+    key_before: Vec<u8>,
+    key_after: Vec<u8>,
+    value: Vec<u8>,
+}
+
 impl Out<'_> {
-    /// The framed key of an image (None: a null key).
-    fn key(&self, image: Option<&RowImage<'_>>) -> Result<Option<Vec<u8>>, RunError> {
-        let (Some(image), Some(id), Some(schema)) = (image, self.table.key_id, self.table.schema.key_schema()) else {
-            return Ok(None);
-        };
-        let Some(v) = self.encoder.encode_key(&self.table.schema, image)? else { return Ok(None) };
-        Ok(Some(frame(id, &self.encoder.to_datum(&self.table.schema, schema, v)?)))
+    /// Writes the framed key of an image into `buf`; false for a null key.
+    fn key(&self, image: Option<&RowImage<'_>>, buf: &mut Vec<u8>) -> Result<bool, RunError> {
+        buf.clear();
+        let (Some(image), Some(id)) = (image, self.table.key_id) else { return Ok(false) };
+        frame_header(id, buf);
+        Ok(self.encoder.write_key(&self.table.schema, image, buf)?)
     }
 
     /// Sends the change's record under `key` (and a tombstone after a delete); returns how
     /// many records.
+    #[allow(clippy::too_many_arguments)]
     async fn emit(
         &self,
         sink: &mut KafkaSink,
         op: Op,
-        key: Option<Vec<u8>>,
+        key: Option<&[u8]>,
         before: Option<&RowImage<'_>>,
         after: Option<&RowImage<'_>>,
+        value: &mut Vec<u8>,
     ) -> Result<usize, RunError> {
         let s = &self.table.schema;
-        let (value, schema): (Avro, _) = match self.output.value_mode {
-            ValueMode::Envelope => (self.encoder.encode_value(s, op, before, after, self.ctx)?, s.value_schema()),
-            ValueMode::Flattened => (self.encoder.encode_flat(s, op, before, after)?, s.flat_schema()),
-        };
-        let value = frame(self.table.value_id, &self.encoder.to_datum(s, schema, value)?);
+        value.clear();
+        frame_header(self.table.value_id, value);
+        match self.output.value_mode {
+            ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, value)?,
+            ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
+        }
         if !sink.in_transaction() {
             sink.begin()?;
         }
-        sink.send(&self.table.topic, key.as_deref(), Some(&value)).await?;
+        sink.send(&self.table.topic, key, Some(value)).await?;
         if op == Op::Delete && self.output.tombstones && key.is_some() {
-            sink.send(&self.table.topic, key.as_deref(), None).await?;
+            sink.send(&self.table.topic, key, None).await?;
             return Ok(2);
         }
         Ok(1)

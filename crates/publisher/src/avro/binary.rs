@@ -1,61 +1,12 @@
-//! Avro's binary encoding of the values the encoder builds, written straight into a buffer.
-//!
-//! `apache_avro::to_avro_datum` resolves the schema's names and validates the value against it
-//! for every datum; for Sluice's rows that cost several times the rest of the pipeline. The
-//! values here are built from the same `FieldPlan`s as the schemas, so they already match: this
-//! writer only serialises them (Avro 1.11 specification, "Binary Encoding"): zig-zag varints
-//! for int and long, little-endian IEEE floats, length-prefixed bytes and strings, the branch
-//! index before a union's value, a record's fields in order, arrays as one block and a 0.
-//! Debug builds (and so every test, the end-to-end ones included) compare each datum with
-//! apache-avro's own encoding.
+//! Avro's binary encoding of primitive values, appended to a buffer (Avro 1.11 specification,
+//! "Binary Encoding"): zig-zag varints for int and long, little-endian IEEE floats,
+//! length-prefixed bytes and strings. Records are their fields in order, a union is its branch
+//! index (a long) before the value, an array is one block (count, items) and a 0; the encoder
+//! (`encode.rs`) writes those shapes with these primitives, following the same `FieldPlan`s
+//! the schemas were made from.
 
-use apache_avro::types::Value as Avro;
-
-/// Appends `v`'s encoding; None for a kind of value Sluice never builds (the caller falls back
-/// to apache-avro, which knows the schema).
-pub(crate) fn write(v: &Avro, out: &mut Vec<u8>) -> Option<()> {
-    match v {
-        Avro::Null => {}
-        Avro::Boolean(b) => out.push(u8::from(*b)),
-        Avro::Int(i) | Avro::Date(i) | Avro::TimeMillis(i) => long(i64::from(*i), out),
-        Avro::Long(l)
-        | Avro::TimeMicros(l)
-        | Avro::TimestampMillis(l)
-        | Avro::TimestampMicros(l)
-        | Avro::LocalTimestampMillis(l)
-        | Avro::LocalTimestampMicros(l) => long(*l, out),
-        Avro::Float(f) => out.extend_from_slice(&f.to_le_bytes()),
-        Avro::Double(d) => out.extend_from_slice(&d.to_le_bytes()),
-        Avro::Bytes(b) => bytes(b, out),
-        Avro::String(s) => bytes(s.as_bytes(), out),
-        // Sluice's decimals are bytes-backed (never fixed): the two's-complement bytes
-        Avro::Decimal(d) => bytes(&<Vec<u8>>::try_from(d).ok()?, out),
-        Avro::Enum(index, _) => long(i64::from(*index), out),
-        Avro::Union(index, inner) => {
-            long(i64::from(*index), out);
-            write(inner, out)?;
-        }
-        Avro::Array(items) => {
-            if !items.is_empty() {
-                long(i64::try_from(items.len()).ok()?, out);
-                for item in items {
-                    write(item, out)?;
-                }
-            }
-            out.push(0);
-        }
-        Avro::Record(fields) => {
-            for (_, field) in fields {
-                write(field, out)?;
-            }
-        }
-        _ => return None,
-    }
-    Some(())
-}
-
-/// Zig-zag varint.
-fn long(n: i64, out: &mut Vec<u8>) {
+/// A `long` (also an `int`, a union branch index, a block count): zig-zag varint.
+pub(crate) fn long(n: i64, out: &mut Vec<u8>) {
     let mut z = ((n << 1) ^ (n >> 63)) as u64;
     while z >= 0x80 {
         out.push((z as u8) | 0x80);
@@ -64,32 +15,71 @@ fn long(n: i64, out: &mut Vec<u8>) {
     out.push(z as u8);
 }
 
-fn bytes(b: &[u8], out: &mut Vec<u8>) {
-    long(b.len() as i64, out);
+/// A count or index (never beyond `i64::MAX` in practice: lengths of in-memory data).
+pub(crate) fn count(n: usize, out: &mut Vec<u8>) {
+    long(i64::try_from(n).unwrap_or(i64::MAX), out);
+}
+
+/// `bytes` (and a `decimal` on bytes).
+pub(crate) fn bytes(b: &[u8], out: &mut Vec<u8>) {
+    count(b.len(), out);
     out.extend_from_slice(b);
+}
+
+/// `string` (UTF-8).
+pub(crate) fn string(s: &str, out: &mut Vec<u8>) {
+    bytes(s.as_bytes(), out);
+}
+
+/// `boolean`.
+pub(crate) fn boolean(b: bool, out: &mut Vec<u8>) {
+    out.push(u8::from(b));
+}
+
+/// `float`.
+pub(crate) fn float(f: f32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&f.to_le_bytes());
+}
+
+/// `double`.
+pub(crate) fn double(d: f64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&d.to_le_bytes());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn enc(v: &Avro) -> Vec<u8> {
+    fn enc(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
         let mut out = Vec::new();
-        write(v, &mut out).unwrap();
+        f(&mut out);
         out
     }
 
     /// The specification's examples.
     #[test]
     fn spec_examples() {
-        assert_eq!(enc(&Avro::Long(0)), [0x00]);
-        assert_eq!(enc(&Avro::Long(-1)), [0x01]);
-        assert_eq!(enc(&Avro::Long(1)), [0x02]);
-        assert_eq!(enc(&Avro::Long(-64)), [0x7f]);
-        assert_eq!(enc(&Avro::Long(64)), [0x80, 0x01]);
-        assert_eq!(enc(&Avro::String("foo".into())), [0x06, 0x66, 0x6f, 0x6f]);
-        assert_eq!(enc(&Avro::Union(1, Box::new(Avro::Long(2)))), [0x02, 0x04]);
-        assert_eq!(enc(&Avro::Array(vec![Avro::Long(3), Avro::Long(27)])), [0x04, 0x06, 0x36, 0x00]);
-        assert_eq!(enc(&Avro::Long(i64::MIN)), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(enc(|o| long(0, o)), [0x00]);
+        assert_eq!(enc(|o| long(-1, o)), [0x01]);
+        assert_eq!(enc(|o| long(1, o)), [0x02]);
+        assert_eq!(enc(|o| long(-64, o)), [0x7f]);
+        assert_eq!(enc(|o| long(64, o)), [0x80, 0x01]);
+        assert_eq!(enc(|o| string("foo", o)), [0x06, 0x66, 0x6f, 0x6f]);
+        assert_eq!(enc(|o| long(i64::MIN, o)), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(enc(|o| double(1.5, o)), 1.5f64.to_le_bytes());
+        assert_eq!(enc(|o| boolean(true, o)), [1]);
+    }
+
+    /// Agrees with apache-avro's writer over the edges of the varint lengths.
+    #[test]
+    fn longs_agree_with_apache_avro() {
+        let schema = apache_avro::Schema::Long;
+        for shift in 0..64 {
+            for n in [1i64 << shift, (1i64 << shift).wrapping_sub(1), (1i64 << shift).wrapping_neg(), !(1i64 << shift)]
+            {
+                let reference = apache_avro::to_avro_datum(&schema, apache_avro::types::Value::Long(n)).unwrap();
+                assert_eq!(enc(|o| long(n, o)), reference, "{n}");
+            }
+        }
     }
 }
