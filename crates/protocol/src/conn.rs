@@ -574,6 +574,105 @@ impl BinlogStream {
     }
 }
 
+/// A [`BinlogStream`] read ahead by a task of its own, so the socket is read (packets
+/// reassembled, checksummed events handed over) while the caller decodes the events before
+/// them. On a multi-threaded runtime the two run on different cores: the stream then goes as
+/// fast as the slower of reading and decoding instead of their sum, which is how a replica's
+/// I/O and SQL threads divide the work.
+///
+/// At most `max_bytes` of events (plus one) wait between the two; errors and the end of the
+/// stream arrive in order after the events before them. Dropping it stops the reader (and
+/// closes the connection).
+#[derive(Debug)]
+pub struct ReadAhead {
+    rx: tokio::sync::mpsc::UnboundedReceiver<Result<Option<Bytes>>>,
+    /// Room for events between the reader and the taker, in bytes: the reader takes it in
+    /// [`READ_AHEAD_CREDIT`] chunks, the taker gives back each event's size as it takes it, so
+    /// neither side wakes the other once per event.
+    room: Arc<tokio::sync::Semaphore>,
+    /// The largest share of `room` one event takes.
+    max: u32,
+    reader: tokio::task::JoinHandle<()>,
+    finished: bool,
+}
+
+/// How much room the reader takes at a time.
+const READ_AHEAD_CREDIT: u32 = 1 << 20;
+
+impl BinlogStream {
+    /// Reads this stream ahead on a task of its own (see [`ReadAhead`]); `max_bytes` bounds
+    /// the events waiting to be taken (give or take one credit chunk).
+    pub fn read_ahead(mut self, max_bytes: usize) -> ReadAhead {
+        let max = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(READ_AHEAD_CREDIT);
+        let room = Arc::new(tokio::sync::Semaphore::new(max as usize));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let reader_room = Arc::clone(&room);
+        let reader = tokio::spawn(async move {
+            let mut credit = 0u32;
+            loop {
+                let next = self.next_event().await;
+                let last = !matches!(next, Ok(Some(_)));
+                let need = match &next {
+                    Ok(Some(ev)) => u32::try_from(ev.len()).unwrap_or(u32::MAX).min(max),
+                    _ => 0,
+                };
+                while credit < need {
+                    let chunk = READ_AHEAD_CREDIT.max(need - credit).min(max);
+                    // a closed semaphore: the ReadAhead is gone
+                    let Ok(permits) = reader_room.acquire_many(chunk).await else { return };
+                    permits.forget();
+                    credit += chunk;
+                }
+                credit -= need;
+                if tx.send(next).is_err() || last {
+                    return;
+                }
+            }
+        });
+        ReadAhead { rx, room, max, reader, finished: false }
+    }
+}
+
+impl ReadAhead {
+    /// The next event, as [`BinlogStream::next_event`] gives it.
+    ///
+    /// # Errors
+    /// As [`BinlogStream::next_event`]; [`Error::Io`] when the reader task ended without
+    /// saying why (it panicked or was cancelled).
+    pub async fn next_event(&mut self) -> Result<Option<Bytes>> {
+        if self.finished {
+            return Ok(None);
+        }
+        match self.rx.recv().await {
+            Some(r) => {
+                match &r {
+                    Ok(Some(ev)) => {
+                        let size = u32::try_from(ev.len()).unwrap_or(u32::MAX).min(self.max);
+                        self.room.add_permits(size as usize);
+                    }
+                    _ => self.finished = true,
+                }
+                r
+            }
+            None => {
+                self.finished = true;
+                Err(Error::Io {
+                    during: "reading the binlog stream ahead",
+                    kind: std::io::ErrorKind::Other,
+                    message: "the reader task ended unexpectedly".into(),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.room.close();
+        self.reader.abort();
+    }
+}
+
 fn tls_err(e: impl fmt::Display) -> Error {
     Error::Tls(e.to_string())
 }

@@ -25,6 +25,6 @@ pub mod reader;
 pub mod replication;
 
 #[cfg(feature = "net")]
-pub use conn::{BinlogStream, ConnectOptions, Connection, DumpRequest, StartPosition, TlsMode};
+pub use conn::{BinlogStream, ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition, TlsMode};
 pub use error::{Error, Result, ServerError};
 pub use reader::Reader;

@@ -7,6 +7,9 @@
 //! - `decode`: decode every event and every value of every row with `EventDecoder`, without
 //!   rendering anything (what `sluice dump` costs before JSON).
 //!
+//! Both read the stream as Sluice's source does: ahead, on a task of its own (`ReadAhead`),
+//! on the same two-worker runtime.
+//!
 //! `cargo run --release -p sluice --example live_stream -- MODE HOST PORT USER FILE [POSITION]`
 //! (password from `SLUICE_PASSWORD`, default empty). Prints one JSON line with the counts
 //! and the elapsed seconds.
@@ -18,7 +21,8 @@ use sluice_binlog::event::{ChecksumAlg, Event};
 use sluice_binlog::rows::RowChange;
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, StartPosition, TlsMode};
 
-#[tokio::main(flavor = "current_thread")]
+// the runtime `sluice dump` and `sluice run` stream on (`source::runtime`)
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, host, port, user, file, rest @ ..] = args.as_slice() else {
@@ -41,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut req = DumpRequest::new(51_999, StartPosition::FilePosition { file: file.clone(), position });
     req.non_blocking = true;
     let started = Instant::now();
-    let mut stream = conn.start_binlog_dump(req).await?;
+    let mut stream = conn.start_binlog_dump(req).await?.read_ahead(8 << 20);
     let mut decoder = EventDecoder::default();
     decoder.set_checksum(ChecksumAlg::Crc32);
     let (mut events, mut bytes, mut rows, mut values) = (0u64, 0u64, 0u64, 0u64);

@@ -415,10 +415,7 @@ impl<W: Write> Dumper<W> {
             }
             (None, _) => None,
         };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::Output(io::Error::other(e)))?;
+        let rt = crate::source::runtime().map_err(Failure::Output)?;
         rt.block_on(async {
             let mut src = ReplicationSource::start(cfg, start).await.map_err(Failure::Source)?;
             let mut summary = Summary::default();

@@ -169,7 +169,54 @@ fn is_retriable(e: &KafkaError) -> bool {
 
 type TxProducer = ThreadedProducer<DefaultProducerContext>;
 
+/// Records of the next batch, held while the previous batch's commit is in flight (librdkafka
+/// takes no records between `commit_transaction` and the next `begin_transaction`): one byte
+/// arena and each record's place in it, so holding a record allocates nothing of its own.
+#[derive(Default)]
+struct Held {
+    bytes: Vec<u8>,
+    records: Vec<HeldRecord>,
+    topics: Vec<String>,
+}
+
+struct HeldRecord {
+    topic: usize,
+    key: Option<std::ops::Range<usize>>,
+    value: Option<std::ops::Range<usize>>,
+}
+
+impl Held {
+    fn push(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
+        let topic = match self.topics.iter().rposition(|t| t == topic) {
+            Some(i) => i,
+            None => {
+                self.topics.push(topic.to_string());
+                self.topics.len() - 1
+            }
+        };
+        let mut put = |b: &[u8]| {
+            let start = self.bytes.len();
+            self.bytes.extend_from_slice(b);
+            start..self.bytes.len()
+        };
+        let key = key.map(&mut put);
+        let value = value.map(&mut put);
+        self.records.push(HeldRecord { topic, key, value });
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+        self.topics.clear();
+    }
+}
+
 /// The transactional producer and the topics it has made sure exist.
+///
+/// A batch's commit runs on the blocking pool while the pipeline goes on decoding and encoding
+/// the next batch, whose records are held in memory (up to `kafka.batch_max_bytes`) until the
+/// commit is through; a commit waits for the one before it. A failed commit surfaces at the
+/// next call, and the caller replays from the last checkpoint that did commit.
 pub struct KafkaSink {
     producer: Arc<TxProducer>,
     admin: AdminClient<DefaultClientContext>,
@@ -179,14 +226,47 @@ pub struct KafkaSink {
     replication: i32,
     topic_config: Vec<(String, String)>,
     known_topics: HashSet<String>,
-    in_transaction: bool,
-    /// Bytes of keys and values queued in the open transaction.
+    /// A batch is open: records were sent since the last commit began.
+    open: bool,
+    /// librdkafka's transaction is in progress (begun, neither committed nor aborted yet).
+    begun: bool,
+    /// Bytes of keys and values in the open batch.
     txn_bytes: u64,
+    /// The commit in flight.
+    committing: Option<tokio::task::JoinHandle<Result<(), KafkaError>>>,
+    /// The open batch's records while `committing`.
+    held: Held,
+    /// At most this many bytes are held; then the batch waits for the commit.
+    hold_max: usize,
 }
 
 impl std::fmt::Debug for KafkaSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaSink").field("source", &self.source_name).field("open", &self.in_transaction).finish()
+        f.debug_struct("KafkaSink")
+            .field("source", &self.source_name)
+            .field("open", &self.open)
+            .field("committing", &self.committing.is_some())
+            .finish()
+    }
+}
+
+/// Runs a transactional call on this thread, retrying retriable errors (on the blocking pool:
+/// librdkafka's transactional calls wait for the coordinator).
+fn with_retries(
+    what: &str,
+    p: &TxProducer,
+    call: impl Fn(&TxProducer) -> Result<(), KafkaError>,
+) -> Result<(), KafkaError> {
+    let mut attempt = 0;
+    loop {
+        match call(p) {
+            Err(e) if is_retriable(&e) && attempt < RETRIES => {
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "Retrying: {what}");
+                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+            }
+            r => return r,
+        }
     }
 }
 
@@ -219,8 +299,12 @@ impl KafkaSink {
             replication: cfg.kafka.replication_factor,
             topic_config: cfg.kafka.topic_config.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             known_topics: HashSet::new(),
-            in_transaction: false,
+            open: false,
+            begun: false,
             txn_bytes: 0,
+            committing: None,
+            held: Held::default(),
+            hold_max: usize::try_from(cfg.kafka.batch_max_bytes).unwrap_or(usize::MAX),
         };
         let positions = sink.positions_topic.clone();
         sink.create_topic(&positions, 1, &[("cleanup.policy".into(), "compact".into())]).await?;
@@ -237,25 +321,13 @@ impl KafkaSink {
     async fn blocking(
         &self,
         what: &'static str,
-        call: impl Fn(&TxProducer) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
+        call: impl Fn(&TxProducer) -> Result<(), KafkaError> + Send + 'static,
     ) -> Result<(), SinkError> {
-        let mut attempt = 0;
-        loop {
-            let p = Arc::clone(&self.producer);
-            let c = call.clone();
-            let r = tokio::task::spawn_blocking(move || c(&p))
-                .await
-                .map_err(|e| SinkError::Fatal(format!("{what}: the blocking task failed: {e}")))?;
-            match r {
-                Ok(()) => return Ok(()),
-                Err(e) if is_retriable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tracing::warn!(error = %e, attempt, "Retrying: {what}");
-                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
-                }
-                Err(e) => return Err(classify(what, &e)),
-            }
-        }
+        let p = Arc::clone(&self.producer);
+        tokio::task::spawn_blocking(move || with_retries(what, &p, call))
+            .await
+            .map_err(|e| SinkError::Fatal(format!("{what}: the blocking task failed: {e}")))?
+            .map_err(|e| classify(what, &e))
     }
 
     async fn create_topic(&self, topic: &str, partitions: i32, extra: &[(String, String)]) -> Result<(), SinkError> {
@@ -292,33 +364,46 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// Bytes of keys and values queued in the open transaction.
+    /// Bytes of keys and values in the open batch.
     pub fn transaction_bytes(&self) -> u64 {
         self.txn_bytes
     }
 
-    /// True while a Kafka transaction is open.
+    /// True while a batch is open (records sent since the last commit began).
     pub fn in_transaction(&self) -> bool {
-        self.in_transaction
+        self.open
     }
 
-    /// Opens a Kafka transaction.
-    ///
-    /// # Errors
-    /// Abortable or fatal, as classified.
-    pub fn begin(&mut self) -> Result<(), SinkError> {
+    fn begin_now(&mut self) -> Result<(), SinkError> {
         self.producer.begin_transaction().map_err(|e| classify("beginning a Kafka transaction", &e))?;
-        self.in_transaction = true;
-        self.txn_bytes = 0;
+        self.begun = true;
         Ok(())
     }
 
-    /// Queues one record in the open transaction (`value` None: a tombstone). Waits while
-    /// librdkafka's queue is full, which bounds memory.
+    /// Adds one record to the open batch, opening one when needed (`value` None: a
+    /// tombstone). While the previous commit is in flight the record is held; otherwise it goes
+    /// to librdkafka, waiting while its queue is full, which bounds memory.
     ///
     /// # Errors
-    /// Abortable (the transaction is aborted first) or fatal.
+    /// Abortable (the transaction is aborted first) or fatal, for this record or for the
+    /// commit in flight.
     pub async fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), SinkError> {
+        self.open = true;
+        self.txn_bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
+        if let Some(c) = &self.committing {
+            if !c.is_finished() && self.held.bytes.len() < self.hold_max {
+                self.held.push(topic, key, value);
+                return Ok(());
+            }
+            self.settle().await?;
+        }
+        if !self.begun {
+            self.begin_now()?;
+        }
+        self.produce(topic, key, value).await
+    }
+
+    async fn produce(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), SinkError> {
         loop {
             let mut rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
             if let Some(k) = key {
@@ -328,10 +413,7 @@ impl KafkaSink {
                 rec = rec.payload(v);
             }
             match self.producer.send(rec) {
-                Ok(()) => {
-                    self.txn_bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
-                    return Ok(());
-                }
+                Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -346,27 +428,78 @@ impl KafkaSink {
         }
     }
 
-    /// Adds the checkpoint record and commits the open transaction.
+    /// Waits for the commit in flight (if any), then begins the next transaction and sends the
+    /// records held meanwhile.
+    async fn settle(&mut self) -> Result<(), SinkError> {
+        let Some(commit) = self.committing.take() else { return Ok(()) };
+        let what = "committing the Kafka transaction";
+        let r = commit.await.map_err(|e| SinkError::Fatal(format!("{what}: the blocking task failed: {e}")))?;
+        if let Err(e) = r {
+            self.held.clear();
+            let err = classify(what, &e);
+            if matches!(err, SinkError::Abortable(_)) {
+                self.abort_after(&err).await?;
+            }
+            return Err(err);
+        }
+        self.begun = false;
+        if self.held.records.is_empty() {
+            return Ok(());
+        }
+        self.begin_now()?;
+        let held = std::mem::take(&mut self.held);
+        for r in &held.records {
+            let part = |range: &Option<std::ops::Range<usize>>| range.clone().and_then(|r| held.bytes.get(r));
+            let topic = held.topics.get(r.topic).map_or("", String::as_str);
+            self.produce(topic, part(&r.key), part(&r.value)).await?;
+        }
+        // keep the arena's capacity for the next commit
+        self.held = held;
+        self.held.clear();
+        Ok(())
+    }
+
+    /// Adds the checkpoint record to the open batch (opening one when none is) and starts
+    /// committing it; returns without waiting for the commit (see [`KafkaSink::finish`]).
     ///
     /// # Errors
-    /// Abortable (the transaction is aborted first) or fatal.
+    /// Abortable (the transaction is aborted first) or fatal, for this batch or for the
+    /// previous commit.
     pub async fn commit(&mut self, checkpoint: &Checkpoint) -> Result<(), SinkError> {
         let value = serde_json::to_vec(checkpoint).map_err(|e| SinkError::Fatal(e.to_string()))?;
         let topic = self.positions_topic.clone();
         let key = self.source_name.clone();
+        // the commit before must be through: then this batch's records are all in librdkafka
+        self.settle().await?;
         self.send(&topic, Some(key.as_bytes()), Some(&value)).await?;
-        let r = self.blocking("committing the Kafka transaction", |p| p.commit_transaction(TXN_CALL_TIMEOUT)).await;
-        match r {
-            Ok(()) => {
-                self.in_transaction = false;
-                Ok(())
-            }
-            Err(err @ SinkError::Abortable(_)) => {
-                self.abort_after(&err).await?;
-                Err(err)
-            }
-            Err(e) => Err(e),
+        let p = Arc::clone(&self.producer);
+        self.committing = Some(tokio::task::spawn_blocking(move || {
+            with_retries("committing the Kafka transaction", &p, |p| p.commit_transaction(TXN_CALL_TIMEOUT))
+        }));
+        self.open = false;
+        self.txn_bytes = 0;
+        Ok(())
+    }
+
+    /// Takes the outcome of a commit that has finished (sending what was held meanwhile);
+    /// does not wait for one still in flight.
+    ///
+    /// # Errors
+    /// As [`KafkaSink::commit`].
+    pub async fn poll(&mut self) -> Result<(), SinkError> {
+        if self.committing.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+            self.settle().await?;
         }
+        Ok(())
+    }
+
+    /// Waits until every commit started is through (and sends what was held meanwhile into a
+    /// new transaction).
+    ///
+    /// # Errors
+    /// As [`KafkaSink::commit`].
+    pub async fn finish(&mut self) -> Result<(), SinkError> {
+        self.settle().await
     }
 
     /// Aborts after `cause`; only a fencing while aborting is worse than the cause itself (the
@@ -382,15 +515,24 @@ impl KafkaSink {
         }
     }
 
-    /// Aborts the open transaction (no-op when none is open).
+    /// Drops the open batch: waits for a commit in flight, discards held records, and aborts
+    /// the transaction in progress (no-op when none is).
     ///
     /// # Errors
     /// Fatal when even aborting fails.
     pub async fn abort(&mut self) -> Result<(), SinkError> {
-        if !self.in_transaction {
+        if let Some(commit) = self.committing.take() {
+            if let Ok(Ok(())) = commit.await {
+                self.begun = false;
+            }
+        }
+        self.held.clear();
+        self.open = false;
+        self.txn_bytes = 0;
+        if !self.begun {
             return Ok(());
         }
-        self.in_transaction = false;
+        self.begun = false;
         self.blocking("aborting the Kafka transaction", |p| p.abort_transaction(TXN_CALL_TIMEOUT)).await
     }
 }

@@ -119,7 +119,7 @@ pub fn run(args: RunArgs) -> u8 {
             return exit::USAGE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match crate::source::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sluice run: cannot start the runtime: {e}");
@@ -384,9 +384,12 @@ impl Pipeline<'_> {
                 Some(SourceEvent::Event(ev)) => self.handle(&ev, sink).await?,
             }
             if !self.tx.open {
+                // a finished commit's outcome now, not at the next record (the stream may idle)
+                sink.poll().await?;
                 let stopping = stop.load(Ordering::SeqCst);
                 self.maybe_commit(src.resume_point(), sink, stopping).await?;
                 if stopping {
+                    sink.finish().await?;
                     tracing::info!(resume = %self.committed, "Stopped after committing");
                     return Ok(());
                 }
@@ -415,7 +418,6 @@ impl Pipeline<'_> {
         } else if *resume != self.committed
             && (force || self.last_commit.elapsed() >= delay.max(Duration::from_secs(1)) || self.schemas.has_pending())
         {
-            sink.begin()?;
             self.commit(resume, sink).await?;
             self.last_commit = Instant::now();
             self.committed = resume.clone();
@@ -631,9 +633,6 @@ impl Out<'_> {
         match self.output.value_mode {
             ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, value)?,
             ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
-        }
-        if !sink.in_transaction() {
-            sink.begin()?;
         }
         sink.send(&self.table.topic, key, Some(value)).await?;
         if op == Op::Delete && self.output.tombstones && key.is_some() {

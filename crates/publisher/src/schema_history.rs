@@ -413,16 +413,13 @@ impl SchemaHistory {
     }
 
     /// Writes the changes since the last flush to `<prefix>.__schemas` in the open Kafka
-    /// transaction (opening one when needed). Call right before committing.
+    /// batch (opening one when needed). Call right before committing.
     ///
     /// # Errors
     /// As [`KafkaSink::send`].
     pub async fn flush(&mut self, sink: &mut KafkaSink, topic: &str, source: &str) -> Result<(), SinkError> {
         if self.dirty.is_empty() {
             return Ok(());
-        }
-        if !sink.in_transaction() {
-            sink.begin()?;
         }
         for k in &self.dirty {
             let key = format!("{source}/{k}");

@@ -20,7 +20,7 @@ use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::{ChecksumAlg, Event};
 use sluice_binlog::file::{Located, PendingPayload};
 use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
-use sluice_protocol::{BinlogStream, ConnectOptions, Connection, DumpRequest, StartPosition};
+use sluice_protocol::{ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition};
 
 use crate::check;
 
@@ -162,10 +162,22 @@ pub enum SourceEvent<'a> {
     },
 }
 
+/// Bytes of events read from the socket ahead of the decoder (see [`ReadAhead`]).
+const READ_AHEAD_BYTES: usize = 8 << 20;
+
+/// The runtime of the commands that stream: two workers, so that the stream's reader task
+/// (and the publisher's blocking Kafka calls) run beside the decoding on the caller's thread.
+///
+/// # Errors
+/// When the operating system refuses the threads.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+}
+
 /// A live replication stream with reconnection.
 pub struct ReplicationSource {
     cfg: SourceConfig,
-    stream: Option<BinlogStream>,
+    stream: Option<ReadAhead>,
     decoder: EventDecoder,
     payload: PendingPayload,
     raw: Bytes,
@@ -283,7 +295,7 @@ impl ReplicationSource {
         self.payload.clear();
         self.file = self.tx.resume.file.clone();
         self.tx.reset();
-        self.stream = Some(stream);
+        self.stream = Some(stream.read_ahead(READ_AHEAD_BYTES));
         Ok(())
     }
 

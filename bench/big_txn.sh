@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Peak memory against transaction size (issue 4: "peak memory independent of transaction size").
+#
+# The same N rows (default 1,000,000; about 300 bytes each) are written twice into a fresh MariaDB:
+# once in transactions of 1,000 rows (table bigtxn.small), once as ONE transaction of N rows
+# (table bigtxn.big, a single INSERT ... SELECT). Each phase is in its own binlog file. `sluice run`
+# streams each phase into the broker on its own (a fresh source name, started at the phase's file),
+# and the script reports its peak RSS (VmHWM) and the time to the checkpoint that passes the phase.
+#
+# A MySQL transaction is never split across Kafka transactions and never held whole: its records go
+# to librdkafka's bounded queue (and, while the previous batch commits, to at most
+# kafka.batch_max_bytes held in memory), so both peaks should be about the same.
+#
+# Usage: bench/big_txn.sh [ROWS]
+# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+. "$repo/integration/lib/mariadb.sh"
+. "$repo/integration/lib/broker.sh"
+. "$repo/integration/lib/registry.sh"
+
+rows="${1:-1000000}"
+export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
+out="$SLUICE_WORK/big_txn"
+mkdir -p "$out"
+
+echo "big_txn: building (release)" >&2
+(cd "$repo" && cargo build --release -q -p sluice --bin sluice && cargo build --release -q -p sluice-test-registry)
+target="${CARGO_TARGET_DIR:-$repo/target}/release"
+export SLUICE_REGISTRY_BIN="$target/sluice-test-registry"
+python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q confluent-kafka >&2
+
+# throwaway data: durability off; a big binlog cache so the one transaction is not the slow part
+mariadb_start bigtxn --innodb-buffer-pool-size=512M --innodb-flush-log-at-trx-commit=0 --sync-binlog=0 \
+    --max-binlog-size=1G --binlog-cache-size=64M >/dev/null
+broker_start bigtxn >/dev/null
+registry_start bigtxn >/dev/null
+sluice_pid=""
+trap '[ -n "$sluice_pid" ] && kill -9 "$sluice_pid" 2>/dev/null; mariadb_stop bigtxn; broker_stop bigtxn; registry_stop bigtxn' EXIT
+port="$(mariadb_port bigtxn)"
+
+status() { mariadb_sql bigtxn "SHOW MASTER STATUS" -N | awk '{print $1":"$2}'; }
+table_sql='(id BIGINT PRIMARY KEY, name VARCHAR(64) NOT NULL, amount DECIMAL(12,2), created DATETIME(6), note VARCHAR(255))'
+select_sql="SELECT seq, CONCAT('customer-', seq), seq / 100, TIMESTAMP'2026-01-01 00:00:00' + INTERVAL seq SECOND, REPEAT(CHAR(65 + seq % 26), 200)"
+mariadb_sql bigtxn "CREATE DATABASE bigtxn; CREATE TABLE bigtxn.small $table_sql; CREATE TABLE bigtxn.big $table_sql"
+
+echo "big_txn: writing $rows rows in transactions of 1,000 rows" >&2
+mariadb_sql bigtxn "FLUSH BINARY LOGS"
+small_start="$(status)"
+batches=$(( (rows + 999) / 1000 ))
+# the seq_<from>_to_<to> tables of MariaDB's SEQUENCE engine need a current database
+for ((b = -1; b < batches; b++)); do
+    if [ "$b" -lt 0 ]; then echo "USE bigtxn;"; continue; fi
+    lo=$(( b * 1000 + 1 )); hi=$(( (b + 1) * 1000 < rows ? (b + 1) * 1000 : rows ))
+    echo "INSERT INTO bigtxn.small $select_sql FROM seq_${lo}_to_${hi};"
+done | mariadb_sql bigtxn -
+small_end="$(status)"
+
+echo "big_txn: writing $rows rows in one transaction" >&2
+mariadb_sql bigtxn "FLUSH BINARY LOGS"
+big_start="$(status)"
+mariadb_sql bigtxn "USE bigtxn; INSERT INTO bigtxn.big $select_sql FROM seq_1_to_$rows"
+big_end="$(status)"
+
+wait_py='
+import json, sys, time
+from confluent_kafka import Consumer, TopicPartition
+broker, topic, name, file, pos = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+c = Consumer({"bootstrap.servers": broker, "group.id": "big-txn-wait", "isolation.level": "read_committed",
+              "enable.auto.commit": False, "enable.partition.eof": True})
+deadline = time.time() + 1800
+while time.time() < deadline:
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    except Exception:
+        time.sleep(0.2); continue
+    if hi > lo:
+        c.assign([TopicPartition(topic, 0, max(lo, hi - 20))])
+        last = None
+        while True:
+            m = c.poll(2)
+            if m is None or m.error():
+                break
+            if m.key() == name.encode():
+                last = json.loads(m.value())
+        if last and (last["file"], last["position"]) >= (file, pos):
+            print(time.time()); sys.exit(0)
+    time.sleep(0.2)
+sys.exit(1)
+'
+
+# run_phase NAME START END TABLE: prints "seconds peak_kb"
+run_phase() {
+    local name="$1" start="$2" end="$3" table="$4"
+    cat >"$out/$name.toml" <<TOML
+[source]
+name = "$name"
+url = "mysql://root@127.0.0.1:$port"
+tls = "disabled"
+server_id = $(( 60000 + RANDOM % 1000 ))
+start = "$start"
+[kafka]
+brokers = "$BROKER"
+partitions = 3
+[registry]
+url = "$REGISTRY_URL"
+[filter]
+include = ["bigtxn.$table"]
+TOML
+    local t0 t1 peak
+    t0="$(date +%s.%N)"
+    SLUICE_LOG=warn "$target/sluice" run --config "$out/$name.toml" 2>"$out/$name.log" &
+    sluice_pid=$!
+    ( while kill -0 "$sluice_pid" 2>/dev/null; do
+          grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/$name.vmhwm"; sleep 0.2
+      done ) &
+    t1="$(python3 -c "$wait_py" "$BROKER" sluice.__positions "$name" "${end%:*}" "${end##*:}")"
+    peak="$(cat "$out/$name.vmhwm")"
+    kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
+    sluice_pid=""
+    echo "$(echo "$t1 - $t0" | bc -l) $peak"
+}
+
+read -r small_secs small_peak < <(run_phase small "$small_start" "$small_end" small)
+read -r big_secs big_peak < <(run_phase big "$big_start" "$big_end" big)
+
+python3 - "$rows" "$small_secs" "$small_peak" "$big_secs" "$big_peak" <<'PY'
+import sys
+rows = int(sys.argv[1])
+small_secs, small_peak, big_secs, big_peak = float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+print(f"rows per phase: {rows:,}")
+print("| transactions | seconds | rows/s | sluice peak RSS (MB) |")
+print("|---|---:|---:|---:|")
+print(f"| {rows // 1000:,} of 1,000 rows | {small_secs:.2f} | {rows / small_secs:,.0f} | {small_peak / 1024:.1f} |")
+print(f"| 1 of {rows:,} rows | {big_secs:.2f} | {rows / big_secs:,.0f} | {big_peak / 1024:.1f} |")
+PY
