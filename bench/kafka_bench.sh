@@ -4,11 +4,13 @@
 # types, transactions of 1 to 10,000 rows) from MariaDB into Kafka as Avro with transactions, side by side
 # in one run with the broker's own produce ceiling: the same number of records, of the same average key and
 # value sizes, produced by a plain rdkafka producer (crates/publisher/examples/plain_produce.rs), once
-# without and once with transactions of the same batch size.
+# without and once with transactions of the same batch size (the average number of records per commit
+# of the Sluice run, counted from its checkpoints).
 #
 # Usage: bench/kafka_bench.sh [ROWS]       (ROWS as for gen_bench_binlog.sh, default 1000000)
 # The server's data comes from gen_bench_binlog.sh with BENCH_KEEP_DATADIR=1 (shared with live_bench.sh).
-# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_BATCH (batch_max_records, default 10000).
+# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_BATCH (kafka.batch_max_records;
+# default: Sluice's default).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,7 +20,8 @@ repo="$(cd "$here/.." && pwd)"
 . "$repo/integration/lib/registry.sh"
 
 rows="${1:-1000000}"
-batch="${BENCH_BATCH:-10000}"
+batch_setting=""
+[ -n "${BENCH_BATCH:-}" ] && batch_setting="batch_max_records = $BENCH_BATCH"
 export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
 files="$SLUICE_WORK/bench"
 out="$SLUICE_WORK/kafka_bench"
@@ -55,7 +58,7 @@ start = "$first:4"
 [kafka]
 brokers = "$BROKER"
 partitions = 3
-batch_max_records = $batch
+$batch_setting
 [registry]
 url = "$REGISTRY_URL"
 [filter]
@@ -86,12 +89,18 @@ while time.time() < deadline:
 sys.exit(1)
 '
 echo "kafka_bench: sluice run from $first:4 (checkpoint must pass $first:$((first_size - 64)))" >&2
+# CPU seconds (user + system) of a process so far
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+broker_pid="$(cat "$(broker_dir kbench)/pid")"
+b0="$(cpu_of "$broker_pid")"
 t0="$(date +%s.%N)"
 SLUICE_LOG=warn "$target/sluice" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
 sluice_pid=$!
 ( while kill -0 "$sluice_pid" 2>/dev/null; do grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/vmhwm"; sleep 0.5; done ) &
 t1="$(python3 -c "$wait_py" "$BROKER" "$first" "$first_size")"
 peak="$(cat "$out/vmhwm" 2>/dev/null || echo 0)"
+sluice_cpu="$(cpu_of "$sluice_pid")"
+sluice_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
 sluice_pid=""
 
@@ -114,24 +123,37 @@ while len(eof) < len(parts):
 print(n, kb // max(n, 1), vb // max(n, 1))
 '
 read -r records key_bytes value_bytes < <(python3 -c "$stats_py" "$BROKER" sluice.bench_full.orders)
+# one checkpoint record per Kafka transaction: the plain transactional producer commits as often
+read -r commits _ _ < <(python3 -c "$stats_py" "$BROKER" sluice.__positions)
+batch=$(( (records + commits - 1) / commits ))
 secs="$(echo "$t1 - $t0" | bc -l)"
 
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.idem 3 1 >/dev/null
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.txn 3 1 >/dev/null
+b0="$(cpu_of "$broker_pid")"
 plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes")"
+plain_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
+b0="$(cpu_of "$broker_pid")"
 plain_txn="$("$target/examples/plain_produce" "$BROKER" plain.txn "$records" "$key_bytes" "$value_bytes" --transactional "$batch")"
+plain_txn_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 
-python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" <<'PY'
+python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" "$commits" "$batch" \
+    "$sluice_cpu" "$sluice_broker_cpu" "$plain_broker_cpu" "$plain_txn_broker_cpu" <<'PY'
 import json, sys
 records, secs, peak, kb, vb = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 plain, plain_txn, rows = json.loads(sys.argv[6]), json.loads(sys.argv[7]), int(sys.argv[8])
+commits, batch = int(sys.argv[9]), int(sys.argv[10])
+cpu, bcpu, plain_bcpu, plain_txn_bcpu = (float(a) for a in sys.argv[11:15])
 changes = rows + rows * 3 // 10 + rows // 10
 print(f"records: {records:,} (row changes {changes:,} + tombstones), avg key {kb} B, avg value {vb} B")
-print("| contender | seconds | records | records/s | row changes/s |")
-print("|---|---|---|---|---|")
-print(f"| sluice run (decode, Avro, registry, batches, checkpoints) | {secs:.2f} | {records:,} | {records/secs:,.0f} | {changes/secs:,.0f} |")
-for name, p in (("plain producer, idempotent", plain), ("plain producer, transactional (same batch)", plain_txn)):
-    print(f"| {name} | {p['secs']:.2f} | {p['records']:,} | {p['rows_per_s']:,.0f} | - |")
+print(f"sluice committed {commits:,} Kafka transactions: {batch:,} records each on average (the plain transactional producer's batch)")
+print("| contender | seconds | records | records/s | row changes/s | client CPU s | broker CPU s |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+print(f"| sluice run (decode, Avro, registry, batches, checkpoints) | {secs:.2f} | {records:,} | {records/secs:,.0f} "
+      f"| {changes/secs:,.0f} | {cpu:.1f} | {bcpu:.1f} |")
+for name, p, b in (("plain producer, idempotent", plain, plain_bcpu),
+                   ("plain producer, transactional (same batch)", plain_txn, plain_txn_bcpu)):
+    print(f"| {name} | {p['secs']:.2f} | {p['records']:,} | {p['rows_per_s']:,.0f} | - | {p['cpu_s']:.1f} | {b:.1f} |")
 print(f"sluice vs plain idempotent: {plain['rows_per_s'] / (records / secs):.2f}x slower; "
       f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MB")
 PY

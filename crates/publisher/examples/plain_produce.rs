@@ -1,18 +1,23 @@
 //! The broker's own produce ceiling for `bench/kafka_bench.sh`: N records of fixed key and value
 //! sizes produced by a plain rdkafka producer with the same client settings as Sluice's sink
-//! (lz4, linger 5 ms, idempotence), nothing decoded or encoded. With `--transactional B` the
+//! (partitioner, lz4, linger, idempotence), nothing decoded or encoded. With `--transactional B` the
 //! records go in Kafka transactions of B records, as Sluice's batches do.
 //!
 //! ```text
 //! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B]
 //! ```
-//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R}`.
+//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C}`.
 
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+/// The sink's own producer defaults (`kafka::PRODUCER_DEFAULTS` in the `sluice` binary, which an
+/// example cannot import): keep the two equal, or the comparison is not like for like.
+const PRODUCER_DEFAULTS: &[(&str, &str)] =
+    &[("partitioner", "murmur2_random"), ("compression.type", "lz4"), ("linger.ms", "50")];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -28,11 +33,11 @@ fn main() {
         args.iter().position(|a| a == "--transactional").map(|i| args[i + 1].parse().expect("--transactional B"));
 
     let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", broker)
-        .set("enable.idempotence", "true")
-        .set("partitioner", "murmur2_random")
-        .set("linger.ms", "5")
-        .set("compression.type", "lz4");
+    cfg.set("bootstrap.servers", broker).set("enable.idempotence", "true");
+    // the sink's own defaults (partitioner, compression, linger)
+    for (k, v) in PRODUCER_DEFAULTS {
+        cfg.set(*k, *v);
+    }
     if batch.is_some() {
         cfg.set("transactional.id", format!("plain-produce-{}", std::process::id()));
     }
@@ -79,5 +84,20 @@ fn main() {
     }
     producer.flush(timeout).expect("flush");
     let secs = started.elapsed().as_secs_f64();
-    println!(r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}}}"#, records as f64 / secs);
+    println!(
+        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}}}"#,
+        records as f64 / secs,
+        own_cpu_secs()
+    );
+}
+
+/// This process's CPU time so far (user + system, from /proc/self/stat; 100 ticks a second,
+/// Linux's USER_HZ), so the benchmark can compare what each contender costs the machine.
+fn own_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }

@@ -101,7 +101,11 @@ pub struct KafkaSection {
     /// Extra configs for topics Sluice creates (e.g. `"retention.ms" = "604800000"`).
     #[serde(default)]
     pub topic_config: BTreeMap<String, String>,
-    /// A Kafka transaction is committed after this many records ...
+    /// A Kafka transaction is committed after this many records ... (Under load the time
+    /// limit usually comes first: a commit costs the broker a round trip to its transaction
+    /// coordinator, and batches of a fraction of a second keep that cost small per record while
+    /// read_committed consumers see the records within `batch_max_delay`. While one batch
+    /// commits, the next is encoded, holding up to `batch_max_bytes` of its records in memory.)
     #[serde(default = "default_batch_records")]
     pub batch_max_records: usize,
     /// ... or this many bytes of keys and values (an integer, or text with a unit: `"16MiB"`,
@@ -239,7 +243,7 @@ fn default_replication() -> i32 {
     1
 }
 fn default_batch_records() -> usize {
-    10_000
+    100_000
 }
 fn default_batch_bytes() -> u64 {
     16 << 20

@@ -32,6 +32,13 @@ use crate::source::{GtidState, ResumePoint};
 
 /// How long one transactional call (init, commit, abort) may take.
 const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Producer settings Sluice chooses unless `kafka.properties` says otherwise: Java's default
+/// partitioner (murmur2 of the key), so Java consumers and Kafka Streams agree on where a key
+/// lives; lz4; and a linger of 50 ms, which costs no visibility (read_committed consumers see
+/// records only at the commit, every `batch_max_delay`) and makes produce requests large, which
+/// is what brokers handle best.
+pub const PRODUCER_DEFAULTS: &[(&str, &str)] =
+    &[("partitioner", "murmur2_random"), ("compression.type", "lz4"), ("linger.ms", "50")];
 /// Retries of a retriable transactional error before asking for a restart.
 const RETRIES: u32 = 5;
 
@@ -279,12 +286,15 @@ impl KafkaSink {
     /// Abortable for a broker that does not answer (the caller retries), fatal for bad settings.
     pub async fn connect(cfg: &Config) -> Result<KafkaSink, SinkError> {
         let mut pc = base_client_config(cfg)?;
+        for (k, v) in PRODUCER_DEFAULTS {
+            if !cfg.kafka.properties.contains_key(*k) {
+                pc.set(*k, *v);
+            }
+        }
+        // exactly once rests on these (config validation keeps them out of kafka.properties)
         pc.set("transactional.id", format!("sluice-{}", cfg.source.name))
             .set("enable.idempotence", "true")
-            .set("transaction.timeout.ms", cfg.kafka.transaction_timeout.as_millis().to_string())
-            .set("partitioner", "murmur2_random")
-            .set("linger.ms", "5")
-            .set("compression.type", "lz4");
+            .set("transaction.timeout.ms", cfg.kafka.transaction_timeout.as_millis().to_string());
         let producer: TxProducer =
             pc.create().map_err(|e| SinkError::Fatal(format!("creating the Kafka producer: {e}")))?;
         let admin: AdminClient<DefaultClientContext> = base_client_config(cfg)?
