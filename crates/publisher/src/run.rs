@@ -5,7 +5,9 @@
 //! Kafka transaction, committed together with a checkpoint at a MySQL transaction boundary once
 //! `batch_max_records`, `batch_max_bytes` or `batch_max_delay` is reached. A MySQL transaction is never split:
 //! a huge one streams into one Kafka transaction (records go straight to librdkafka, whose
-//! bounded queue holds memory flat).
+//! bounded queue holds memory flat). A commit runs while the next batch is decoded and encoded
+//! (`KafkaSink` holds that batch's records until the commit is through), so the commit's round
+//! trip to the broker costs no decoding time.
 //!
 //! Errors end a pipeline attempt with a [`RunError`]: `Restart` (transient: the open Kafka
 //! transaction is aborted and the whole pipeline starts again from the committed checkpoint,
