@@ -72,6 +72,9 @@ fn server_restart_mid_stream() {
     wait_for(TXS / 3);
     db.restart(true); // crash
     wait_for(2 * TXS / 3);
+    // sluice must be back before the second restart, or one (slow, backed-off) reconnection can
+    // span both restarts: a busy CI machine showed exactly that
+    follower.wait_lines(3 * (2 * TXS / 3) as usize, 60);
     db.restart(false); // clean shutdown and start
     wait_for(TXS);
     stop.store(true, Ordering::SeqCst);
