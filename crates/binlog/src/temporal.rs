@@ -323,7 +323,12 @@ impl DateTime {
         const DATETIMEF_INT_OFS: i64 = 0x80_0000_0000;
         let int = i64::try_from(r.uint_be(5, "DATETIME2")?).unwrap_or(0) - DATETIMEF_INT_OFS;
         let frac = read_frac_signed(r, fsp)?;
-        Ok(DateTime::from_packed((int << 24) + frac, fsp))
+        // a server never writes the bottom of the range with a negative fraction (DATETIME is
+        // never negative), but damaged bytes can, and the sum must not overflow
+        let packed = (int << 24).checked_add(frac).ok_or_else(|| {
+            Error::invalid("DATETIME2", format!("packed value {int} with fraction {frac} is out of range"))
+        })?;
+        Ok(DateTime::from_packed(packed, fsp))
     }
 
     /// A DATETIME from MySQL's packed `longlong` form (`TIME_from_longlong_datetime_packed`).
@@ -527,6 +532,16 @@ pub(crate) mod tests {
         let t = Time::read2(&mut Reader::new(&b[1..]), 0).unwrap();
         assert_eq!((t.negative, t.hours, t.minutes, t.seconds), (true, 507, 48, 27));
         assert!(Time::read2(&mut Reader::new(&[0x80, 0, 0]), 7).is_err());
+    }
+
+    /// Found by the `value` fuzz target: the bottom of the 40-bit range with a negative
+    /// fraction overflowed the packed sum (a panic with overflow checks, a wrong value without).
+    #[test]
+    fn datetime2_out_of_range_is_an_error() {
+        let e = DateTime::read2(&mut Reader::new(&[0, 0, 0, 0, 0, 0xb4]), 2).unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+        // the same integer part with a zero fraction is representable (a nonsense date, no error)
+        assert!(DateTime::read2(&mut Reader::new(&[0, 0, 0, 0, 0, 0]), 2).is_ok());
     }
 
     #[test]
