@@ -64,33 +64,6 @@ big_start="$(status)"
 mariadb_sql bigtxn "USE bigtxn; INSERT INTO bigtxn.big $select_sql FROM seq_1_to_$rows"
 big_end="$(status)"
 
-wait_py='
-import json, sys, time
-from confluent_kafka import Consumer, TopicPartition
-broker, topic, name, file, pos = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-c = Consumer({"bootstrap.servers": broker, "group.id": "big-txn-wait", "isolation.level": "read_committed",
-              "enable.auto.commit": False, "enable.partition.eof": True})
-deadline = time.time() + 1800
-while time.time() < deadline:
-    try:
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-    except Exception:
-        time.sleep(0.2); continue
-    if hi > lo:
-        c.assign([TopicPartition(topic, 0, max(lo, hi - 20))])
-        last = None
-        while True:
-            m = c.poll(2)
-            if m is None or m.error():
-                break
-            if m.key() == name.encode():
-                last = json.loads(m.value())
-        if last and (last["file"], last["position"]) >= (file, pos):
-            print(time.time()); sys.exit(0)
-    time.sleep(0.2)
-sys.exit(1)
-'
-
 # run_phase NAME START END TABLE: prints "seconds peak_kb"
 run_phase() {
     local name="$1" start="$2" end="$3" table="$4"
@@ -116,7 +89,7 @@ TOML
     ( while kill -0 "$sluice_pid" 2>/dev/null; do
           grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/$name.vmhwm"; sleep 0.2
       done ) &
-    t1="$(python3 -c "$wait_py" "$BROKER" sluice.__positions "$name" "${end%:*}" "${end##*:}")"
+    t1="$(python3 "$here/wait_checkpoint.py" "$BROKER" "$name" "${end%:*}" "${end##*:}")"
     peak="$(cat "$out/$name.vmhwm")"
     kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
     sluice_pid=""

@@ -65,29 +65,6 @@ url = "$REGISTRY_URL"
 include = ["bench_full.*"]
 TOML
 
-# the checkpoint passing the last transaction of the first file (which ends with a ROTATE) = done
-wait_py='
-import json, sys, time
-from confluent_kafka import Consumer, TopicPartition
-broker, first, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
-c = Consumer({"bootstrap.servers": broker, "group.id": "kbench-wait", "isolation.level": "read_committed",
-              "enable.auto.commit": False, "enable.partition.eof": True})
-deadline = time.time() + 1800
-while time.time() < deadline:
-    lo, hi = c.get_watermark_offsets(TopicPartition("sluice.__positions", 0), timeout=10)
-    if hi > lo:
-        c.assign([TopicPartition("sluice.__positions", 0, max(lo, hi - 5))])
-        last = None
-        while True:
-            m = c.poll(2)
-            if m is None or m.error():
-                break
-            last = json.loads(m.value())
-        if last and (last["file"] != first or last["position"] >= size - 64):
-            print(time.time()); sys.exit(0)
-    time.sleep(0.2)
-sys.exit(1)
-'
 echo "kafka_bench: sluice run from $first:4 (checkpoint must pass $first:$((first_size - 64)))" >&2
 # CPU seconds (user + system) of a process so far
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
@@ -97,7 +74,8 @@ t0="$(date +%s.%N)"
 SLUICE_LOG=warn "$target/sluice" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
 sluice_pid=$!
 ( while kill -0 "$sluice_pid" 2>/dev/null; do grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/vmhwm"; sleep 0.5; done ) &
-t1="$(python3 -c "$wait_py" "$BROKER" "$first" "$first_size")"
+# the checkpoint passing the last transaction of the first file (which ends with a ROTATE) = done
+t1="$(python3 "$here/wait_checkpoint.py" "$BROKER" kbench "$first" "$((first_size - 64))")"
 peak="$(cat "$out/vmhwm" 2>/dev/null || echo 0)"
 sluice_cpu="$(cpu_of "$sluice_pid")"
 sluice_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"

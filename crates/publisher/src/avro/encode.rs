@@ -154,6 +154,7 @@ impl AvroEncoder {
     /// [`AvroEncoder::write_value`].
     pub fn write_key(&self, schema: &TableSchema, image: &RowImage<'_>, out: &mut Vec<u8>) -> Result<bool> {
         let (Some(key), Some(_key_schema)) = (&schema.key, schema.key_schema()) else { return Ok(false) };
+        #[cfg(debug_assertions)]
         let start = out.len();
         for f in key {
             match image.values.get(f.column).and_then(Option::as_ref) {
@@ -163,7 +164,6 @@ impl AvroEncoder {
         }
         #[cfg(debug_assertions)]
         check_datum(schema, _key_schema, out.get(start..).unwrap_or_default());
-        let _ = start;
         Ok(true)
     }
 
@@ -187,6 +187,7 @@ impl AvroEncoder {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         check_images(schema, op, before, after)?;
+        #[cfg(debug_assertions)]
         let start = out.len();
         // {before, after, op, ts_ms, source, transaction}; the images are unions [null, row]
         for (image, which) in [(before, "before"), (after, "after")] {
@@ -232,7 +233,6 @@ impl AvroEncoder {
         }
         #[cfg(debug_assertions)]
         check_datum(schema, schema.value_schema(), out.get(start..).unwrap_or_default());
-        let _ = start;
         Ok(())
     }
 
@@ -257,6 +257,7 @@ impl AvroEncoder {
                 return Err(AvroError::Images { table: schema.qualified.clone(), op: op.code(), needs: "a row image" })
             }
         };
+        #[cfg(debug_assertions)]
         let start = out.len();
         self.row(schema, img, which, out)?;
         // OP_FIELD, DELETED_FIELD
@@ -264,7 +265,6 @@ impl AvroEncoder {
         w::boolean(op == Op::Delete, out);
         #[cfg(debug_assertions)]
         check_datum(schema, schema.flat_schema(), out.get(start..).unwrap_or_default());
-        let _ = start;
         Ok(())
     }
 
@@ -489,35 +489,34 @@ impl AvroEncoder {
     }
 }
 
-/// Reads a datum back with apache-avro and writes the reading again: both must agree with
-/// Sluice's bytes exactly (a bug in the encoder otherwise).
-#[cfg(debug_assertions)]
-fn check_datum(table: &TableSchema, schema: &Schema, bytes: &[u8]) {
+/// Reads a datum back with apache-avro under its schema and writes the reading again: the
+/// reading must consume exactly Sluice's bytes and give them back unchanged (a bug in the encoder
+/// otherwise). Debug builds run it on every datum; the tests' value trees are its readings.
+#[cfg(any(test, debug_assertions))]
+fn read_verified(table: &TableSchema, schema: &Schema, bytes: &[u8]) -> apache_avro::types::Value {
     let mut rest = bytes;
     let read = apache_avro::from_avro_datum(schema, &mut rest, None)
         .unwrap_or_else(|e| panic!("{}: apache-avro cannot read Sluice's datum: {e}", table.qualified));
     assert!(rest.is_empty(), "{}: {} bytes after the datum", table.qualified, rest.len());
-    let again = apache_avro::to_avro_datum(schema, read)
+    let again = apache_avro::to_avro_datum(schema, read.clone())
         .unwrap_or_else(|e| panic!("{}: apache-avro cannot write what it read: {e}", table.qualified));
     assert_eq!(again, bytes, "{}: Sluice's Avro writer disagrees with apache-avro", table.qualified);
+    read
 }
 
-/// Value trees, for tests: each datum as apache-avro reads it back under its schema (so the
-/// tests check Sluice's bytes with an independent reader).
+#[cfg(debug_assertions)]
+fn check_datum(table: &TableSchema, schema: &Schema, bytes: &[u8]) {
+    read_verified(table, schema, bytes);
+}
+
+/// Value trees, for tests: each datum as apache-avro reads it back ([`read_verified`]).
 #[cfg(test)]
 impl AvroEncoder {
-    fn read_back(schema: &Schema, bytes: &[u8]) -> Avro {
-        let mut rest = bytes;
-        let v = apache_avro::from_avro_datum(schema, &mut rest, None).expect("apache-avro reads the datum");
-        assert!(rest.is_empty(), "bytes after the datum");
-        v
-    }
-
     /// [`AvroEncoder::write_key`], read back.
     pub fn encode_key(&self, schema: &TableSchema, image: &RowImage<'_>) -> Result<Option<Avro>> {
         let mut out = Vec::new();
         Ok(match (self.write_key(schema, image, &mut out)?, schema.key_schema()) {
-            (true, Some(s)) => Some(Self::read_back(s, &out)),
+            (true, Some(s)) => Some(read_verified(schema, s, &out)),
             _ => None,
         })
     }
@@ -533,7 +532,7 @@ impl AvroEncoder {
     ) -> Result<Avro> {
         let mut out = Vec::new();
         self.write_value(schema, op, before, after, ctx, &mut out)?;
-        Ok(Self::read_back(schema.value_schema(), &out))
+        Ok(read_verified(schema, schema.value_schema(), &out))
     }
 
     /// [`AvroEncoder::write_flat`], read back.
@@ -546,12 +545,7 @@ impl AvroEncoder {
     ) -> Result<Avro> {
         let mut out = Vec::new();
         self.write_flat(schema, op, before, after, &mut out)?;
-        Ok(Self::read_back(schema.flat_schema(), &out))
-    }
-
-    /// apache-avro's own encoding of a value.
-    pub fn to_datum(&self, _table: &TableSchema, schema: &Schema, value: Avro) -> Result<Vec<u8>> {
-        Ok(apache_avro::to_avro_datum(schema, value).expect("apache-avro writes the value"))
+        Ok(read_verified(schema, schema.flat_schema(), &out))
     }
 }
 
