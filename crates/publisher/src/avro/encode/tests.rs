@@ -478,7 +478,6 @@ fn nulls_keys_and_names() {
 
     // key: the primary key
     let key = AvroEncoder::new().encode_key(&ts, &row(vec![Value::Null, Value::Int(7)])).unwrap().unwrap();
-    let key = key;
     assert_eq!(key, Avro::Record(vec![("id".into(), Avro::Int(1))]));
     assert_eq!(ts.key_field_names(), ["id"]);
     assert_eq!(
