@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use sluice_protocol::Reader;
 
-use crate::column::ColumnType;
+use crate::column::{Column, ColumnType};
 use crate::error::{Error, Result};
 use crate::header::EventType;
 use crate::jsonb;
@@ -239,6 +239,24 @@ impl<'a> RowsEvent<'a> {
             }
         }
         let nulls = r.take(present_count.div_ceil(8), "row NULL bitmap")?;
+        // The common case, a full image without partial JSON: every column present, so the
+        // n-th value goes to the n-th column and the NULL bitmap is indexed by column.
+        if present_count == self.column_count && partial_bits.is_none() {
+            let columns = table.columns.get(..self.column_count).unwrap_or(&table.columns);
+            for (i, col) in columns.iter().enumerate() {
+                if bit_lsb(nulls, i) {
+                    values.push(Some(Value::Null));
+                    continue;
+                }
+                let start = r.position();
+                match decode_value(r, col) {
+                    Ok(value) => values.push(Some(value)),
+                    Err(e) => return Err(column_error(table, i, col, start, e)),
+                }
+            }
+            values.resize_with(table.columns.len(), || None);
+            return Ok(());
+        }
         // Filled in column order (columns past `column_count` stay absent).
         let mut k = 0; // index among present columns
         let mut json_k = 0; // index among JSON columns
@@ -269,11 +287,7 @@ impl<'a> RowsEvent<'a> {
             } else {
                 decode_value(r, col)
             }
-            .map_err(|e| Error::Column {
-                table: table.qualified_name(),
-                column: format!("{} ({} {}) at row byte {start}", i + 1, col.display_name(), col.ty.name()),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| column_error(table, i, col, start, e))?;
             values.push(Some(value));
         }
         values.resize_with(table.columns.len(), || None);
@@ -296,6 +310,18 @@ impl<'a> RowsEvent<'a> {
             *slot = None;
         }
         res
+    }
+}
+
+/// Wraps a value's decoding error with its table and column (out of line: the row loop
+/// should not carry the formatting).
+#[cold]
+#[inline(never)]
+fn column_error(table: &TableMap, i: usize, col: &Column, start: usize, e: Error) -> Error {
+    Error::Column {
+        table: table.qualified_name(),
+        column: format!("{} ({} {}) at row byte {start}", i + 1, col.display_name(), col.ty.name()),
+        source: Box::new(e),
     }
 }
 
@@ -473,5 +499,23 @@ mod tests {
         let rows: Vec<_> = ev.rows().collect::<Result<_>>().unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].after.as_ref().unwrap().values, vec![Some(Value::Int(42))]);
+    }
+
+    /// A value cut short names its table, column and byte, on the full-image path (every
+    /// column present) and on the other one (a MINIMAL image: only the first of two columns).
+    #[test]
+    fn a_truncated_value_names_table_and_column() {
+        let two_ints = Arc::new(
+            TableMap::parse(&[1, 0, 0, 0, 0, 0, 0, 0, 2, b'd', b'b', 0, 1, b't', 0, 2, 3, 3, 0, 0x03], 8).unwrap(),
+        );
+        for (table, what) in [(one_int_table(), "full image"), (two_ints, "partial image")] {
+            // columns present: the first; NULL bitmap: none; then 2 of the INT's 4 bytes
+            let body = [1, 0, 0, 0, 0, 0, 1, 0, table.columns.len() as u8, 0x01, 0x00, 0x2a, 0];
+            let ev =
+                RowsEvent::parse(EventType::WriteRowsV1, &body, 8, &|_| Some(Arc::clone(&table)), |_| unreachable!())
+                    .unwrap();
+            let e = ev.rows().next().unwrap().unwrap_err().to_string();
+            assert!(e.contains("db.t") && e.contains("column 1") && e.contains("INT"), "{what}: {e}");
+        }
     }
 }
