@@ -10,8 +10,11 @@
 //!   `information_schema` on the replication source's own connection, at the moment the start
 //!   position is taken ([`load_from_server`]);
 //! - **DDL**: each QUERY event's statement is parsed (sqlparser's `MySqlDialect`) and CREATE
-//!   TABLE (also `LIKE`), ALTER TABLE (column and primary-key changes, RENAME TO), RENAME
-//!   TABLE, DROP TABLE and DROP DATABASE are applied ([`SchemaHistory::apply_query`]); names
+//!   TABLE (also `LIKE`, partitioned), ALTER TABLE (column and primary-key changes, also
+//!   `ADD COLUMN (a INT, b INT)`, `ONLINE`/`IGNORE`/`WAIT n`; RENAME TO; `CONVERT TO
+//!   CHARACTER SET`; table options, indexes and partition maintenance leave the columns),
+//!   RENAME TABLE, DROP TABLE and DROP DATABASE are applied ([`SchemaHistory::apply_query`]);
+//!   what sqlparser lacks is rewritten into what it parses first ([`rewrite_for_parser`]); names
 //!   resolve against the event's default database; statements on uncaptured tables are
 //!   ignored. A statement on a captured table that cannot be parsed or applied marks the table
 //!   *unknown*: later rows of it without names in their TABLE_MAP stop with an error naming
@@ -120,6 +123,35 @@ pub struct TrackedTable {
 }
 
 impl TrackedTable {
+    /// `ALTER TABLE ... CONVERT TO CHARACTER SET cs`: every character column (not the binary
+    /// strings) takes the charset; to `binary`, text types become their binary ones as MySQL
+    /// makes them. (MySQL may also widen a TEXT type to keep its length in characters; the
+    /// TABLE_MAP's own length metadata decodes it either way.)
+    fn convert_to(&mut self, cs: &str) {
+        for c in &mut self.columns {
+            let character = matches!(
+                c.type_name.as_str(),
+                "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
+            );
+            if !character || c.charset.as_deref() == Some("binary") {
+                continue;
+            }
+            c.charset = Some(cs.to_string());
+            if cs == "binary" {
+                let binary = match c.type_name.as_str() {
+                    "char" => "binary",
+                    "varchar" => "varbinary",
+                    "tinytext" => "tinyblob",
+                    "text" => "blob",
+                    "mediumtext" => "mediumblob",
+                    "longtext" => "longblob",
+                    other => other,
+                };
+                c.type_name = binary.to_string();
+            }
+        }
+    }
+
     fn key(&self) -> String {
         format!("{}.{}", self.database, self.table)
     }
@@ -225,7 +257,10 @@ impl SchemaHistory {
         let before: BTreeSet<String> = self.dirty.clone();
         self.dirty.clear();
         let version = self.version + 1;
-        match parse(sql) {
+        // what sqlparser lacks but can be said in what it has (`ALTER ONLINE TABLE`,
+        // `ADD COLUMN (a INT, b INT)`, `PARTITION BY`, ...) gets a second try, rewritten
+        let parsed = parse(sql).or_else(|e| rewrite_for_parser(sql).and_then(|s| parse(&s).ok()).ok_or(e));
+        match parsed {
             Ok(statements) => {
                 for st in &statements {
                     if let Err(why) = self.apply_statement(st, &ctx, version) {
@@ -234,12 +269,19 @@ impl SchemaHistory {
                 }
             }
             Err(e) => match options_only_alter(sql, default_db) {
-                // ENGINE=, COMMENT=, FORCE, RENAME INDEX, ...: the parser lacks them, the columns stay
-                Some((db, table, charset)) => {
+                // ENGINE=, COMMENT=, FORCE, RENAME INDEX, partition maintenance, ...: the parser
+                // lacks them, the columns stay; CONVERT TO CHARACTER SET changes their charsets
+                Some(OptionsAlter { db, table, charset, convert_to }) => {
                     let key = format!("{db}.{table}");
-                    if let (Some(cs), Some(t)) = (charset, self.tables.get(&key).filter(|t| t.unknown.is_none())) {
-                        let t = TrackedTable { default_charset: Some(cs), ..t.clone() };
-                        self.put(t, at, version);
+                    if let Some(t) = self.tables.get(&key).filter(|t| t.unknown.is_none()) {
+                        let mut t = t.clone();
+                        if let Some(cs) = &convert_to {
+                            t.convert_to(cs);
+                        }
+                        if let Some(cs) = charset.or(convert_to) {
+                            t.default_charset = Some(cs);
+                            self.put(t, at, version);
+                        }
                     }
                 }
                 None => {
@@ -610,9 +652,21 @@ fn looks_like_ddl(sql: &str) -> bool {
     matches!(words.next().as_deref(), Some("CREATE" | "ALTER" | "RENAME" | "DROP"))
 }
 
-/// For an `ALTER TABLE` whose every specification leaves the columns alone (table options,
-/// index changes), `(db, table, new default charset)`; None for anything else.
-fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Option<String>)> {
+/// What [`options_only_alter`] found.
+#[derive(Debug, PartialEq)]
+struct OptionsAlter {
+    db: String,
+    table: String,
+    /// A new default charset (`DEFAULT CHARSET=x`, `COLLATE=y`).
+    charset: Option<String>,
+    /// `CONVERT TO CHARACTER SET x`: every character column becomes `x` too.
+    convert_to: Option<String>,
+}
+
+/// For an `ALTER TABLE` whose every specification leaves the column list alone (table
+/// options, index changes, partition maintenance, `CONVERT TO CHARACTER SET`), what it
+/// changes; None for anything else.
+fn options_only_alter(sql: &str, default_db: &str) -> Option<OptionsAlter> {
     let tokens: Vec<Token> = Tokenizer::new(&MySqlDialect {}, sql)
         .tokenize()
         .ok()?
@@ -672,7 +726,22 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Op
             last.push(t);
         }
     }
+    // MariaDB's `WAIT n` / `NOWAIT` (lock timeout) precede the specifications
+    if let Some(first) = specs.first_mut() {
+        match first.first() {
+            Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("NOWAIT") => {
+                first.remove(0);
+            }
+            Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("WAIT") && first.len() >= 2 => {
+                first.drain(..2);
+            }
+            _ => {}
+        }
+    }
     let mut charset = None;
+    let mut convert_to = None;
+    // `DROP PARTITION p0, p1`: the names after the first are specifications of their own
+    let mut partition_names = false;
     for spec in &specs {
         let words: Vec<String> = spec
             .iter()
@@ -686,6 +755,18 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Op
             let after = w.iter().position(|x| *x == "=").map_or(w.len().saturating_sub(1), |p| p + 1);
             w.get(after).map(|v| unquote(v).to_ascii_lowercase())
         };
+        let names_follow = matches!(
+            w.as_slice(),
+            [
+                "DROP" | "TRUNCATE" | "ANALYZE" | "CHECK" | "OPTIMIZE" | "REBUILD" | "REPAIR" | "DISCARD" | "IMPORT",
+                "PARTITION",
+                ..
+            ]
+        );
+        if partition_names && matches!(w.as_slice(), [_]) && matches!(spec.first(), Some(Token::Word(_))) {
+            continue;
+        }
+        partition_names = names_follow;
         match w.as_slice() {
             ["ENGINE"
             | "COMMENT"
@@ -716,7 +797,25 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Op
             | ["RENAME", "INDEX" | "KEY", ..]
             | ["DROP", "INDEX" | "KEY" | "FOREIGN" | "CHECK" | "CONSTRAINT", ..]
             | ["ADD", "INDEX" | "KEY" | "UNIQUE" | "FULLTEXT" | "SPATIAL" | "FOREIGN" | "CONSTRAINT" | "CHECK", ..]
-            | ["ALTER", "INDEX", ..] => {}
+            | ["ALTER", "INDEX", ..]
+            // partition maintenance moves rows between partitions, never changes the columns
+            | ["ADD" | "DROP" | "DISCARD" | "IMPORT", "PARTITION", ..]
+            | ["TRUNCATE" | "COALESCE" | "REORGANIZE" | "EXCHANGE" | "ANALYZE" | "CHECK" | "OPTIMIZE" | "REBUILD"
+            | "REPAIR" | "CONVERT", "PARTITION", ..]
+            | ["PARTITION", "BY", ..]
+            | ["REMOVE", "PARTITIONING"]
+            | ["DISCARD" | "IMPORT", "TABLESPACE"] => {}
+            ["CONVERT", "TO", "CHARACTER", "SET", cs, rest @ ..] | ["CONVERT", "TO", "CHARSET", cs, rest @ ..] => {
+                if cs.eq_ignore_ascii_case("DEFAULT") {
+                    return None; // the database's charset: not known here
+                }
+                convert_to = Some(unquote(cs).to_ascii_lowercase());
+                if let ["COLLATE", "=", c] | ["COLLATE", c] = rest {
+                    convert_to = Some(charset_of_collation_name(&unquote(c)));
+                } else if !rest.is_empty() {
+                    return None;
+                }
+            }
             ["DEFAULT", "CHARSET" | "CHARACTER", ..] | ["CHARSET" | "CHARACTER", ..] => charset = value(),
             ["DEFAULT", "COLLATE", ..] | ["COLLATE", ..] => charset = value().map(|c| charset_of_collation_name(&c)),
             [] if specs.len() == 1 => {}
@@ -727,7 +826,179 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<(String, String, Op
             return None;
         }
     }
-    Some((db, table, charset))
+    Some(OptionsAlter { db, table, charset, convert_to })
+}
+
+/// The tokens of `sql`, each with its text as written (quotes and escapes intact), so a
+/// rewrite can drop or move tokens without re-printing them. None when it does not tokenize.
+fn spanned_tokens(sql: &str) -> Option<Vec<(Token, &str)>> {
+    let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize_with_location().ok()?;
+    // the tokenizer counts lines from 1 and columns in characters from 1
+    let mut line_starts = vec![0usize];
+    line_starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
+    let offset = |line: u64, column: u64| -> Option<usize> {
+        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
+        let skip = usize::try_from(column).ok()?.checked_sub(1)?;
+        let rest = sql.get(start..)?;
+        Some(start + rest.char_indices().nth(skip).map_or(rest.len(), |(i, _)| i))
+    };
+    let starts: Vec<usize> =
+        tokens.iter().map(|t| offset(t.span.start.line, t.span.start.column)).collect::<Option<_>>()?;
+    let mut out = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.into_iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(sql.len());
+        out.push((t.token, sql.get(*starts.get(i)?..end)?));
+    }
+    Some(out)
+}
+
+/// MySQL and MariaDB DDL that sqlparser does not parse, rewritten into the equivalent it
+/// does; None when there is nothing to rewrite (or it does not tokenize):
+///
+/// - `ALTER ONLINE TABLE` / `ALTER IGNORE TABLE` -> `ALTER TABLE` (how, not what);
+/// - `ALTER TABLE t WAIT n ...` / `NOWAIT` (MariaDB's lock timeout) dropped;
+/// - `ADD [COLUMN] (a INT, b INT)` -> `ADD COLUMN a INT, ADD COLUMN b INT` (both append);
+/// - `CREATE TABLE ... PARTITION BY ...`: the partitioning dropped (it places rows, it
+///   does not shape them);
+/// - the `BINARY` attribute of a character type (`CHAR(3) BINARY`: its charset's binary
+///   collation, still text in that charset) dropped.
+fn rewrite_for_parser(sql: &str) -> Option<String> {
+    let tokens = spanned_tokens(sql)?;
+    let is_word = |i: usize, k: &str| matches!(tokens.get(i), Some((Token::Word(w), _)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k));
+    // indexes of the significant tokens
+    let sig: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].0, Token::Whitespace(_))).collect();
+    let w = |k: usize, s: &str| sig.get(k).is_some_and(|&i| is_word(i, s));
+    let mut drop = vec![false; tokens.len()];
+    // replacement text for a token (the token's own text is not kept)
+    let mut replace: Vec<Option<String>> = vec![None; tokens.len()];
+    let alter = w(0, "ALTER");
+    let create = w(0, "CREATE");
+    let mut k = 1;
+    if alter {
+        while w(k, "ONLINE") || w(k, "IGNORE") {
+            drop[sig[k]] = true;
+            k += 1;
+        }
+        if !w(k, "TABLE") {
+            return None;
+        }
+        k += 1;
+        if w(k, "IF") && w(k + 1, "EXISTS") {
+            k += 2;
+        }
+        k += 1; // the name
+        if sig.get(k).is_some_and(|&i| tokens[i].0 == Token::Period) {
+            k += 2;
+        }
+        if w(k, "NOWAIT") {
+            drop[sig[k]] = true;
+        } else if w(k, "WAIT") && sig.get(k + 1).is_some() {
+            drop[sig[k]] = true;
+            drop[sig[k + 1]] = true;
+        }
+    }
+    let mut depth = 0i32;
+    let mut partition_from: Option<usize> = None;
+    let mut j = 0;
+    while j < sig.len() {
+        let i = sig[j];
+        match &tokens[i].0 {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        // ADD [COLUMN] (defs) at the top level of an ALTER TABLE
+        if alter && depth == 0 && w(j, "ADD") {
+            let mut open = if w(j + 1, "COLUMN") { j + 2 } else { j + 1 };
+            let if_not_exists = w(open, "IF") && w(open + 1, "NOT") && w(open + 2, "EXISTS");
+            if if_not_exists {
+                open += 3;
+            }
+            if sig.get(open).is_some_and(|&o| tokens[o].0 == Token::LParen) {
+                let (mut d, mut defs, mut cur, mut end) = (0i32, Vec::new(), String::new(), None);
+                for (n, &t) in sig.iter().enumerate().skip(open) {
+                    match tokens[t].0 {
+                        Token::LParen => d += 1,
+                        Token::RParen => d -= 1,
+                        _ => {}
+                    }
+                    if d == 0 {
+                        end = Some(n);
+                        break;
+                    }
+                    if tokens[t].0 == Token::Comma && d == 1 {
+                        defs.push(std::mem::take(&mut cur));
+                    } else if n > open {
+                        cur.push_str(tokens[t].1);
+                        // keep the whitespace that follows inside the definition
+                        let mut ws = t + 1;
+                        while ws < tokens.len() && matches!(tokens[ws].0, Token::Whitespace(_)) {
+                            cur.push_str(tokens[ws].1);
+                            ws += 1;
+                        }
+                    }
+                }
+                let end = end?;
+                defs.push(cur);
+                let add = if if_not_exists { "ADD COLUMN IF NOT EXISTS" } else { "ADD COLUMN" };
+                let text: Vec<String> = defs.iter().map(|d| format!("{add} {}", d.trim())).collect();
+                replace[sig[j]] = Some(text.join(", ") + " ");
+                for &t in sig.get(j + 1..=end)? {
+                    drop[t] = true;
+                }
+                // the whitespace inside the list goes with it
+                for t in sig[j]..=sig[end] {
+                    if matches!(tokens[t].0, Token::Whitespace(_)) {
+                        drop[t] = true;
+                    }
+                }
+                j = end + 1;
+                continue;
+            }
+        }
+        if create && depth == 0 && partition_from.is_none() && w(j, "PARTITION") && w(j + 1, "BY") {
+            partition_from = Some(j);
+        }
+        if partition_from.is_some() && depth == 0 && (w(j, "SELECT") || w(j, "AS")) {
+            for &t in sig.get(partition_from?..j)? {
+                drop[t] = true;
+            }
+            partition_from = None;
+        }
+        // CHAR(n) BINARY, TEXT BINARY, ...: the attribute, not the BINARY(n) type
+        if w(j, "BINARY") && sig.get(j + 1).is_none_or(|&n| tokens[n].0 != Token::LParen) && j >= 1 {
+            let p = sig[j - 1];
+            let after_type = tokens[p].0 == Token::RParen
+                || ["CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"].iter().any(|t| is_word(p, t));
+            if after_type {
+                drop[i] = true;
+            }
+        }
+        j += 1;
+    }
+    if let Some(from) = partition_from {
+        for &t in sig.get(from..)? {
+            drop[t] = true;
+        }
+    }
+    if !drop.iter().any(|d| *d) && replace.iter().all(Option::is_none) {
+        return None;
+    }
+    // a dropped word takes the whitespace after it along
+    for i in 0..tokens.len().saturating_sub(1) {
+        if drop[i] && !matches!(tokens[i].0, Token::Whitespace(_)) && matches!(tokens[i + 1].0, Token::Whitespace(_)) {
+            drop[i + 1] = true;
+        }
+    }
+    let mut out = String::with_capacity(sql.len());
+    for (i, (_, text)) in tokens.iter().enumerate() {
+        if let Some(r) = &replace[i] {
+            out.push_str(r);
+        } else if !drop[i] {
+            out.push_str(text);
+        }
+    }
+    Some(out)
 }
 
 /// Every `db.table` a statement may name (for statements that did not parse): each word,
@@ -926,7 +1197,10 @@ fn alter(t: &mut TrackedTable, op: &AlterTableOperation, ctx: &Ctx<'_>) -> Resul
         | A::RenameConstraint { .. }
         | A::Algorithm { .. }
         | A::Lock { .. }
-        | A::AutoIncrement { .. } => {}
+        | A::AutoIncrement { .. }
+        | A::AddPartitions { .. }
+        | A::DropPartitions { .. }
+        | A::RenamePartitions { .. } => {}
         other => {
             let text = other.to_string();
             return Err(format!("unsupported ALTER TABLE operation {text}"));

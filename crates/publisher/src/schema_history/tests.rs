@@ -358,9 +358,9 @@ fn untracked_and_unknown_tables_stop_with_what_to_do() {
     let e = h.resolve(&tm, "f", 7).unwrap_err();
     assert!(e.contains("shop.t at f:7") && e.contains("tracks no schema"), "{e}");
     h.apply_query("shop", "CREATE TABLE t (id INT)", None, "f:1", &all);
-    h.apply_query("shop", "ALTER TABLE t PARTITION BY WEIRDNESS", None, "f:2", &all);
+    h.apply_query("shop", "ALTER TABLE t FROBNICATE WEIRDLY", None, "f:2", &all);
     let e = h.resolve(&tm, "f", 7).unwrap_err();
-    assert!(e.contains("unknown since f:2") && e.contains("PARTITION BY WEIRDNESS"), "{e}");
+    assert!(e.contains("unknown since f:2") && e.contains("FROBNICATE WEIRDLY"), "{e}");
     assert!(e.contains("binlog_row_metadata=FULL") && e.contains("restart Sluice from a position"), "{e}");
 }
 
@@ -407,8 +407,8 @@ fn alter_table_options_the_parser_lacks_leave_the_columns() {
     assert_eq!(col(&h, "shop.t", "v").charset.as_deref(), Some("latin1"));
     // what changes columns, or cannot be told, is not waved through
     for s in [
-        "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4",
-        "ALTER TABLE t ADD COLUMN (e INT, f INT)",
+        "ALTER TABLE t CONVERT TO CHARACTER SET DEFAULT",
+        "ALTER TABLE t ADD COLUMN n NATIONAL VARCHAR(10)",
         "ALTER TABLE t ENGINE=InnoDB, ADD PRIMARY KEY (a) WITH PARSER x",
     ] {
         let mut h = history(&["CREATE TABLE t (a INT, b INT)"]);
@@ -484,4 +484,97 @@ fn a_table_map_with_names_heals_the_tracked_schema() {
     // and a TABLE_MAP without names is now filled from it
     let bare = table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::VarChar, 80)]);
     assert_eq!(h.resolve(&bare, "f", 70).unwrap().columns[1].name.as_deref(), Some("label"));
+}
+
+#[test]
+fn add_column_lists_online_and_wait() {
+    let h = history(&[
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "ALTER TABLE t\n  ADD COLUMN (x INT UNSIGNED COMMENT 'it''s, (really)', y VARCHAR(5) CHARACTER SET latin1),\n  \
+         ADD z INT FIRST",
+        "ALTER ONLINE TABLE t WAIT 5 ADD (d DECIMAL(10,2) NOT NULL, `e e` DATE)",
+        "ALTER IGNORE TABLE t NOWAIT ADD COLUMN IF NOT EXISTS (x INT, f DOUBLE)",
+    ]);
+    assert_eq!(names(&h, "shop.t"), ["z", "id", "v", "x", "y", "d", "e e", "f"]);
+    assert!(col(&h, "shop.t", "x").unsigned);
+    assert_eq!(col(&h, "shop.t", "y").charset.as_deref(), Some("latin1"));
+    let d = col(&h, "shop.t", "d");
+    assert_eq!((d.type_name.as_str(), d.nullable), ("decimal", false));
+    assert_eq!(col(&h, "shop.t", "e e").type_name, "date");
+    assert_eq!(col(&h, "shop.t", "f").type_name, "double");
+    assert!(h.get("shop.t").unwrap().unknown.is_none());
+    assert_eq!(h.version(), 4);
+}
+
+#[test]
+fn convert_to_character_set() {
+    let create = "CREATE TABLE t (id INT, a VARCHAR(5), b TEXT CHARACTER SET utf8mb3, c VARBINARY(4), \
+                  e ENUM('x','y'), n INT, PRIMARY KEY (id)) DEFAULT CHARSET=latin1";
+    let h = history(&[
+        create,
+        "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
+        "ALTER TABLE t ADD w TEXT",
+    ]);
+    let cs = |c: &str| col(&h, "shop.t", c).charset.clone();
+    assert_eq!(
+        [cs("a"), cs("b"), cs("c"), cs("e"), cs("n"), cs("w")],
+        [
+            Some("utf8mb4".into()),
+            Some("utf8mb4".into()),
+            Some("binary".into()),
+            Some("utf8mb4".into()),
+            None,
+            Some("utf8mb4".into())
+        ]
+    );
+    assert_eq!(h.get("shop.t").unwrap().default_charset.as_deref(), Some("utf8mb4"));
+    assert_eq!(h.version(), 3);
+    // with other harmless specifications, and by collation only
+    let h = history(&[create, "ALTER TABLE t CONVERT TO CHARSET latin2, ALGORITHM=COPY"]);
+    assert_eq!(col(&h, "shop.t", "a").charset.as_deref(), Some("latin2"));
+    // to binary: the text types become binary strings
+    let h = history(&[create, "ALTER TABLE t CONVERT TO CHARACTER SET binary"]);
+    let a = col(&h, "shop.t", "a");
+    assert_eq!((a.type_name.as_str(), a.charset.as_deref()), ("varbinary", Some("binary")));
+    assert_eq!(col(&h, "shop.t", "b").type_name, "blob");
+    assert_eq!(names(&h, "shop.t"), ["id", "a", "b", "c", "e", "n"]);
+}
+
+#[test]
+fn partitioned_tables_and_partition_maintenance() {
+    let mut h =
+        history(&["CREATE TABLE p (id BIGINT NOT NULL, d DATE NOT NULL, v CHAR(3) BINARY, PRIMARY KEY (id, d)) \
+         ENGINE=InnoDB PARTITION BY RANGE (YEAR(d)) (PARTITION p0 VALUES LESS THAN (2020), \
+         PARTITION p1 VALUES LESS THAN MAXVALUE)"]);
+    assert_eq!(names(&h, "shop.p"), ["id", "d", "v"]);
+    assert_eq!(h.get("shop.p").unwrap().primary_key, ["id", "d"]);
+    let v = col(&h, "shop.p", "v");
+    assert_eq!((v.type_name.as_str(), v.charset.as_deref()), ("char", Some("utf8mb4")));
+    let version = h.version();
+    for s in [
+        "ALTER TABLE p ADD PARTITION (PARTITION p2 VALUES LESS THAN (2030))",
+        "ALTER TABLE p DROP PARTITION p0, p1",
+        "ALTER TABLE p REORGANIZE PARTITION p1 INTO (PARTITION p1a VALUES LESS THAN (2025), PARTITION p1b VALUES LESS THAN MAXVALUE)",
+        "ALTER TABLE p TRUNCATE PARTITION ALL",
+        "ALTER TABLE p EXCHANGE PARTITION p0 WITH TABLE q",
+        "ALTER TABLE p COALESCE PARTITION 2",
+        "ALTER TABLE p ANALYZE PARTITION p0",
+        "ALTER TABLE p PARTITION BY HASH(id) PARTITIONS 4",
+        "ALTER TABLE p REMOVE PARTITIONING",
+    ] {
+        h.apply_query("shop", s, None, "f:9", &all);
+        let t = h.get("shop.p").unwrap();
+        assert!(t.unknown.is_none(), "{s}: {:?}", t.unknown);
+        assert_eq!(names(&h, "shop.p"), ["id", "d", "v"], "{s}");
+    }
+    assert_eq!(h.version(), version, "partition maintenance is not a schema change");
+}
+
+#[test]
+fn rewrite_keeps_the_text_it_does_not_touch() {
+    assert_eq!(rewrite_for_parser("ALTER TABLE t ADD COLUMN x INT"), None);
+    assert_eq!(
+        rewrite_for_parser("ALTER ONLINE TABLE `a b`.t ADD (x INT DEFAULT 'é,''(', y TEXT)").as_deref(),
+        Some("ALTER TABLE `a b`.t ADD COLUMN x INT DEFAULT 'é,''(', ADD COLUMN y TEXT ")
+    );
 }
