@@ -175,9 +175,9 @@ pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Re
             Level::Warning,
             "binlog_row_metadata",
             format!(
-                "is {}: the binlog carries no column names; sluice run takes them from its tracked schema (checked \
-                 against each TABLE_MAP, see README), sluice dump shows @1..@N; set binlog_row_metadata=FULL so every \
-                 event names its columns",
+                "is {}: the binlog carries no column names; sluice takes them from the schema it tracks (read from \
+                 the server, followed through DDL, checked against each TABLE_MAP, see README), and shows @1..@N where \
+                 it has none that fits; set binlog_row_metadata=FULL so every event names its columns",
                 m.unwrap_or_default()
             ),
         ),

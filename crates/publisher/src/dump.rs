@@ -23,6 +23,7 @@ use sluice_binlog::Error as BinlogError;
 use crate::exit;
 use crate::filter::TableFilter;
 use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str};
+use crate::schema_history::SchemaHistory;
 use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent, StartFrom};
 use spool::{ReverseSpool, TxSpool};
 
@@ -223,6 +224,10 @@ struct Dumper<W: Write> {
     flashback: ReverseSpool,
     warned_positional: HashSet<String>,
     warned_unknown: HashSet<u8>,
+    /// Live only: the dumped tables' definitions, read from the server at the start and
+    /// followed through DDL, for TABLE_MAPs without column metadata
+    /// (`binlog_row_metadata=MINIMAL`, MariaDB's NO_LOG): names, signedness, charsets.
+    schemas: Option<SchemaHistory>,
     stop: bool,
     /// The JSON line being written, reused from row to row.
     line: Vec<u8>,
@@ -257,6 +262,7 @@ pub fn run(args: DumpArgs) -> u8 {
         flashback: ReverseSpool::default(),
         warned_positional: HashSet::new(),
         warned_unknown: HashSet::new(),
+        schemas: None,
         stop: false,
         line: Vec::new(),
         scratch: String::new(),
@@ -417,7 +423,11 @@ impl<W: Write> Dumper<W> {
         };
         let rt = crate::source::runtime().map_err(Failure::Output)?;
         rt.block_on(async {
-            let mut src = ReplicationSource::start(cfg, start).await.map_err(Failure::Source)?;
+            let filter = self.filter.clone();
+            let captured = |db: &str, table: &str| filter.matches(db, table);
+            let (mut src, loaded) =
+                ReplicationSource::start_with_schema(cfg, start, Some(&captured)).await.map_err(Failure::Source)?;
+            self.schemas = Some(SchemaHistory::fresh(loaded, &[]));
             let mut summary = Summary::default();
             let result = loop {
                 let next = tokio::select! {
@@ -543,6 +553,14 @@ impl<W: Write> Dumper<W> {
                 self.end_transaction(None)?;
                 self.tx.gtid = None;
             }
+            Event::Query(q) if q.error_code == 0 && !skip => {
+                if let Some(h) = &mut self.schemas {
+                    let filter = &self.filter;
+                    let captured = |db: &str, table: &str| filter.matches(db, table);
+                    let at = format!("{}:{}", ev.file, ev.offset);
+                    h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
+                }
+            }
             Event::Rows(rows) if !skip && self.filter.matches(&rows.table.database, &rows.table.table) => {
                 if self.args.events {
                     // printed with the event above; counted here
@@ -590,11 +608,32 @@ impl<W: Write> Dumper<W> {
     }
 
     fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, summary: &mut Summary) -> Result<(), Failure> {
+        // live, without column metadata: decode with the tracked definition (checked against
+        // the TABLE_MAP); when there is none that fits, positionally, as from a file
+        let filled;
+        let mut named = rows.table.has_column_names;
+        let rows = match self.schemas.as_mut().filter(|_| !named) {
+            Some(h) => match h.resolve(&rows.table, ev.file, ev.offset) {
+                Ok(table) => {
+                    named = true;
+                    filled = {
+                        let mut r = rows.clone();
+                        r.table = table;
+                        r
+                    };
+                    &filled
+                }
+                Err(why) => {
+                    if self.warned_positional.insert(rows.table.qualified_name()) {
+                        tracing::warn!("{why}; its columns are printed as @1..@N, with the binlog's own metadata");
+                    }
+                    rows
+                }
+            },
+            None => rows,
+        };
         let table = &rows.table;
-        if self.args.format == Format::Json
-            && !table.has_column_names
-            && self.warned_positional.insert(table.qualified_name())
-        {
+        if self.args.format == Format::Json && !named && self.warned_positional.insert(table.qualified_name()) {
             tracing::warn!(
                 table = %table.qualified_name(),
                 "The binlog has no column names for this table (binlog_row_metadata=MINIMAL or an older server); columns are printed as @1..@N"

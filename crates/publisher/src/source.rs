@@ -200,22 +200,15 @@ impl fmt::Debug for ReplicationSource {
 }
 
 impl ReplicationSource {
-    /// Connects, runs the pre-flight checks, resolves `start` and starts the dump.
+    /// Connects, runs the pre-flight checks, resolves `start` and starts the dump. With
+    /// `captured` it also reads the definitions of the captured tables from
+    /// `information_schema` on the same connection, right around taking the start position
+    /// (for `current`: before and after it, again until both agree, so no DDL slips in
+    /// between).
     ///
     /// # Errors
     /// Connection and authentication failures, failed pre-flight checks (all reported at
     /// once), a start position the server no longer has.
-    pub async fn start(cfg: SourceConfig, start: StartFrom) -> Result<ReplicationSource, SourceError> {
-        Ok(ReplicationSource::start_with_schema(cfg, start, None).await?.0)
-    }
-
-    /// As [`ReplicationSource::start`], and with `captured` also reads the definitions of the
-    /// captured tables from `information_schema` on the same connection, right around taking
-    /// the start position (for `current`: before and after it, again until both agree, so no
-    /// DDL slips in between).
-    ///
-    /// # Errors
-    /// As [`ReplicationSource::start`].
     pub async fn start_with_schema(
         cfg: SourceConfig,
         start: StartFrom,
