@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use sluice_binlog::decoder::DecoderOptions;
 use sluice_binlog::event::Event;
 use sluice_binlog::file::Located;
-use sluice_binlog::rows::{RowImage, RowsEvent, RowsKind};
+use sluice_binlog::rows::{RowChange, RowImage, RowsEvent, RowsKind};
 use sluice_binlog::TableMap;
 
 use crate::avro::{AvroEncoder, Connector, EventContext, Op, SchemaOptions, SourceInfo, TableSchema, TransactionInfo};
@@ -534,8 +534,12 @@ impl Pipeline<'_> {
             ts_ms: now_ms(),
         };
         let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
-        for (idx, row) in rows.rows().enumerate() {
-            let row = row.map_err(|e| RunError::Fatal(e.at(ev.file, ev.offset, header.event_type).to_string()))?;
+        // one RowChange for the event, refilled per row: no allocation per row
+        let mut row = RowChange { before: None, after: None };
+        let mut iter = rows.rows();
+        let mut idx = 0usize;
+        while let Some(res) = iter.next_into(&mut row) {
+            res.map_err(|e| RunError::Fatal(e.at(ev.file, ev.offset, header.event_type).to_string()))?;
             self.tx.total += 1;
             *per_table += 1;
             ctx.source.row = u32::try_from(idx).unwrap_or(u32::MAX);
@@ -587,6 +591,7 @@ impl Pipeline<'_> {
                 self.batch_started = Instant::now();
             }
             self.batch_records += sent;
+            idx += 1;
         }
         Ok(())
     }
