@@ -427,7 +427,9 @@ impl<W: Write> Dumper<W> {
             let captured = |db: &str, table: &str| filter.matches(db, table);
             let (mut src, loaded) =
                 ReplicationSource::start_with_schema(cfg, start, Some(&captured)).await.map_err(Failure::Source)?;
-            self.schemas = Some(SchemaHistory::fresh(loaded, &[]));
+            let mut schemas = SchemaHistory::fresh(loaded, &[]);
+            schemas.set_lower_case_table_names(src.lower_case_table_names());
+            self.schemas = Some(schemas);
             let mut summary = Summary::default();
             let result = loop {
                 let next = tokio::select! {

@@ -345,7 +345,8 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
     let captured = |db: &str, table: &str| included(cfg, db, table);
     let load: Option<crate::schema_history::Captured<'_>> = committed.needs_load().then_some(&captured);
     let (mut src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
-    let schemas = committed.into_history(loaded);
+    let mut schemas = committed.into_history(loaded);
+    schemas.set_lower_case_table_names(src.lower_case_table_names());
     let mut p = Pipeline {
         cfg,
         registry: RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?,

@@ -14,7 +14,9 @@
 //!   `ADD COLUMN (a INT, b INT)`, `ONLINE`/`IGNORE`/`WAIT n`; RENAME TO; `CONVERT TO
 //!   CHARACTER SET`; table options, indexes and partition maintenance leave the columns),
 //!   RENAME TABLE, DROP TABLE and DROP DATABASE are applied ([`SchemaHistory::apply_query`]);
-//!   what sqlparser lacks is rewritten into what it parses first ([`rewrite_for_parser`]); names
+//!   what sqlparser lacks is rewritten into what it parses first ([`rewrite_for_parser`]);
+//!   database and table names compare as the server compares them (in lower case under
+//!   `lower_case_table_names` 1 or 2, read from the server at each start); names
 //!   resolve against the event's default database; statements on uncaptured tables are
 //!   ignored. A statement on a captured table that cannot be parsed or applied marks the table
 //!   *unknown*: later rows of it without names in their TABLE_MAP stop with an error naming
@@ -170,6 +172,10 @@ pub struct SchemaHistory {
     dirty: BTreeSet<String>,
     /// Filled TABLE_MAPs: (the TABLE_MAP as read, history version) → the filled copy.
     resolved: HashMap<String, (Arc<TableMap>, u64, Arc<TableMap>)>,
+    /// The server compares database and table names case-insensitively
+    /// (`lower_case_table_names` 1 or 2): they are tracked in lower case, so `ALTER TABLE
+    /// Shop.Orders` finds the table a TABLE_MAP calls `shop.orders`.
+    fold_names: bool,
 }
 
 /// What a captured-table predicate looks like (`db`, `table`).
@@ -198,7 +204,7 @@ impl SchemaHistory {
     /// The tracked definition of `db.table`.
     #[cfg(test)]
     pub fn get(&self, qualified: &str) -> Option<&TrackedTable> {
-        self.tables.get(qualified)
+        self.tables.get(&self.fold(qualified))
     }
 
     /// True when changes wait for the next commit.
@@ -206,7 +212,36 @@ impl SchemaHistory {
         !self.dirty.is_empty()
     }
 
+    /// Takes the server's `lower_case_table_names`: with 1 or 2, database and table names
+    /// are tracked in lower case (what is tracked already is renamed so).
+    pub fn set_lower_case_table_names(&mut self, value: u32) {
+        self.fold_names = value != 0;
+        if self.fold_names {
+            let tables = std::mem::take(&mut self.tables);
+            for (_, mut t) in tables {
+                t.database = t.database.to_lowercase();
+                t.table = t.table.to_lowercase();
+                self.tables.insert(t.key(), t);
+            }
+            self.dirty = std::mem::take(&mut self.dirty).into_iter().map(|k| k.to_lowercase()).collect();
+            self.resolved.clear();
+        }
+    }
+
+    /// A database or table name as tracked.
+    fn fold(&self, name: &str) -> String {
+        if self.fold_names {
+            name.to_lowercase()
+        } else {
+            name.to_string()
+        }
+    }
+
     fn put(&mut self, mut t: TrackedTable, since: &str, version: u64) {
+        if self.fold_names {
+            t.database = t.database.to_lowercase();
+            t.table = t.table.to_lowercase();
+        }
         t.version = version;
         t.since = since.to_string();
         self.dirty.insert(t.key());
@@ -253,7 +288,9 @@ impl SchemaHistory {
         // TRANSACTION`, followed by the rows and a COMMIT
         let sql = strip_start_transaction(sql);
         let db_charset = database_collation.and_then(charset_of).map(|c| c.name().to_string());
-        let ctx = Ctx { default_db, db_charset: db_charset.as_deref(), at, sql, captured };
+        let default_db = self.fold(default_db);
+        let default_db = default_db.as_str();
+        let ctx = Ctx { default_db, db_charset: db_charset.as_deref(), at, sql, captured, fold: self.fold_names };
         let before: BTreeSet<String> = self.dirty.clone();
         self.dirty.clear();
         let version = self.version + 1;
@@ -272,7 +309,7 @@ impl SchemaHistory {
                 // ENGINE=, COMMENT=, FORCE, RENAME INDEX, partition maintenance, ...: the parser
                 // lacks them, the columns stay; CONVERT TO CHARACTER SET changes their charsets
                 Some(OptionsAlter { db, table, charset, convert_to }) => {
-                    let key = format!("{db}.{table}");
+                    let key = format!("{}.{}", self.fold(&db), self.fold(&table));
                     if let Some(t) = self.tables.get(&key).filter(|t| t.unknown.is_none()) {
                         let mut t = t.clone();
                         if let Some(cs) = &convert_to {
@@ -303,6 +340,7 @@ impl SchemaHistory {
     /// names, and a captured table named right after `TABLE` (a new one).
     fn mark_mentioned_unknown(&mut self, ctx: &Ctx<'_>, why: &str, version: u64) {
         for (db, table, after_table) in mentioned_tables(ctx.sql, ctx.default_db) {
+            let (db, table) = (self.fold(&db), self.fold(&table));
             let key = format!("{db}.{table}");
             if self.tables.contains_key(&key) || (after_table && (ctx.captured)(&db, &table)) {
                 self.mark_unknown(&db, &table, why.to_string(), ctx.at, version);
@@ -430,7 +468,7 @@ impl SchemaHistory {
             }
             Statement::Drop { object_type: ObjectType::Database | ObjectType::Schema, names, .. } => {
                 for n in names {
-                    let db = last_ident(n)?;
+                    let db = ctx.fold(&last_ident(n)?);
                     let gone: Vec<String> =
                         self.tables.values().filter(|t| t.database == db).map(TrackedTable::key).collect();
                     for k in gone {
@@ -484,7 +522,7 @@ impl SchemaHistory {
     /// # Errors
     /// The operator message when the table is not tracked, unknown, or does not match.
     pub fn resolve(&mut self, tm: &Arc<TableMap>, file: &str, offset: u64) -> Result<Arc<TableMap>, String> {
-        let name = tm.qualified_name();
+        let name = self.fold(&tm.qualified_name());
         if let Some((orig, v, filled)) = self.resolved.get(&name) {
             if *v == self.version && (Arc::ptr_eq(orig, tm) || **orig == **tm) {
                 return Ok(Arc::clone(filled));
@@ -596,16 +634,27 @@ struct Ctx<'a> {
     at: &'a str,
     sql: &'a str,
     captured: Captured<'a>,
+    /// Names compare case-insensitively ([`SchemaHistory::set_lower_case_table_names`]).
+    fold: bool,
 }
 
 impl Ctx<'_> {
+    /// A database or table name as tracked.
+    fn fold(&self, name: &str) -> String {
+        if self.fold {
+            name.to_lowercase()
+        } else {
+            name.to_string()
+        }
+    }
+
     /// `(db, table)` of a table name, qualified or not.
     fn resolve(&self, name: &ObjectName) -> Result<(String, String), String> {
         let parts: Vec<&str> = name.0.iter().filter_map(|p| p.as_ident()).map(|i| i.value.as_str()).collect();
         match parts.as_slice() {
-            [t] if !self.default_db.is_empty() => Ok((self.default_db.to_string(), (*t).to_string())),
+            [t] if !self.default_db.is_empty() => Ok((self.default_db.to_string(), self.fold(t))),
             [t] => Err(format!("table {t} is not qualified and the statement has no default database")),
-            [d, t] => Ok(((*d).to_string(), (*t).to_string())),
+            [d, t] => Ok((self.fold(d), self.fold(t))),
             _ => Err(format!("unexpected table name {name}")),
         }
     }

@@ -185,6 +185,7 @@ pub struct ReplicationSource {
     tx: TxTracker,
     server_version: String,
     mariadb: bool,
+    lower_case_table_names: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -226,6 +227,12 @@ impl ReplicationSource {
         }
         let mariadb = conn.is_mariadb();
         let server_version = conn.server_version().to_string();
+        // how the server compares database and table names (DDL may spell them otherwise than
+        // the TABLE_MAPs do); a server that does not say compares them as written
+        let lower_case_table_names = match conn.query("SELECT @@lower_case_table_names").await {
+            Ok(rs) => rs.get_str(0, 0).and_then(|v| v.parse().ok()).unwrap_or(0),
+            Err(_) => 0,
+        };
         let load = |e| SourceError::protocol("reading the captured tables' definitions", e);
         let (resume, schema) = match captured {
             None => (resolve_start(&mut conn, &start, &report).await?, Vec::new()),
@@ -253,10 +260,16 @@ impl ReplicationSource {
             tx: TxTracker::new(resume),
             server_version,
             mariadb,
+            lower_case_table_names,
         };
         src.open_stream(conn).await?;
         tracing::info!(server = %src.server_version, start = %src.tx.resume, "Streaming the binlog");
         Ok((src, schema))
+    }
+
+    /// The server's `lower_case_table_names` (0: names compare as written).
+    pub fn lower_case_table_names(&self) -> u32 {
+        self.lower_case_table_names
     }
 
     /// True when the server is MariaDB (not Oracle MySQL).

@@ -55,3 +55,45 @@ fn dump_names_and_types_come_from_the_tracked_schema() {
     assert_eq!(rows[2]["after"], json!({"id": 1, "name": "naïve ✓", "st": "paid", "n": 0, "note": "ünï ✓"}));
     assert!(!run.stderr.contains("printed as @1..@N"), "{}", run.stderr);
 }
+
+/// With `lower_case_table_names=1` the server stores `Shop.Items` as `shop.items` (so its
+/// TABLE_MAPs say), while DDL keeps the spelling its author chose: the tracked schema folds
+/// names the way the server compares them, so the ALTER below reaches the table.
+#[test]
+fn ddl_spelled_in_another_case_reaches_the_table() {
+    let Some(db) = Server::start("live-schema-lctn", &["--binlog-row-metadata=MINIMAL", "--lower-case-table-names=1"])
+    else {
+        return;
+    };
+    assert_eq!(db.scalar("SELECT @@lower_case_table_names"), "1");
+    db.sql_text("CREATE DATABASE Shop; CREATE TABLE Shop.Items (Id INT NOT NULL PRIMARY KEY, Label VARCHAR(10));");
+    let (file, pos) = db.master_status();
+    let (url, pos_s) = (db.url("root"), pos.to_string());
+    let mut follower = Follower::spawn(&[
+        "dump",
+        "--source",
+        &url,
+        "--tls",
+        "disabled",
+        "--follow",
+        "--start-file",
+        &file,
+        "--start-position",
+        &pos_s,
+    ]);
+    db.sql_text("INSERT INTO SHOP.ITEMS VALUES (1, 'one');");
+    follower.wait_lines(1, 60);
+    db.sql_text(
+        "ALTER TABLE SHOP.items CHANGE Label Title VARCHAR(10), ADD COLUMN Qty INT FIRST;
+         INSERT INTO Shop.Items (Id, Title, Qty) VALUES (2, 'two', 7);",
+    );
+    follower.wait_lines(2, 60);
+    let run = follower.stop();
+    let rows = run.rows();
+    let rows = of_table(&rows, "items");
+    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    assert_eq!(rows[0]["database"], "shop");
+    assert_eq!(rows[0]["after"], json!({"Id": 1, "Label": "one"}));
+    assert_eq!(rows[1]["after"], json!({"Qty": 7, "Id": 2, "Title": "two"}));
+    assert!(!run.stderr.contains("printed as @1..@N"), "{}", run.stderr);
+}

@@ -578,3 +578,27 @@ fn rewrite_keeps_the_text_it_does_not_touch() {
         Some("ALTER TABLE `a b`.t ADD COLUMN x INT DEFAULT 'é,''(', ADD COLUMN y TEXT ")
     );
 }
+
+#[test]
+fn lower_case_table_names_folds_database_and_table_names() {
+    // loaded as the server lists it, before the setting is known
+    let mut h = SchemaHistory::new(history(&["CREATE TABLE Keep (Id INT)"]).tables.into_values().collect(), 1, false);
+    h.set_lower_case_table_names(1);
+    assert!(h.get("shop.keep").is_some() && h.get("SHOP.KEEP").is_some());
+    h.apply_query("Shop", "CREATE TABLE T (Id INT PRIMARY KEY, Name VARCHAR(20))", None, "f:1", &all);
+    h.apply_query("other", "ALTER TABLE SHOP.t ADD COLUMN (Qty INT)", None, "f:2", &all);
+    h.apply_query("", "ALTER TABLE `Shop`.`T` ENGINE=InnoDB, DEFAULT CHARSET=latin1", None, "f:3", &all);
+    // column names keep their case (they always compare case-insensitively)
+    assert_eq!(names(&h, "shop.t"), ["Id", "Name", "Qty"]);
+    assert_eq!(h.get("shop.t").unwrap().default_charset.as_deref(), Some("latin1"));
+    let tm = table_map(vec![c(0, ColumnType::Long, 0), c(1, ColumnType::VarChar, 80), c(2, ColumnType::Long, 0)]);
+    let f = h.resolve(&tm, "f", 9).unwrap();
+    let got: Vec<_> = f.columns.iter().map(|c| c.name.as_deref().unwrap()).collect();
+    assert_eq!(got, ["Id", "Name", "Qty"]);
+    h.apply_query("", "RENAME TABLE SHOP.T TO Shop.T2", None, "f:4", &all);
+    h.apply_query("", "DROP DATABASE SHOP", None, "f:5", &all);
+    assert!(h.get("shop.t").is_none() && h.get("shop.t2").is_none() && h.get("shop.keep").is_none());
+    // without the setting, names compare as written
+    let h = history(&["CREATE TABLE T (Id INT)", "ALTER TABLE t ADD COLUMN x INT"]);
+    assert_eq!(names(&h, "shop.T"), ["Id"]);
+}
