@@ -553,6 +553,33 @@ url = "http://127.0.0.1:8081"
         assert!(cfg.output.partial_images);
     }
 
+    /// The documented example loads and validates as shipped, and with its commented
+    /// `[kafka.properties]` block switched on.
+    #[test]
+    fn the_example_configuration_is_valid() {
+        // the secret file it names, here
+        let secrets = tempfile::tempdir().unwrap();
+        let password = secrets.path().join("mysql-password");
+        std::fs::write(&password, "secret\n").unwrap();
+        let example = include_str!("../../../sluice.example.toml")
+            .replace("/run/secrets/mysql-password", password.to_str().unwrap());
+        let cfg = load(&example, vec![]).unwrap();
+        assert_eq!(cfg.source.name, "shop");
+        assert_eq!(cfg.kafka.batch_max_records, 100_000);
+        let mut in_block = false;
+        let uncommented: String = example
+            .lines()
+            .map(|l| {
+                in_block = (in_block && l.starts_with("# \"")) || l.starts_with("# [kafka.properties]");
+                let l = if in_block { &l[2..] } else { l };
+                format!("{l}\n")
+            })
+            .collect();
+        let cfg = load(&uncommented, vec![]).unwrap();
+        assert_eq!(cfg.kafka.properties.get("queue.buffering.max.messages").map(String::as_str), Some("20000"));
+        assert_eq!(cfg.kafka.properties.get("sasl.username").map(String::as_str), Some("sluice"));
+    }
+
     #[test]
     fn unknown_keys_are_errors() {
         let e = load(&format!("{MINIMAL}\n[output]\ntombstone = false\n"), vec![]).unwrap_err().to_string();
