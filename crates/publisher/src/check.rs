@@ -122,14 +122,14 @@ pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
     }
 }
 
-/// Runs every check against the server.
-///
-/// # Errors
-/// Only when the connection itself fails; a failed check is a finding, not an error.
 /// Part of the server-id check's message when the replica holding the id reported the same
 /// host name as this one: a predecessor, not a configuration mistake (see `sluice run`).
 pub const SAME_REPLICA_REGISTERED: &str = "still registered with server id";
 
+/// Runs every check against the server.
+///
+/// # Errors
+/// Only when the connection itself fails; a failed check is a finding, not an error.
 pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Result<Report> {
     let mut r = Report { mariadb: conn.is_mariadb(), ..Report::default() };
     let flavour = if r.mariadb { "MariaDB" } else { "MySQL" };

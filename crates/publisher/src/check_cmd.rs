@@ -1,5 +1,6 @@
 //! `sluice check --config FILE`: validate the configuration, connect to the source, run the
-//! pre-flight checks, and report every finding.
+//! pre-flight checks, read the committed checkpoint from Kafka and say how far behind the
+//! server it is, and report every finding.
 
 use std::path::PathBuf;
 
@@ -7,9 +8,19 @@ use clap::Args;
 
 use crate::config::Config;
 use crate::exit;
+use crate::kafka::{now_ms, positions_topic, Checkpoint};
 
 /// Arguments of `sluice check`.
 #[derive(Debug, Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice check --config sluice.toml
+  SLUICE_SOURCE__URL=mysql://repl@db2:3306 sluice check -c sluice.toml
+
+Every problem is listed at once, each with what to change; the last line is the committed
+checkpoint (where a restart resumes) and how far the server has moved past it. Exit 0 when the
+source is ready (warnings allowed), 1 when a check failed, 2 when the configuration itself is
+invalid.")]
 pub struct CheckArgs {
     /// The configuration file (`SLUICE_<SECTION>__<KEY>` environment variables override it).
     #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
@@ -56,21 +67,125 @@ pub fn run(args: CheckArgs) -> u8 {
             connect.user,
             if conn.is_tls() { " (TLS)" } else { "" }
         );
-        match crate::check::run(&mut conn, cfg.source.server_id, &crate::run::report_host(&cfg)).await {
-            Ok(report) => {
-                for f in &report.findings {
+        let source_ok = match crate::check::run(&mut conn, cfg.source.server_id, &crate::run::report_host(&cfg)).await {
+            Ok(mut report) => {
+                // `sluice run` waits for a predecessor still holding the server id; for `sluice
+                // check` the id held by this same source means Sluice is running (or just stopped)
+                for f in &mut report.findings {
+                    if f.check == "server_id" && f.message.contains(crate::check::SAME_REPLICA_REGISTERED) {
+                        f.level = crate::check::Level::Ok;
+                        f.message = format!(
+                            "{} is in use by this source's own replica ({}): Sluice is running, or stopped moments ago",
+                            cfg.source.server_id,
+                            crate::run::report_host(&cfg)
+                        );
+                    }
                     println!("{f}");
                 }
-                if report.has_errors() {
-                    exit::FAILURE
-                } else {
-                    exit::OK
-                }
+                !report.has_errors()
             }
             Err(e) => {
                 println!("[ERROR] checks: {e}");
-                exit::FAILURE
+                false
             }
+        };
+        let cfg2 = cfg.clone();
+        let checkpoint = tokio::task::spawn_blocking(move || {
+            if crate::kafka::positions_topic_exists(&cfg2)? {
+                crate::kafka::read_checkpoint(&cfg2)
+            } else {
+                Ok(None)
+            }
+        })
+        .await;
+        let topic = positions_topic(&cfg);
+        let checkpoint_ok = match checkpoint {
+            Ok(Ok(None)) => {
+                println!(
+                    "[ok] checkpoint: none committed on {topic} for source {:?}: the first start begins at \
+                     source.start = {:?}",
+                    cfg.source.name, cfg.source.start
+                );
+                true
+            }
+            Ok(Ok(Some(c))) => {
+                let logs = crate::check::binary_logs(&mut conn).await.unwrap_or_default();
+                let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
+                println!("{line}");
+                ok
+            }
+            Ok(Err(e)) => {
+                println!("[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
+                false
+            }
+            Err(e) => {
+                println!("[ERROR] kafka: reading the checkpoint: {e}");
+                false
+            }
+        };
+        if source_ok && checkpoint_ok {
+            exit::OK
+        } else {
+            exit::FAILURE
         }
     })
+}
+
+/// The report line for a committed checkpoint against the server's binlogs (`SHOW BINARY
+/// LOGS`: name and size, oldest first): how many bytes of binlog the server has written past
+/// it, or an error when its file is gone (a restart could not resume without a gap).
+fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
+    let gtid = c.gtid.as_deref().map(|g| format!(" (GTID {g})")).unwrap_or_default();
+    let age = (now_ms - c.ts_ms).max(0) / 1000;
+    let at = format!("{}:{}{gtid}, committed {age} s ago", c.file, c.position);
+    let Some(i) = logs.iter().position(|(f, _)| *f == c.file) else {
+        let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
+        return (
+            false,
+            format!(
+                "[ERROR] checkpoint: {at}; {} is no longer on the server (earliest: {earliest}), so a restart cannot \
+                 resume without losing changes: start the source anew (a new source.name, or delete its records on \
+                 the positions topic) with source.start set, and accept or fill the gap",
+                c.file
+            ),
+        );
+    };
+    let behind: u64 = logs[i].1.saturating_sub(c.position)
+        + logs.get(i + 1..).unwrap_or_default().iter().map(|(_, s)| s).sum::<u64>();
+    let last = logs.last().map_or(String::new(), |(f, s)| format!("{f}:{s}"));
+    (true, format!("[ok] checkpoint: {at}; the server is at {last}, {behind} bytes of binlog past it"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cp(file: &str, position: u64) -> Checkpoint {
+        Checkpoint {
+            file: file.into(),
+            position,
+            gtid: Some("0-1-7".into()),
+            gtid_flavor: Some("mariadb".into()),
+            ts_ms: 1_000_000,
+            version: 1,
+            schema_version: None,
+        }
+    }
+
+    #[test]
+    fn checkpoint_lines() {
+        let logs = [("b.000001".to_string(), 1000), ("b.000002".to_string(), 500), ("b.000003".to_string(), 300)];
+        let (ok, line) = describe_checkpoint(&cp("b.000002", 200), &logs, 1_060_000);
+        assert!(ok);
+        assert_eq!(
+            line,
+            "[ok] checkpoint: b.000002:200 (GTID 0-1-7), committed 60 s ago; the server is at b.000003:300, 600 \
+             bytes of binlog past it"
+        );
+        let (ok, line) = describe_checkpoint(&cp("b.000003", 300), &logs, 1_000_000);
+        assert!(ok && line.ends_with("0 bytes of binlog past it"), "{line}");
+        let (ok, line) = describe_checkpoint(&cp("a.000009", 4), &logs, 1_000_000);
+        assert!(!ok);
+        assert!(line.contains("a.000009 is no longer on the server (earliest: b.000001)"), "{line}");
+    }
 }

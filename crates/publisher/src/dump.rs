@@ -44,12 +44,19 @@ pub enum Format {
 Examples:
   sluice dump mysql-bin.000042 mysql-bin.000043
   sluice dump --table 'shop.order*' --start-datetime '2024-05-01 10:00:00' binlog.gz
-  sluice dump --format flashback --start-position 4711 --stop-position 9000 mysql-bin.000042 > undo.sql
+  sluice dump --format flashback --start-position 4711 --stop-position 9000 binlog.000042 >undo.sql
+
+  # from a live server: all it still has, then stop; new changes until Ctrl-C; after a GTID set
+  sluice dump --source mysql://repl@db1:3306 --password-file ~/.repl-pw
+  sluice dump --source mysql://repl@db1:3306 --follow --table 'shop.*'
+  sluice dump --source mysql://repl@db1:3306 --start-gtid 0-1-1000 --follow
 
 Each JSON line: type (INSERT/UPDATE/DELETE), database, table, timestamp (UTC) and ts (seconds),
 position {file, offset, row}, server_id, gtid, before, after, xid. Columns are named from the
-binlog (binlog_row_metadata=FULL); when it has no names they are @1..@N, said once on stderr.
-A summary line per file goes to stderr.")]
+binlog (binlog_row_metadata=FULL); without names there, a live dump takes them from the table
+definitions it reads from the server and follows through DDL, and otherwise prints @1..@N (said
+once on stderr). A summary line per file goes to stderr; a live dump also prints the position to
+resume from.")]
 pub struct DumpArgs {
     /// Binlog files, read in order (`-` reads standard input; gzip files are recognised).
     #[arg(value_name = "FILE", required_unless_present = "source", conflicts_with = "source")]

@@ -563,6 +563,23 @@ impl ClientContext for QuietEof {
 
 impl ConsumerContext for QuietEof {}
 
+/// Whether `<prefix>.__positions` exists: without it there is no checkpoint yet (for `sluice
+/// check`, which must not create it; `sluice run` creates it before reading).
+///
+/// # Errors
+/// Abortable when the broker does not answer.
+pub fn positions_topic_exists(cfg: &Config) -> Result<bool, SinkError> {
+    let topic = positions_topic(cfg);
+    let consumer: BaseConsumer<QuietEof> = base_client_config(cfg)?
+        .set("allow.auto.create.topics", "false")
+        .create_with_context(QuietEof)
+        .map_err(|e| SinkError::Fatal(format!("creating a metadata client: {e}")))?;
+    let md = consumer
+        .fetch_metadata(Some(&topic), Duration::from_secs(10))
+        .map_err(|e| SinkError::Abortable(format!("reading the metadata of {topic}: {e}")))?;
+    Ok(md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+}
+
 /// Reads the last committed checkpoint of this source (a `read_committed` consumer over the
 /// tail of `<prefix>.__positions`). Call after [`KafkaSink::connect`]: `init_transactions`
 /// has then aborted any transaction a killed predecessor left open, which would otherwise hold

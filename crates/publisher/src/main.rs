@@ -41,20 +41,30 @@ pub mod exit {
     pub const IO: u8 = 74;
 }
 
-/// Sluice reads MySQL and MariaDB binary logs and turns every row change into a readable
-/// record.
+/// Sluice: MySQL/MariaDB change data capture into Kafka, and an offline binlog decoder.
 ///
-/// Decode binlog files offline into JSON lines, SQL, or flashback SQL that undoes the
-/// changes:
-///
-///   sluice run --config sluice.toml
-///   sluice dump mysql-bin.000042
-///   sluice dump --format flashback --table shop.orders --start-datetime '2024-05-01 10:00:00' mysql-bin.000042
-///
-/// Exit codes: 0 success, 1 failure, 2 bad usage, 65 corrupt or unsupported input,
-/// 66 input not found, 74 output error.
+/// `sluice run` streams every row change of a server into Kafka as Avro records keyed by
+/// primary key, exactly once; `sluice dump` decodes binlog files, or a live server, into JSON
+/// lines, SQL, or flashback SQL that undoes the changes; `sluice check` says whether a
+/// configuration and its server are ready. `sluice help COMMAND` has the details and examples.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about, long_about, propagate_version = true)]
+#[command(
+    name = "sluice",
+    version,
+    about,
+    long_about,
+    propagate_version = true,
+    after_long_help = "\
+Examples:
+  sluice check --config sluice.toml
+  sluice run --config sluice.toml
+  sluice dump mysql-bin.000042
+  sluice dump --source mysql://repl@db1:3306 --follow
+  sluice dump --format flashback -t shop.orders --start-datetime '2024-05-01 10:00:00' binlog.000042
+
+Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input,
+66 input not found, 74 output error."
+)]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "SLUICE_LOG_FORMAT")]
@@ -110,4 +120,39 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
     };
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// The examples in `--help` are commands to copy: one per line, not re-wrapped into prose.
+    #[test]
+    fn help_examples_stay_one_per_line() {
+        let mut cli = Cli::command().term_width(100);
+        let cases = [
+            (None, "  sluice run --config sluice.toml"),
+            (
+                None,
+                "  sluice dump --format flashback -t shop.orders --start-datetime '2024-05-01 10:00:00' binlog.000042",
+            ),
+            (Some("dump"), "  sluice dump --source mysql://repl@db1:3306 --start-gtid 0-1-1000 --follow"),
+            (Some("run"), "  sluice check --config sluice.toml && sluice run --config sluice.toml"),
+            (Some("check"), "  SLUICE_SOURCE__URL=mysql://repl@db2:3306 sluice check -c sluice.toml"),
+        ];
+        for (sub, line) in cases {
+            let help = match sub {
+                Some(s) => cli.find_subcommand_mut(s).unwrap().render_long_help().to_string(),
+                None => cli.render_long_help().to_string(),
+            };
+            assert!(help.lines().any(|l| l == line), "{line:?} in the help of {sub:?}:\n{help}");
+        }
+    }
 }

@@ -46,6 +46,16 @@ use crate::source::{
 
 /// `sluice run` arguments.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice check --config sluice.toml && sluice run --config sluice.toml
+  SLUICE_KAFKA__BROKERS=kafka-0:9092 sluice run --config sluice.toml --log-format json
+
+Each Kafka transaction holds whole MySQL transactions and the checkpoint of the last one (topic
+<prefix>.__positions); a restart resumes from the last committed checkpoint, so nothing is lost or
+published twice. SIGTERM or Ctrl-C commits at the next transaction boundary and exits 0. Exit 1:
+a fenced producer (another instance with the same source.name), an incompatible schema, an
+undecodable event, or a source that keeps failing; exit 2: a bad configuration.")]
 pub struct RunArgs {
     /// The configuration file (TOML; see sluice.example.toml).
     #[arg(long, short = 'c', env = "SLUICE_CONFIG")]

@@ -34,6 +34,12 @@ fn run_publishes_exactly_once_across_sigkill() {
          DELETE FROM shop.orders WHERE id=11;
          UPDATE shop.customers SET id=30 WHERE id=3;");
 
+    // `sluice check` before the first start: the server is ready, nothing is committed yet
+    let (code, report) = check(&config);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains("[ok] config:") && report.contains("[ok] connect:"), "{report}");
+    assert!(report.contains("[ok] checkpoint: none committed on sluice.__positions"), "{report}");
+
     let mut child = start_sluice(&config, &log);
     let mut reader = TopicReader::new(&services);
     let expected_customers: BTreeMap<i64, Vec<String>> = [
@@ -106,4 +112,18 @@ fn run_publishes_exactly_once_across_sigkill() {
     Command::new("kill").args(["-TERM", &second.id().to_string()]).status().unwrap();
     let status = second.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");
+
+    // after a clean stop the checkpoint is where the server is
+    let (file, pos) = services.mariadb.master_status();
+    let (code, report) = check(&config);
+    assert_eq!(code, Some(0), "{report}");
+    let line = report.lines().find(|l| l.starts_with("[ok] checkpoint: ")).unwrap_or_else(|| panic!("{report}"));
+    assert!(line.starts_with(&format!("[ok] checkpoint: {file}:{pos}")), "{line}");
+    assert!(line.ends_with(&format!("the server is at {file}:{pos}, 0 bytes of binlog past it")), "{line}");
+}
+
+/// `sluice check --config CONFIG`: exit code and stdout.
+fn check(config: &std::path::Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["check", "--config"]).arg(config).output().unwrap();
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
