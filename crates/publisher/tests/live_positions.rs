@@ -69,22 +69,7 @@ fn positions_gtids_rotation_and_purge() {
     // rotation while following: FLUSH BINARY LOGS between transactions, nothing lost
     let (file, pos) = db.master_status();
     let first_file = file.clone();
-    let url = db.url("root");
-    let pos_s = pos.to_string();
-    let mut f = Follower::spawn(&[
-        "dump",
-        "--source",
-        &url,
-        "--tls",
-        "disabled",
-        "--follow",
-        "--start-file",
-        &file,
-        "--start-position",
-        &pos_s,
-        "--server-id",
-        "7001",
-    ]);
+    let mut f = Follower::dump_from(&db, (&file, pos), &["--server-id", "7001"]);
     let mut n = 0;
     for round in 0..4 {
         for _ in 0..5 {

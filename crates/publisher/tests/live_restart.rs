@@ -18,22 +18,7 @@ fn server_restart_mid_stream() {
     let Some(db) = Server::start("live-restart", &[]) else { return };
     db.sql("CREATE DATABASE t; CREATE TABLE t.r (id BIGINT PRIMARY KEY, tx INT NOT NULL, v VARCHAR(40) NOT NULL)");
     let (file, pos) = db.master_status();
-    let url = db.url("root");
-    let pos_s = pos.to_string();
-    let mut follower = Follower::spawn(&[
-        "dump",
-        "--source",
-        &url,
-        "--tls",
-        "disabled",
-        "--follow",
-        "--heartbeat",
-        "1",
-        "--start-file",
-        &file,
-        "--start-position",
-        &pos_s,
-    ]);
+    let mut follower = Follower::dump_from(&db, (&file, pos), &["--heartbeat", "1"]);
 
     // The writer: one transaction of three rows per step; a failed commit (server down) is
     // retried, and "duplicate entry" on a retry means the first attempt did commit.

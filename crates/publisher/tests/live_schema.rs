@@ -19,19 +19,7 @@ fn dump_names_and_types_come_from_the_tracked_schema() {
            st ENUM('new','paid')) DEFAULT CHARSET=utf8mb4;",
     );
     let (file, pos) = db.master_status();
-    let (url, pos_s) = (db.url("root"), pos.to_string());
-    let mut follower = Follower::spawn(&[
-        "dump",
-        "--source",
-        &url,
-        "--tls",
-        "disabled",
-        "--follow",
-        "--start-file",
-        &file,
-        "--start-position",
-        &pos_s,
-    ]);
+    let mut follower = Follower::dump_from(&db, (&file, pos), &[]);
     db.sql_text("SET NAMES utf8mb4; INSERT INTO shop.t VALUES (4294967295, 'café', 'paid');");
     // sluice read the definition before it streamed: the ALTERs below are news to it
     follower.wait_lines(1, 60);
@@ -68,19 +56,7 @@ fn ddl_spelled_in_another_case_reaches_the_table() {
     assert_eq!(db.scalar("SELECT @@lower_case_table_names"), "1");
     db.sql_text("CREATE DATABASE Shop; CREATE TABLE Shop.Items (Id INT NOT NULL PRIMARY KEY, Label VARCHAR(10));");
     let (file, pos) = db.master_status();
-    let (url, pos_s) = (db.url("root"), pos.to_string());
-    let mut follower = Follower::spawn(&[
-        "dump",
-        "--source",
-        &url,
-        "--tls",
-        "disabled",
-        "--follow",
-        "--start-file",
-        &file,
-        "--start-position",
-        &pos_s,
-    ]);
+    let mut follower = Follower::dump_from(&db, (&file, pos), &[]);
     db.sql_text("INSERT INTO SHOP.ITEMS VALUES (1, 'one');");
     follower.wait_lines(1, 60);
     db.sql_text(

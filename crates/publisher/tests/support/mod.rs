@@ -324,6 +324,26 @@ impl Follower {
         Follower { child, lines, stderr, threads }
     }
 
+    /// `sluice dump --source SERVER --tls disabled --follow --start-file FILE --start-position
+    /// POS EXTRA...` as root.
+    pub fn dump_from(server: &Server, (file, pos): (&str, u64), extra: &[&str]) -> Follower {
+        let (url, pos) = (server.url("root"), pos.to_string());
+        let mut args = vec![
+            "dump",
+            "--source",
+            &url,
+            "--tls",
+            "disabled",
+            "--follow",
+            "--start-file",
+            file,
+            "--start-position",
+            &pos,
+        ];
+        args.extend_from_slice(extra);
+        Follower::spawn(&args)
+    }
+
     /// Lines printed so far.
     pub fn count(&self) -> usize {
         self.lines.lock().unwrap().len()
