@@ -15,6 +15,7 @@ mod avro;
 mod dump;
 mod filter;
 mod kafka;
+mod metrics;
 mod registry;
 mod render;
 mod run;

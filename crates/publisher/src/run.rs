@@ -38,6 +38,7 @@ use crate::config::{Config, OutputSection, ValueMode};
 use crate::exit;
 use crate::filter::wildcard;
 use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError};
+use crate::metrics::{Metrics, ProgressLog};
 use crate::registry::{frame_header, RegistryClient, RegistryError};
 use crate::schema_history::{schemas_topic, SchemaHistory};
 use crate::source::{
@@ -157,10 +158,11 @@ pub fn run(args: RunArgs) -> u8 {
             tokio::time::sleep(STOP_GRACE).await;
         };
         let mut backoff = Duration::from_secs(1);
+        let (mut metrics, mut progress) = (Metrics::default(), ProgressLog::default());
         loop {
             let started = Instant::now();
             let outcome = tokio::select! {
-                r = pipeline(&cfg, &stop) => r,
+                r = pipeline(&cfg, &stop, &mut metrics, &mut progress) => r,
                 () = stopped(stop_rx.clone()) => {
                     tracing::warn!(
                         "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without \
@@ -190,6 +192,7 @@ pub fn run(args: RunArgs) -> u8 {
                         wait
                     } else {
                         tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
+                        metrics.restarts += 1;
                         let wait = backoff;
                         backoff = (backoff * 2).min(Duration::from_secs(30));
                         wait
@@ -320,9 +323,17 @@ struct Pipeline<'c> {
     /// Column names for TABLE_MAPs without them (see `schema_history`).
     schemas: SchemaHistory,
     buffers: Buffers,
+    /// The process's counters (they outlive this attempt) and its progress line.
+    metrics: &'c mut Metrics,
+    progress: &'c mut ProgressLog,
 }
 
-async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
+async fn pipeline(
+    cfg: &Config,
+    stop: &AtomicBool,
+    metrics: &mut Metrics,
+    progress: &mut ProgressLog,
+) -> Result<(), RunError> {
     let mut sink = KafkaSink::connect(cfg).await?;
     let cfg2 = cfg.clone();
     let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&cfg2))
@@ -370,6 +381,8 @@ async fn pipeline(cfg: &Config, stop: &AtomicBool) -> Result<(), RunError> {
         committed: src.resume_point().clone(),
         schemas,
         buffers: Buffers::default(),
+        metrics,
+        progress,
     };
     let result = p.stream(&mut src, &mut sink, stop).await;
     if result.is_err() {
@@ -394,7 +407,11 @@ impl Pipeline<'_> {
                         "the replication connection was re-established at {at}; replaying from the committed checkpoint"
                     )));
                 }
-                Some(SourceEvent::Event(ev)) => self.handle(&ev, sink).await?,
+                Some(SourceEvent::Event(ev)) => {
+                    self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
+                    self.handle(&ev, sink).await?;
+                    self.progress.tick(self.metrics);
+                }
             }
             if !self.tx.open {
                 // a finished commit's outcome now, not at the next record (the stream may idle)
@@ -403,6 +420,7 @@ impl Pipeline<'_> {
                 self.maybe_commit(src.resume_point(), sink, stopping).await?;
                 if stopping {
                     sink.finish().await?;
+                    self.progress.report(self.metrics);
                     tracing::info!(resume = %self.committed, "Stopped after committing");
                     return Ok(());
                 }
@@ -443,6 +461,8 @@ impl Pipeline<'_> {
     async fn commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink) -> Result<(), RunError> {
         self.schemas.flush(sink, &schemas_topic(self.cfg), &self.cfg.source.name).await?;
         sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version())).await?;
+        self.metrics.commits += 1;
+        self.metrics.checkpoint = format!("{}:{}", resume.file, resume.position);
         Ok(())
     }
 
@@ -461,15 +481,23 @@ impl Pipeline<'_> {
                     let at = format!("{}:{}", ev.file, ev.offset);
                     self.schemas.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
                 }
-                self.tx = MysqlTx::default();
+                self.end_tx();
             }
-            Event::Xid(_) => self.tx = MysqlTx::default(),
+            Event::Xid(_) => self.end_tx(),
             Event::Rows(rows) if included(self.cfg, &rows.table.database, &rows.table.table) => {
                 self.rows(ev, rows, sink).await?;
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// At COMMIT, XID, ROLLBACK or a DDL statement.
+    fn end_tx(&mut self) {
+        if self.tx.total > 0 {
+            self.metrics.transactions += 1;
+        }
+        self.tx = MysqlTx::default();
     }
 
     fn begin_tx(&mut self, gtid: Option<String>, ev: &Located<'_>) {
@@ -602,6 +630,12 @@ impl Pipeline<'_> {
                 self.batch_started = Instant::now();
             }
             self.batch_records += sent;
+            self.metrics.records += sent as u64;
+            self.metrics.row(match rows.kind {
+                RowsKind::Write => Op::Create,
+                RowsKind::Delete => Op::Delete,
+                RowsKind::Update | RowsKind::PartialUpdate => Op::Update,
+            });
             idx += 1;
         }
         Ok(())

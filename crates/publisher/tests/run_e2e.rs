@@ -112,6 +112,11 @@ fn run_publishes_exactly_once_across_sigkill() {
     Command::new("kill").args(["-TERM", &second.id().to_string()]).status().unwrap();
     let status = second.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status}");
+    // its totals, logged at the stop: the second instance resumed after everything the first
+    // had committed, and published only the insert written after the fencing
+    let text = std::fs::read_to_string(&log).unwrap();
+    let totals = text.lines().rfind(|l| l.contains("Published ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(totals.contains("Published 1 row changes (1 inserts, 0 updates, 0 deletes) in 1 transactions"), "{totals}");
 
     // after a clean stop the checkpoint is where the server is
     let (file, pos) = services.mariadb.master_status();
