@@ -40,6 +40,19 @@ pub struct Config {
     /// Topic routing rules (first match wins; default `<prefix>.<db>.<table>`).
     #[serde(default)]
     pub routes: Vec<Route>,
+    /// The Prometheus endpoint.
+    #[serde(default)]
+    pub metrics: MetricsSection,
+}
+
+/// `[metrics]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Serve `/metrics` (Prometheus text format), `/healthz` (200 while the process runs) and
+    /// `/readyz` (200 while it streams, 503 while it connects or restarts) on this address,
+    /// e.g. `0.0.0.0:9187`. Off when unset.
+    pub listen: Option<String>,
 }
 
 /// `[source]`
@@ -193,6 +206,19 @@ impl Default for OutputSection {
             key_columns: BTreeMap::new(),
             partial_images: false,
         }
+    }
+}
+
+impl MetricsSection {
+    /// The address to listen on, when set.
+    ///
+    /// # Errors
+    /// Not a `host:port` socket address.
+    pub fn address(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        self.listen
+            .as_deref()
+            .map(|l| l.parse().map_err(|e| format!("metrics.listen {l:?} is not an address like 0.0.0.0:9187: {e}")))
+            .transpose()
     }
 }
 
@@ -438,6 +464,9 @@ impl Config {
             if r.topic.is_empty() {
                 p.push(format!("route for {:?} has an empty topic", r.tables));
             }
+        }
+        if let Err(e) = self.metrics.address() {
+            p.push(e);
         }
         if p.is_empty() {
             Ok(())

@@ -1,67 +1,271 @@
-//! What `sluice run` has done, counted in one place: row changes by operation, MySQL
-//! transactions, Kafka records and commits, restarts, and how far behind the binlog events
-//! were when they were read. It lives across pipeline restarts (one per process); the
-//! pipeline updates it, and a progress line is logged from it every [`PROGRESS_EVERY`] while
-//! events flow, and once more at a stop. (A Prometheus endpoint is to expose the same counters.)
+//! What `sluice run` has done, counted in one place: the [`Metrics`] struct, registered
+//! against one Prometheus registry and shared by the pipeline (which counts) and the HTTP
+//! endpoint (which serves `/metrics`, `/healthz` and `/readyz`, see [`serve`]). A progress
+//! line is logged from the same counters every [`PROGRESS_EVERY`] while events flow, and once
+//! at a stop.
 //!
-//! After a restart the changes since the last committed checkpoint are read and sent again
-//! (the aborted Kafka transaction never became visible): the counters count work done, so
-//! they include such replays; `restarts` says when there were any.
+//! Names carry the `sluice_` prefix and the `_total` / `_seconds` suffixes; the only labels
+//! are `table` (bounded by the captured tables) and `op` (`c`, `u`, `d`). After a restart
+//! the changes since the last committed checkpoint are read and sent again (the aborted Kafka
+//! transaction never became visible): the counters count work done, so they include such
+//! replays; `sluice_restarts_total` says when there were any.
+//!
+//! References: <https://prometheus.io/docs/practices/naming/>,
+//! <https://prometheus.io/docs/instrumenting/exposition_formats/>.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 use crate::avro::Op;
 
 /// How often the progress line is logged while events flow.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
-/// The counters of one `sluice run` process.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The counters of one `sluice run` process (they outlive pipeline restarts).
+#[derive(Debug)]
 pub struct Metrics {
-    /// INSERT row changes sent.
+    registry: Registry,
+    /// `sluice_row_changes_total{table, op}`.
+    row_changes: IntCounterVec,
+    /// `sluice_transactions_total`: MySQL transactions with captured rows.
+    transactions: IntCounter,
+    /// `sluice_kafka_records_total`: row changes, tombstones, the delete + create of a key change.
+    records: IntCounter,
+    /// `sluice_kafka_commits_total`: Kafka transactions committed with a checkpoint.
+    commits: IntCounter,
+    /// `sluice_restarts_total`: pipeline restarts from the last committed checkpoint.
+    restarts: IntCounter,
+    /// `sluice_lag_seconds`: between the last binlog event's timestamp and its reading.
+    lag: IntGauge,
+    /// `sluice_last_event_timestamp_seconds`: the last binlog event's own timestamp.
+    last_event: IntGauge,
+    /// The last checkpoint handed to Kafka, `file:position` (for the progress line).
+    checkpoint: Mutex<String>,
+    /// The pipeline is streaming (for `/readyz`).
+    ready: AtomicBool,
+}
+
+/// One table's row-change counters, looked up once per table (a label lookup per row would
+/// hash and lock at every row).
+#[derive(Debug, Clone)]
+pub struct TableCounters {
+    creates: IntCounter,
+    updates: IntCounter,
+    deletes: IntCounter,
+}
+
+impl TableCounters {
+    /// Counts one row change (a primary-key change counts once, as an update).
+    pub fn row(&self, op: Op) {
+        match op {
+            Op::Create | Op::Read => self.creates.inc(),
+            Op::Update => self.updates.inc(),
+            Op::Delete => self.deletes.inc(),
+        }
+    }
+}
+
+/// Totals, for the progress line and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
     pub creates: u64,
-    /// UPDATE row changes sent (a primary-key change counts once, as an update).
     pub updates: u64,
-    /// DELETE row changes sent.
     pub deletes: u64,
-    /// MySQL transactions whose rows were sent (those without captured rows are not counted).
     pub transactions: u64,
-    /// Kafka records sent: row changes, tombstones, and the delete + create of a key change.
     pub records: u64,
-    /// Kafka transactions committed (each with a checkpoint).
     pub commits: u64,
-    /// Pipeline restarts from the last committed checkpoint.
     pub restarts: u64,
-    /// Seconds between the last binlog event's timestamp and its reading (the replication lag
-    /// as of that event; it stays put while the server is idle).
     pub lag_seconds: i64,
-    /// The last checkpoint handed to Kafka, as `file:position`.
     pub checkpoint: String,
 }
 
-impl Metrics {
-    /// Counts one row change.
-    pub fn row(&mut self, op: Op) {
-        match op {
-            Op::Create | Op::Read => self.creates += 1,
-            Op::Update => self.updates += 1,
-            Op::Delete => self.deletes += 1,
-        }
-    }
-
+impl Totals {
     /// All row changes.
     pub fn rows(&self) -> u64 {
         self.creates + self.updates + self.deletes
     }
+}
 
-    /// Takes the lag from an event's timestamp (seconds since the epoch; 0 for the
-    /// artificial events that have none) read at `now_s`.
-    pub fn event_read(&mut self, timestamp: u32, now_s: i64) {
-        if timestamp != 0 {
-            self.lag_seconds = (now_s - i64::from(timestamp)).max(0);
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).unwrap_or_else(|e| unreachable!("metric {name}: {e}"));
+    register(registry, Box::new(c.clone()), name);
+    c
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).unwrap_or_else(|e| unreachable!("metric {name}: {e}"));
+    register(registry, Box::new(g.clone()), name);
+    g
+}
+
+fn register(registry: &Registry, c: Box<dyn prometheus::core::Collector>, name: &str) {
+    // names are constants of this module, each registered once
+    registry.register(c).unwrap_or_else(|e| unreachable!("registering {name}: {e}"));
+}
+
+impl Metrics {
+    /// The metrics of source `source` (a constant label on every series, so several sources
+    /// scraped into one Prometheus stay apart).
+    pub fn new(source: &str) -> Metrics {
+        let labels = std::iter::once(("source".to_string(), source.to_string())).collect();
+        let registry = Registry::new_custom(None, Some(labels)).unwrap_or_default();
+        let row_changes = IntCounterVec::new(
+            Opts::new("sluice_row_changes_total", "Row changes sent to Kafka, by table and operation (c, u, d)."),
+            &["table", "op"],
+        )
+        .unwrap_or_else(|e| unreachable!("metric sluice_row_changes_total: {e}"));
+        register(&registry, Box::new(row_changes.clone()), "sluice_row_changes_total");
+        Metrics {
+            row_changes,
+            transactions: counter(&registry, "sluice_transactions_total", "MySQL transactions with captured rows sent."),
+            records: counter(
+                &registry,
+                "sluice_kafka_records_total",
+                "Kafka records sent: row changes, tombstones, and the delete and create of a key change.",
+            ),
+            commits: counter(&registry, "sluice_kafka_commits_total", "Kafka transactions committed with a checkpoint."),
+            restarts: counter(&registry, "sluice_restarts_total", "Pipeline restarts from the last committed checkpoint."),
+            lag: gauge(
+                &registry,
+                "sluice_lag_seconds",
+                "Seconds between the last binlog event's timestamp and its reading (stays put while the server is idle).",
+            ),
+            last_event: gauge(
+                &registry,
+                "sluice_last_event_timestamp_seconds",
+                "The timestamp the server gave the last binlog event read.",
+            ),
+            registry,
+            checkpoint: Mutex::new(String::new()),
+            ready: AtomicBool::new(false),
         }
     }
+
+    /// The row-change counters of `table` (`db.table`).
+    pub fn table(&self, table: &str) -> TableCounters {
+        let c = |op: &str| self.row_changes.with_label_values(&[table, op]);
+        TableCounters { creates: c("c"), updates: c("u"), deletes: c("d") }
+    }
+
+    /// A MySQL transaction with captured rows ended.
+    pub fn transaction(&self) {
+        self.transactions.inc();
+    }
+
+    /// `n` Kafka records were sent.
+    pub fn records(&self, n: u64) {
+        self.records.inc_by(n);
+    }
+
+    /// A Kafka transaction was committed with the checkpoint `file:position`.
+    pub fn commit(&self, checkpoint: String) {
+        self.commits.inc();
+        if let Ok(mut c) = self.checkpoint.lock() {
+            *c = checkpoint;
+        }
+    }
+
+    /// The pipeline restarts from the last checkpoint.
+    pub fn restart(&self) {
+        self.restarts.inc();
+    }
+
+    /// An event with `timestamp` (seconds since the epoch; 0 for the artificial events that
+    /// have none, which say nothing about lag) was read at `now_s`.
+    pub fn event_read(&self, timestamp: u32, now_s: i64) {
+        if timestamp != 0 {
+            self.last_event.set(i64::from(timestamp));
+            self.lag.set((now_s - i64::from(timestamp)).max(0));
+        }
+    }
+
+    /// Streaming (ready) or not (connecting, restarting).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// The totals now.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals {
+            transactions: self.transactions.get(),
+            records: self.records.get(),
+            commits: self.commits.get(),
+            restarts: self.restarts.get(),
+            lag_seconds: self.lag.get(),
+            checkpoint: self.checkpoint.lock().map(|c| c.clone()).unwrap_or_default(),
+            ..Totals::default()
+        };
+        for family in self.row_changes.collect() {
+            for m in family.get_metric() {
+                let op = m.get_label().iter().find(|l| l.name() == "op").map(|l| l.value().to_string());
+                // a counter's value is a whole number kept as a double
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let v = m.get_counter().get_value() as u64;
+                match op.as_deref() {
+                    Some("c") => t.creates += v,
+                    Some("u") => t.updates += v,
+                    Some("d") => t.deletes += v,
+                    _ => {}
+                }
+            }
+        }
+        t
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_default()
+    }
+}
+
+use prometheus::core::Collector as _;
+
+/// Serves `GET /metrics` (the text exposition), `GET /healthz` (200 while the process runs)
+/// and `GET /readyz` (200 while the pipeline streams, 503 while it connects or restarts) on
+/// `listener`, until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    use axum::http::{header, StatusCode};
+    use axum::routing::get;
+    let m = Arc::clone(&metrics);
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = Arc::clone(&m);
+                async move { ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], m.render()) }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let m = Arc::clone(&metrics);
+                async move {
+                    if m.ready.load(Ordering::Relaxed) {
+                        (StatusCode::OK, "streaming\n")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "not streaming: connecting or restarting\n")
+                    }
+                }
+            }),
+        );
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "The metrics endpoint stopped");
+    }
+}
+
+/// Binds the metrics endpoint's address (before anything else starts, so a taken port is a
+/// configuration error at once).
+///
+/// # Errors
+/// The address cannot be bound.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
 }
 
 /// Logs a progress line every [`PROGRESS_EVERY`]: totals and the rate since the last line.
@@ -88,24 +292,25 @@ impl ProgressLog {
     /// Logs now (at a stop, the totals of the run).
     pub fn report(&mut self, m: &Metrics) {
         let elapsed = self.last.elapsed();
-        let rate = per_second(m.rows() - self.rows_then, elapsed);
+        let t = m.totals();
+        let rate = per_second(t.rows().saturating_sub(self.rows_then), elapsed);
         tracing::info!(
-            rows = m.rows(),
-            creates = m.creates,
-            updates = m.updates,
-            deletes = m.deletes,
-            transactions = m.transactions,
-            records = m.records,
-            commits = m.commits,
-            restarts = m.restarts,
+            rows = t.rows(),
+            creates = t.creates,
+            updates = t.updates,
+            deletes = t.deletes,
+            transactions = t.transactions,
+            records = t.records,
+            commits = t.commits,
+            restarts = t.restarts,
             rows_per_s = rate,
-            lag_s = m.lag_seconds,
-            checkpoint = %m.checkpoint,
+            lag_s = t.lag_seconds,
+            checkpoint = %t.checkpoint,
             "{}",
-            summary(m, rate)
+            summary(&t, rate)
         );
         self.last = Instant::now();
-        self.rows_then = m.rows();
+        self.rows_then = t.rows();
     }
 }
 
@@ -122,23 +327,23 @@ fn per_second(n: u64, over: Duration) -> u64 {
 }
 
 /// The human part of the progress line.
-fn summary(m: &Metrics, rate: u64) -> String {
+fn summary(t: &Totals, rate: u64) -> String {
     let mut s = format!(
         "Published {} row changes ({} inserts, {} updates, {} deletes) in {} transactions, {rate}/s lately; \
          {} Kafka transactions committed",
-        m.rows(),
-        m.creates,
-        m.updates,
-        m.deletes,
-        m.transactions,
-        m.commits
+        t.rows(),
+        t.creates,
+        t.updates,
+        t.deletes,
+        t.transactions,
+        t.commits
     );
-    if !m.checkpoint.is_empty() {
-        let _ = write!(s, ", the last at {}", m.checkpoint);
+    if !t.checkpoint.is_empty() {
+        let _ = write!(s, ", the last at {}", t.checkpoint);
     }
-    let _ = write!(s, "; events {} s behind the server when read", m.lag_seconds);
-    if m.restarts > 0 {
-        let _ = write!(s, "; {} restarts from a checkpoint", m.restarts);
+    let _ = write!(s, "; events {} s behind the server when read", t.lag_seconds);
+    if t.restarts > 0 {
+        let _ = write!(s, "; {} restarts from a checkpoint", t.restarts);
     }
     s
 }
@@ -148,24 +353,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_and_the_progress_text() {
-        let mut m = Metrics::default();
+    fn counts_the_exposition_and_the_progress_text() {
+        let m = Metrics::new("shop");
+        let orders = m.table("shop.orders");
         for op in [Op::Create, Op::Create, Op::Update, Op::Delete] {
-            m.row(op);
+            orders.row(op);
         }
-        m.transactions = 2;
-        m.commits = 1;
-        m.checkpoint = "mysql-bin.000001:900".into();
+        m.table("shop.items").row(Op::Create);
+        m.transaction();
+        m.transaction();
+        m.records(6);
+        m.commit("mysql-bin.000001:900".into());
         m.event_read(1_000, 1_003);
         m.event_read(0, 9_999); // an artificial event says nothing about lag
-        assert_eq!((m.rows(), m.lag_seconds), (4, 3));
+        let t = m.totals();
+        assert_eq!((t.rows(), t.creates, t.lag_seconds, t.records), (5, 3, 3, 6));
         assert_eq!(
-            summary(&m, 2),
-            "Published 4 row changes (2 inserts, 1 updates, 1 deletes) in 2 transactions, 2/s lately; 1 Kafka \
+            summary(&t, 2),
+            "Published 5 row changes (3 inserts, 1 updates, 1 deletes) in 2 transactions, 2/s lately; 1 Kafka \
              transactions committed, the last at mysql-bin.000001:900; events 3 s behind the server when read"
         );
-        m.restarts = 1;
-        assert!(summary(&m, 0).ends_with("; 1 restarts from a checkpoint"));
+        m.restart();
+        assert!(summary(&m.totals(), 0).ends_with("; 1 restarts from a checkpoint"));
         assert_eq!(per_second(300, Duration::from_secs(30)), 10);
+        let text = m.render();
+        for line in [
+            "# TYPE sluice_row_changes_total counter",
+            "sluice_row_changes_total{op=\"c\",table=\"shop.orders\",source=\"shop\"} 2",
+            "sluice_row_changes_total{op=\"d\",table=\"shop.orders\",source=\"shop\"} 1",
+            "sluice_row_changes_total{op=\"c\",table=\"shop.items\",source=\"shop\"} 1",
+            "sluice_transactions_total{source=\"shop\"} 2",
+            "sluice_kafka_commits_total{source=\"shop\"} 1",
+            "sluice_restarts_total{source=\"shop\"} 1",
+            "sluice_lag_seconds{source=\"shop\"} 3",
+            "sluice_last_event_timestamp_seconds{source=\"shop\"} 1000",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
+        }
     }
 }

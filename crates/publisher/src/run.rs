@@ -38,7 +38,7 @@ use crate::config::{Config, OutputSection, ValueMode};
 use crate::exit;
 use crate::filter::wildcard;
 use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError};
-use crate::metrics::{Metrics, ProgressLog};
+use crate::metrics::{Metrics, ProgressLog, TableCounters};
 use crate::registry::{frame_header, RegistryClient, RegistryError};
 use crate::schema_history::{schemas_topic, SchemaHistory};
 use crate::source::{
@@ -157,12 +157,25 @@ pub fn run(args: RunArgs) -> u8 {
             let _ = rx.wait_for(|s| *s).await;
             tokio::time::sleep(STOP_GRACE).await;
         };
+        let metrics = Arc::new(Metrics::new(&cfg.source.name));
+        if let Ok(Some(addr)) = cfg.metrics.address() {
+            match crate::metrics::bind(addr).await {
+                Ok(listener) => {
+                    tracing::info!(%addr, "Serving /metrics, /healthz and /readyz");
+                    tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
+                }
+                Err(e) => {
+                    eprintln!("sluice run: metrics.listen {addr}: {e}");
+                    return exit::USAGE;
+                }
+            }
+        }
         let mut backoff = Duration::from_secs(1);
-        let (mut metrics, mut progress) = (Metrics::default(), ProgressLog::default());
+        let mut progress = ProgressLog::default();
         loop {
             let started = Instant::now();
             let outcome = tokio::select! {
-                r = pipeline(&cfg, &stop, &mut metrics, &mut progress) => r,
+                r = pipeline(&cfg, &stop, &metrics, &mut progress) => r,
                 () = stopped(stop_rx.clone()) => {
                     tracing::warn!(
                         "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without \
@@ -171,6 +184,7 @@ pub fn run(args: RunArgs) -> u8 {
                     return exit::OK;
                 }
             };
+            metrics.set_ready(false);
             match outcome {
                 Ok(()) => return exit::OK,
                 Err(RunError::Fatal(m)) => {
@@ -192,7 +206,7 @@ pub fn run(args: RunArgs) -> u8 {
                         wait
                     } else {
                         tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
-                        metrics.restarts += 1;
+                        metrics.restart();
                         let wait = backoff;
                         backoff = (backoff * 2).min(Duration::from_secs(30));
                         wait
@@ -296,6 +310,8 @@ struct CachedTable {
     topic: String,
     key_id: Option<u32>,
     value_id: u32,
+    /// Its row-change counters (`sluice_row_changes_total{table}`).
+    counters: TableCounters,
 }
 
 /// The open MySQL transaction.
@@ -324,14 +340,14 @@ struct Pipeline<'c> {
     schemas: SchemaHistory,
     buffers: Buffers,
     /// The process's counters (they outlive this attempt) and its progress line.
-    metrics: &'c mut Metrics,
+    metrics: &'c Metrics,
     progress: &'c mut ProgressLog,
 }
 
 async fn pipeline(
     cfg: &Config,
     stop: &AtomicBool,
-    metrics: &mut Metrics,
+    metrics: &Metrics,
     progress: &mut ProgressLog,
 ) -> Result<(), RunError> {
     let mut sink = KafkaSink::connect(cfg).await?;
@@ -368,6 +384,7 @@ async fn pipeline(
     let (mut src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
     let mut schemas = committed.into_history(loaded);
     schemas.set_lower_case_table_names(src.lower_case_table_names());
+    metrics.set_ready(true);
     let mut p = Pipeline {
         cfg,
         registry: RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?,
@@ -461,8 +478,7 @@ impl Pipeline<'_> {
     async fn commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink) -> Result<(), RunError> {
         self.schemas.flush(sink, &schemas_topic(self.cfg), &self.cfg.source.name).await?;
         sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version())).await?;
-        self.metrics.commits += 1;
-        self.metrics.checkpoint = format!("{}:{}", resume.file, resume.position);
+        self.metrics.commit(format!("{}:{}", resume.file, resume.position));
         Ok(())
     }
 
@@ -495,7 +511,7 @@ impl Pipeline<'_> {
     /// At COMMIT, XID, ROLLBACK or a DDL statement.
     fn end_tx(&mut self) {
         if self.tx.total > 0 {
-            self.metrics.transactions += 1;
+            self.metrics.transaction();
         }
         self.tx = MysqlTx::default();
     }
@@ -532,7 +548,8 @@ impl Pipeline<'_> {
         };
         let value_id = self.registry.register(&format!("{topic}-value"), &value_json).await?;
         tracing::info!(table = %name, topic = %topic, ?key_id, value_id, "Registered the table's schemas");
-        self.tables.insert(name, CachedTable { tm: Arc::clone(tm), schema, topic, key_id, value_id });
+        let counters = self.metrics.table(&name);
+        self.tables.insert(name, CachedTable { tm: Arc::clone(tm), schema, topic, key_id, value_id, counters });
         Ok(())
     }
 
@@ -630,8 +647,8 @@ impl Pipeline<'_> {
                 self.batch_started = Instant::now();
             }
             self.batch_records += sent;
-            self.metrics.records += sent as u64;
-            self.metrics.row(match rows.kind {
+            self.metrics.records(sent as u64);
+            t.counters.row(match rows.kind {
                 RowsKind::Write => Op::Create,
                 RowsKind::Delete => Op::Delete,
                 RowsKind::Update | RowsKind::PartialUpdate => Op::Update,

@@ -2,7 +2,8 @@
 //! BaseConsumer with read_committed, apache-avro with the writer schema fetched from the
 //! registry by id). Checks the decoded change sequence per key, then SIGKILLs the publisher
 //! in the middle of a write burst, restarts it, and checks that every change is there exactly
-//! once; then a second instance with the same source name fences the first.
+//! once; then a second instance with the same source name fences the first. Along the way,
+//! `sluice check` reports the checkpoint, and the metrics endpoint counts what was sent.
 //!
 //! Services come from `integration/lib/{mariadb,broker,registry}.sh` (see `support::kafka`).
 //! When they cannot start the test is skipped loudly, or fails with `SLUICE_REQUIRE_MARIADB=1`.
@@ -22,7 +23,8 @@ fn seq(items: &[&str]) -> Vec<String> {
 #[test]
 fn run_publishes_exactly_once_across_sigkill() {
     let Some(services) = Services::start("run-e2e", &[]) else { return };
-    let (config, log) = services.config("e2e", "", "");
+    let metrics_port = free_port();
+    let (config, log) = services.config("e2e", "", &format!("[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"));
     let sql = |text: &str| services.mariadb.sql_text(text);
 
     sql("CREATE DATABASE shop;
@@ -59,6 +61,23 @@ fn run_publishes_exactly_once_across_sigkill() {
     );
     assert_eq!(reader.per_key("sluice.shop.customers", "name"), expected_customers);
 
+    // what the metrics endpoint counted: five single-statement transactions; the key change
+    // of customer 3 is one update and three records (delete, tombstone, create)
+    assert_eq!(http_get(metrics_port, "/readyz").0, 200);
+    assert_eq!(http_get(metrics_port, "/healthz"), (200, "ok\n".to_string()));
+    let (status, text) = http_get(metrics_port, "/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        r#"sluice_row_changes_total{op="c",table="shop.customers",source="e2e"} 3"#,
+        r#"sluice_row_changes_total{op="u",table="shop.customers",source="e2e"} 2"#,
+        r#"sluice_row_changes_total{op="c",table="shop.orders",source="e2e"} 2"#,
+        r#"sluice_row_changes_total{op="d",table="shop.orders",source="e2e"} 1"#,
+        r#"sluice_transactions_total{source="e2e"} 5"#,
+        r#"sluice_kafka_records_total{source="e2e"} 11"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+
     // A burst of single-row transactions; SIGKILL the publisher in the middle of it.
     let mut burst = String::new();
     for i in 100..400 {
@@ -91,7 +110,10 @@ fn run_publishes_exactly_once_across_sigkill() {
     assert_eq!(reader.per_key("sluice.shop.orders", "note"), expected_orders, "exactly once across SIGKILL");
 
     // A second instance with the same source name fences the first: the first stops with a
-    // non-zero exit at its next Kafka call, the second publishes, nothing is doubled.
+    // non-zero exit at its next Kafka call, the second publishes, nothing is doubled. (It
+    // serves its metrics on a port of its own: the first still holds the first one.)
+    let toml = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, toml.replace(&format!(":{metrics_port}\""), &format!(":{}\"", free_port()))).unwrap();
     let mut second = start_sluice(&config, &log);
     std::thread::sleep(Duration::from_secs(3));
     sql("INSERT INTO shop.orders VALUES (500, 2, 'fenced');");
@@ -125,6 +147,23 @@ fn run_publishes_exactly_once_across_sigkill() {
     let line = report.lines().find(|l| l.starts_with("[ok] checkpoint: ")).unwrap_or_else(|| panic!("{report}"));
     assert!(line.starts_with(&format!("[ok] checkpoint: {file}:{pos}")), "{line}");
     assert!(line.ends_with(&format!("the server is at {file}:{pos}, 0 bytes of binlog past it")), "{line}");
+}
+
+/// A loopback port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `GET path` on 127.0.0.1:`port` with a plain HTTP/1.1 request: status and body.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{response}"));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{head}"));
+    (status, body.to_string())
 }
 
 /// `sluice check --config CONFIG`: exit code and stdout.
