@@ -40,7 +40,8 @@ pub struct Metrics {
     commits: IntCounter,
     /// `sluice_restarts_total`: pipeline restarts from the last committed checkpoint.
     restarts: IntCounter,
-    /// `sluice_lag_seconds`: between the last binlog event's timestamp and its reading.
+    /// `sluice_lag_seconds`: between the last binlog event's timestamp and its reading; 0 after
+    /// a heartbeat (the server sends one only when it has nothing newer).
     lag: IntGauge,
     /// `sluice_last_event_timestamp_seconds`: the last binlog event's own timestamp.
     last_event: IntGauge,
@@ -133,7 +134,7 @@ impl Metrics {
             lag: gauge(
                 &registry,
                 "sluice_lag_seconds",
-                "Seconds between the last binlog event's timestamp and its reading (stays put while the server is idle).",
+                "Seconds between the last binlog event's timestamp and its reading; 0 once a heartbeat says nothing newer is waiting.",
             ),
             last_event: gauge(
                 &registry,
@@ -182,6 +183,11 @@ impl Metrics {
             self.last_event.set(i64::from(timestamp));
             self.lag.set((now_s - i64::from(timestamp)).max(0));
         }
+    }
+
+    /// A heartbeat came: the server had nothing newer to send, so nothing is behind.
+    pub fn caught_up(&self) {
+        self.lag.set(0);
     }
 
     /// Streaming (ready) or not (connecting, restarting).
@@ -367,6 +373,9 @@ mod tests {
         m.event_read(1_000, 1_003);
         m.event_read(0, 9_999); // an artificial event says nothing about lag
         let t = m.totals();
+        m.caught_up();
+        assert_eq!(m.totals().lag_seconds, 0);
+        m.event_read(1_000, 1_003);
         assert_eq!((t.rows(), t.creates, t.lag_seconds, t.records), (5, 3, 3, 6));
         assert_eq!(
             summary(&t, 2),

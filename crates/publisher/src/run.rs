@@ -425,7 +425,11 @@ impl Pipeline<'_> {
                     )));
                 }
                 Some(SourceEvent::Event(ev)) => {
-                    self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
+                    if let Event::Heartbeat { .. } = ev.event.event {
+                        self.metrics.caught_up();
+                    } else {
+                        self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
+                    }
                     self.handle(&ev, sink).await?;
                     self.progress.tick(self.metrics);
                 }

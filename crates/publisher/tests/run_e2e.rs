@@ -77,6 +77,20 @@ fn run_publishes_exactly_once_across_sigkill() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
+    // An insert dated 100 s ago: read, it makes Sluice 100 s behind; then, idle, the next
+    // heartbeat (every second here) says nothing newer is waiting, and the lag is 0 again.
+    let old = sql("SET TIMESTAMP = UNIX_TIMESTAMP() - 100; INSERT INTO shop.orders VALUES (12, 1, 'old'); \
+                   SELECT @@timestamp;");
+    let old = old.trim().lines().last().unwrap().split('.').next().unwrap().to_string();
+    let metric = |name: &str| {
+        let text = http_get(metrics_port, "/metrics").1;
+        let prefix = format!("{name}{{source=\"e2e\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_string)).unwrap_or_default()
+    };
+    wait_for(30, || metric("sluice_last_event_timestamp_seconds") == old, "the dated insert to be read", &log);
+    wait_for(10, || metric("sluice_lag_seconds") == "0", "lag 0 after a heartbeat", &log);
+    let mut expected_orders = expected_orders;
+    expected_orders.insert(12, seq(&["c:old"]));
 
     // A burst of single-row transactions; SIGKILL the publisher in the middle of it.
     let mut burst = String::new();
@@ -94,7 +108,6 @@ fn run_publishes_exactly_once_across_sigkill() {
     eprintln!("orders records committed before the SIGKILL: {mid}");
 
     let mut child = start_sluice(&config, &log);
-    let mut expected_orders = expected_orders;
     for i in 100..400 {
         expected_orders.insert(i, vec![format!("c:n{i}")]);
     }
