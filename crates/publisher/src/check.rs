@@ -84,6 +84,14 @@ async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> {
     Ok(rs.get_str(0, 0))
 }
 
+/// Bytes of binlog the server has written past `file:position`, by its `SHOW BINARY LOGS`
+/// (name and size, oldest first); None when `file` is no longer there.
+pub fn bytes_behind(logs: &[(String, u64)], file: &str, position: u64) -> Option<u64> {
+    let i = logs.iter().position(|(f, _)| f == file)?;
+    let rest = logs.get(i + 1..).unwrap_or_default();
+    Some(logs.get(i)?.1.saturating_sub(position) + rest.iter().map(|(_, s)| s).sum::<u64>())
+}
+
 /// `SHOW BINARY LOGS`: (file, size) in order.
 ///
 /// # Errors

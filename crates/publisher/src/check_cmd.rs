@@ -138,7 +138,7 @@ fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (
     let gtid = c.gtid.as_deref().map(|g| format!(" (GTID {g})")).unwrap_or_default();
     let age = (now_ms - c.ts_ms).max(0) / 1000;
     let at = format!("{}:{}{gtid}, committed {age} s ago", c.file, c.position);
-    let Some(i) = logs.iter().position(|(f, _)| *f == c.file) else {
+    let Some(behind) = crate::check::bytes_behind(logs, &c.file, c.position) else {
         let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
         return (
             false,
@@ -150,8 +150,6 @@ fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (
             ),
         );
     };
-    let behind: u64 = logs[i].1.saturating_sub(c.position)
-        + logs.get(i + 1..).unwrap_or_default().iter().map(|(_, s)| s).sum::<u64>();
     let last = logs.last().map_or(String::new(), |(f, s)| format!("{f}:{s}"));
     (true, format!("[ok] checkpoint: {at}; the server is at {last}, {behind} bytes of binlog past it"))
 }

@@ -45,8 +45,11 @@ pub struct Metrics {
     lag: IntGauge,
     /// `sluice_last_event_timestamp_seconds`: the last binlog event's own timestamp.
     last_event: IntGauge,
-    /// The last checkpoint handed to Kafka, `file:position` (for the progress line).
-    checkpoint: Mutex<String>,
+    /// `sluice_lag_bytes`: binlog the server has written past the last committed checkpoint
+    /// (-1 until measured: before the first commit, or while the server cannot be asked).
+    lag_bytes: IntGauge,
+    /// The last checkpoint handed to Kafka (for the progress line and the bytes behind).
+    checkpoint: Mutex<(String, u64)>,
     /// The pipeline is streaming (for `/readyz`).
     ready: AtomicBool,
 }
@@ -82,6 +85,7 @@ pub struct Totals {
     pub commits: u64,
     pub restarts: u64,
     pub lag_seconds: i64,
+    pub lag_bytes: i64,
     pub checkpoint: String,
 }
 
@@ -121,7 +125,7 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("metric sluice_row_changes_total: {e}"));
         register(&registry, Box::new(row_changes.clone()), "sluice_row_changes_total");
-        Metrics {
+        let m = Metrics {
             row_changes,
             transactions: counter(&registry, "sluice_transactions_total", "MySQL transactions with captured rows sent."),
             records: counter(
@@ -141,10 +145,18 @@ impl Metrics {
                 "sluice_last_event_timestamp_seconds",
                 "The timestamp the server gave the last binlog event read.",
             ),
+            lag_bytes: gauge(
+                &registry,
+                "sluice_lag_bytes",
+                "Bytes of binlog the server has written past the last committed checkpoint (refreshed every heartbeat \
+                 period from SHOW BINARY LOGS; -1 until first measured).",
+            ),
             registry,
-            checkpoint: Mutex::new(String::new()),
+            checkpoint: Mutex::new((String::new(), 0)),
             ready: AtomicBool::new(false),
-        }
+        };
+        m.lag_bytes.set(-1);
+        m
     }
 
     /// The row-change counters of `table` (`db.table`).
@@ -164,10 +176,20 @@ impl Metrics {
     }
 
     /// A Kafka transaction was committed with the checkpoint `file:position`.
-    pub fn commit(&self, checkpoint: String) {
+    pub fn commit(&self, file: &str, position: u64) {
         self.commits.inc();
         if let Ok(mut c) = self.checkpoint.lock() {
-            *c = checkpoint;
+            c.0.clear();
+            c.0.push_str(file);
+            c.1 = position;
+        }
+    }
+
+    /// The server's binlogs (`SHOW BINARY LOGS`) now: sets the bytes behind the checkpoint.
+    pub fn server_logs(&self, logs: &[(String, u64)]) {
+        let behind = self.checkpoint.lock().ok().and_then(|c| crate::check::bytes_behind(logs, &c.0, c.1));
+        if let Some(b) = behind {
+            self.lag_bytes.set(i64::try_from(b).unwrap_or(i64::MAX));
         }
     }
 
@@ -203,7 +225,12 @@ impl Metrics {
             commits: self.commits.get(),
             restarts: self.restarts.get(),
             lag_seconds: self.lag.get(),
-            checkpoint: self.checkpoint.lock().map(|c| c.clone()).unwrap_or_default(),
+            lag_bytes: self.lag_bytes.get(),
+            checkpoint: self
+                .checkpoint
+                .lock()
+                .map(|c| if c.0.is_empty() { String::new() } else { format!("{}:{}", c.0, c.1) })
+                .unwrap_or_default(),
             ..Totals::default()
         };
         for family in self.row_changes.collect() {
@@ -272,6 +299,29 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
 /// The address cannot be bound.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await
+}
+
+/// Refreshes `sluice_lag_bytes` every `every` from `SHOW BINARY LOGS` on a connection of its
+/// own (the replication connection is busy streaming), reconnecting as needed, until the
+/// process ends. Failures only leave the gauge as it was (logged at debug level): the
+/// replication stream reports what matters.
+pub async fn watch_server(connect: sluice_protocol::ConnectOptions, metrics: Arc<Metrics>, every: Duration) {
+    loop {
+        match sluice_protocol::Connection::connect(connect.clone()).await {
+            Ok(mut conn) => loop {
+                match crate::check::binary_logs(&mut conn).await {
+                    Ok(logs) => metrics.server_logs(&logs),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "SHOW BINARY LOGS for the lag in bytes failed");
+                        break;
+                    }
+                }
+                tokio::time::sleep(every).await;
+            },
+            Err(e) => tracing::debug!(error = %e, "Connecting for the lag in bytes failed"),
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// Logs a progress line every [`PROGRESS_EVERY`]: totals and the rate since the last line.
@@ -348,6 +398,9 @@ fn summary(t: &Totals, rate: u64) -> String {
         let _ = write!(s, ", the last at {}", t.checkpoint);
     }
     let _ = write!(s, "; events {} s behind the server when read", t.lag_seconds);
+    if t.lag_bytes > 0 {
+        let _ = write!(s, ", {} bytes of binlog past the checkpoint", t.lag_bytes);
+    }
     if t.restarts > 0 {
         let _ = write!(s, "; {} restarts from a checkpoint", t.restarts);
     }
@@ -361,6 +414,7 @@ mod tests {
     #[test]
     fn counts_the_exposition_and_the_progress_text() {
         let m = Metrics::new("shop");
+        assert!(m.render().lines().any(|l| l == "sluice_lag_bytes{source=\"shop\"} -1"), "unknown until measured");
         let orders = m.table("shop.orders");
         for op in [Op::Create, Op::Create, Op::Update, Op::Delete] {
             orders.row(op);
@@ -369,7 +423,8 @@ mod tests {
         m.transaction();
         m.transaction();
         m.records(6);
-        m.commit("mysql-bin.000001:900".into());
+        m.commit("mysql-bin.000001", 900);
+        m.server_logs(&[("mysql-bin.000001".into(), 1_000), ("mysql-bin.000002".into(), 50)]);
         m.event_read(1_000, 1_003);
         m.event_read(0, 9_999); // an artificial event says nothing about lag
         let t = m.totals();
@@ -380,7 +435,8 @@ mod tests {
         assert_eq!(
             summary(&t, 2),
             "Published 5 row changes (3 inserts, 1 updates, 1 deletes) in 2 transactions, 2/s lately; 1 Kafka \
-             transactions committed, the last at mysql-bin.000001:900; events 3 s behind the server when read"
+             transactions committed, the last at mysql-bin.000001:900; events 3 s behind the server when read, 150 \
+             bytes of binlog past the checkpoint"
         );
         m.restart();
         assert!(summary(&m.totals(), 0).ends_with("; 1 restarts from a checkpoint"));
@@ -396,6 +452,7 @@ mod tests {
             "sluice_restarts_total{source=\"shop\"} 1",
             "sluice_lag_seconds{source=\"shop\"} 3",
             "sluice_last_event_timestamp_seconds{source=\"shop\"} 1000",
+            "sluice_lag_bytes{source=\"shop\"} 150",
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
         }

@@ -170,6 +170,9 @@ pub fn run(args: RunArgs) -> u8 {
                 }
             }
         }
+        if let Ok(connect) = crate::source::connect_options(&cfg) {
+            tokio::spawn(crate::metrics::watch_server(connect, Arc::clone(&metrics), cfg.source.heartbeat));
+        }
         let mut backoff = Duration::from_secs(1);
         let mut progress = ProgressLog::default();
         loop {
@@ -482,7 +485,7 @@ impl Pipeline<'_> {
     async fn commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink) -> Result<(), RunError> {
         self.schemas.flush(sink, &schemas_topic(self.cfg), &self.cfg.source.name).await?;
         sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version())).await?;
-        self.metrics.commit(format!("{}:{}", resume.file, resume.position));
+        self.metrics.commit(&resume.file, resume.position);
         Ok(())
     }
 

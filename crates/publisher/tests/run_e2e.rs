@@ -89,6 +89,8 @@ fn run_publishes_exactly_once_across_sigkill() {
     };
     wait_for(30, || metric("sluice_last_event_timestamp_seconds") == old, "the dated insert to be read", &log);
     wait_for(10, || metric("sluice_lag_seconds") == "0", "lag 0 after a heartbeat", &log);
+    // and the committed checkpoint reaches the end of the binlog
+    wait_for(15, || metric("sluice_lag_bytes") == "0", "no binlog past the checkpoint", &log);
     let mut expected_orders = expected_orders;
     expected_orders.insert(12, seq(&["c:old"]));
 
