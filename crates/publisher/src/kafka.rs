@@ -245,6 +245,8 @@ pub struct KafkaSink {
     held: Held,
     /// At most this many bytes are held; then the batch waits for the commit.
     hold_max: usize,
+    /// Where each commit's duration goes (`sluice_kafka_commit_seconds`), when set.
+    commit_seconds: Option<prometheus::Histogram>,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -315,6 +317,7 @@ impl KafkaSink {
             committing: None,
             held: Held::default(),
             hold_max: usize::try_from(cfg.kafka.batch_max_bytes).unwrap_or(usize::MAX),
+            commit_seconds: None,
         };
         let positions = sink.positions_topic.clone();
         sink.create_topic(&positions, 1, &[("cleanup.policy".into(), "compact".into())]).await?;
@@ -483,12 +486,25 @@ impl KafkaSink {
         self.settle().await?;
         self.send(&topic, Some(key.as_bytes()), Some(&value)).await?;
         let p = Arc::clone(&self.producer);
+        let timer = self.commit_seconds.as_ref().map(prometheus::Histogram::start_timer);
         self.committing = Some(tokio::task::spawn_blocking(move || {
-            with_retries("committing the Kafka transaction", &p, |p| p.commit_transaction(TXN_CALL_TIMEOUT))
+            let r = with_retries("committing the Kafka transaction", &p, |p| p.commit_transaction(TXN_CALL_TIMEOUT));
+            if r.is_ok() {
+                drop(timer); // observes the duration
+            } else if let Some(t) = timer {
+                t.stop_and_discard();
+            }
+            r
         }));
         self.open = false;
         self.txn_bytes = 0;
         Ok(())
+    }
+
+    /// Observes each commit's duration (from handing it to the coordinator to its answer,
+    /// retries included) into `histogram`.
+    pub fn time_commits(&mut self, histogram: prometheus::Histogram) {
+        self.commit_seconds = Some(histogram);
     }
 
     /// Takes the outcome of a commit that has finished (sending what was held meanwhile);

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 use crate::avro::Op;
 
@@ -38,6 +38,8 @@ pub struct Metrics {
     records: IntCounter,
     /// `sluice_kafka_commits_total`: Kafka transactions committed with a checkpoint.
     commits: IntCounter,
+    /// `sluice_kafka_commit_seconds`: how long each Kafka commit took.
+    commit_seconds: Histogram,
     /// `sluice_restarts_total`: pipeline restarts from the last committed checkpoint.
     restarts: IntCounter,
     /// `sluice_lag_seconds`: between the last binlog event's timestamp and its reading; 0 after
@@ -125,8 +127,21 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("metric sluice_row_changes_total: {e}"));
         register(&registry, Box::new(row_changes.clone()), "sluice_row_changes_total");
+        // a commit is a round trip to the transaction coordinator: milliseconds when healthy,
+        // seconds when the cluster struggles
+        let buckets = vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+        let commit_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "sluice_kafka_commit_seconds",
+                "How long each Kafka transaction commit took (retries included).",
+            )
+            .buckets(buckets),
+        )
+        .unwrap_or_else(|e| unreachable!("metric sluice_kafka_commit_seconds: {e}"));
+        register(&registry, Box::new(commit_seconds.clone()), "sluice_kafka_commit_seconds");
         let m = Metrics {
             row_changes,
+            commit_seconds,
             transactions: counter(&registry, "sluice_transactions_total", "MySQL transactions with captured rows sent."),
             records: counter(
                 &registry,
@@ -191,6 +206,11 @@ impl Metrics {
         if let Some(b) = behind {
             self.lag_bytes.set(i64::try_from(b).unwrap_or(i64::MAX));
         }
+    }
+
+    /// The histogram the Kafka sink times its commits into.
+    pub fn commit_timer(&self) -> Histogram {
+        self.commit_seconds.clone()
     }
 
     /// The pipeline restarts from the last checkpoint.
@@ -440,6 +460,7 @@ mod tests {
         );
         m.restart();
         assert!(summary(&m.totals(), 0).ends_with("; 1 restarts from a checkpoint"));
+        m.commit_timer().observe(0.02);
         assert_eq!(per_second(300, Duration::from_secs(30)), 10);
         let text = m.render();
         for line in [
@@ -453,6 +474,9 @@ mod tests {
             "sluice_lag_seconds{source=\"shop\"} 3",
             "sluice_last_event_timestamp_seconds{source=\"shop\"} 1000",
             "sluice_lag_bytes{source=\"shop\"} 150",
+            "sluice_kafka_commit_seconds_bucket{source=\"shop\",le=\"0.01\"} 0",
+            "sluice_kafka_commit_seconds_bucket{source=\"shop\",le=\"0.025\"} 1",
+            "sluice_kafka_commit_seconds_count{source=\"shop\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
         }

@@ -354,6 +354,7 @@ async fn pipeline(
     progress: &mut ProgressLog,
 ) -> Result<(), RunError> {
     let mut sink = KafkaSink::connect(cfg).await?;
+    sink.time_commits(metrics.commit_timer());
     let cfg2 = cfg.clone();
     let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&cfg2))
         .await

@@ -77,6 +77,8 @@ fn run_publishes_exactly_once_across_sigkill() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
+    let commits = text.lines().find_map(|l| l.strip_prefix(r#"sluice_kafka_commit_seconds_count{source="e2e"} "#));
+    assert!(commits.and_then(|c| c.parse::<u64>().ok()).is_some_and(|c| c >= 1), "commits timed:\n{text}");
     // An insert dated 100 s ago: read, it makes Sluice 100 s behind; then, idle, the next
     // heartbeat (every second here) says nothing newer is waiting, and the lag is 0 again.
     let old = sql("SET TIMESTAMP = UNIX_TIMESTAMP() - 100; INSERT INTO shop.orders VALUES (12, 1, 'old'); \
