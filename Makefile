@@ -17,10 +17,11 @@ TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 # dependencies; building it from inside a running test would wait on cargo's lock).
 export SLUICE_REGISTRY_BIN ?= $(TARGET_DIR)/debug/sluice-test-registry
 
-## Installs what the tests need: MariaDB (apt), the Kafka-compatible broker noida-db
-## (cargo install into $(SLUICE_WORK)/tools), and the test Schema Registry binary.
+## Installs what the tests need: MariaDB and Prometheus (apt), the Kafka-compatible broker
+## noida-db (cargo install into $(SLUICE_WORK)/tools), and the test Schema Registry binary.
 setup:
 	integration/lib/mariadb.sh install
+	integration/lib/prometheus.sh install
 	integration/lib/broker.sh install
 	$(CARGO) build -p sluice-test-registry
 

@@ -15,6 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::kafka::{start_sluice, wait_for, Services, TopicReader};
+use support::{free_port, http_get};
 
 fn seq(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -164,23 +165,6 @@ fn run_publishes_exactly_once_across_sigkill() {
     let line = report.lines().find(|l| l.starts_with("[ok] checkpoint: ")).unwrap_or_else(|| panic!("{report}"));
     assert!(line.starts_with(&format!("[ok] checkpoint: {file}:{pos}")), "{line}");
     assert!(line.ends_with(&format!("the server is at {file}:{pos}, 0 bytes of binlog past it")), "{line}");
-}
-
-/// A loopback port nobody listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// `GET path` on 127.0.0.1:`port` with a plain HTTP/1.1 request: status and body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    s.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{response}"));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{head}"));
-    (status, body.to_string())
 }
 
 /// `sluice check --config CONFIG`: exit code and stdout.

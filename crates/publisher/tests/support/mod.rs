@@ -479,3 +479,38 @@ pub fn float_canon(single: bool, s: &str) -> String {
     };
     text.unwrap_or_else(|| "0".into())
 }
+
+/// A loopback port nobody listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `GET path` on 127.0.0.1:`port` with a plain HTTP/1.1 request (an independent client, not
+/// Sluice's): status and body (chunked bodies joined).
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    try_http_get(port, path).unwrap_or_else(|e| panic!("GET 127.0.0.1:{port}{path}: {e}"))
+}
+
+/// As [`http_get`], an error while nothing listens yet.
+pub fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut response = String::new();
+    s.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{response}"));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{head}"));
+    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return Ok((status, body.to_string()));
+    }
+    let (mut out, mut rest) = (String::new(), body);
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or_else(|_| panic!("chunk size {size:?}"));
+        if n == 0 {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = &tail[n + 2..];
+    }
+    Ok((status, out))
+}

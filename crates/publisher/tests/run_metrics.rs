@@ -1,0 +1,114 @@
+//! Operations: a real Prometheus (Debian's 2.42, `integration/lib/prometheus.sh`) scrapes
+//! `sluice run`'s `/metrics` while it publishes, and its query API returns the row changes by
+//! table and operation that the workload made; `promtool check metrics` finds nothing to say
+//! about the exposition.
+
+mod support;
+
+use std::process::{Command, Stdio};
+
+use serde_json::Value as Json;
+use support::kafka::{start_sluice, wait_for, Services};
+use support::{free_port, http_get, lib_sh, try_http_get};
+
+/// Stops the scenario's Prometheus on drop.
+struct Prometheus {
+    name: String,
+    port: u16,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = lib_sh("prometheus", &["stop", &self.name]);
+    }
+}
+
+impl Prometheus {
+    fn start(name: &str, target: &str) -> Prometheus {
+        let out = lib_sh("prometheus", &["start", name, target]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "prometheus.sh start: {}", String::from_utf8_lossy(&out.stderr));
+        let port = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("PROMETHEUS_URL=http://127.0.0.1:"))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no PROMETHEUS_URL in {stdout}"));
+        Prometheus { name: name.to_string(), port }
+    }
+
+    /// An instant query: each series' labels and value.
+    fn query(&self, promql: &str) -> Vec<(Json, String)> {
+        let encoded: String = promql
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let (status, body) = http_get(self.port, &format!("/api/v1/query?query={encoded}"));
+        assert_eq!(status, 200, "{body}");
+        let v: Json = serde_json::from_str(&body).unwrap();
+        v["data"]["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body}"))
+            .iter()
+            .map(|r| (r["metric"].clone(), r["value"][1].as_str().unwrap_or_default().to_string()))
+            .collect()
+    }
+}
+
+#[test]
+fn prometheus_scrapes_what_sluice_counted() {
+    let Some(services) = Services::start("run-metrics", &[]) else { return };
+    let port = free_port();
+    let (config, log) = services.config("metrics", "", &format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n"));
+    services.mariadb.sql_text(
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10));
+         INSERT INTO shop.t VALUES (1,'a'),(2,'b'),(3,'c');
+         UPDATE shop.t SET v = 'bb' WHERE id = 2;
+         DELETE FROM shop.t WHERE id = 3;",
+    );
+    let mut child = start_sluice(&config, &log);
+    let done = r#"sluice_row_changes_total{op="d",table="shop.t",source="metrics"} 1"#;
+    let counted = || try_http_get(port, "/metrics").is_ok_and(|(_, text)| text.lines().any(|l| l == done));
+    wait_for(60, counted, "sluice to count the delete", &log);
+
+    // the exposition passes Prometheus's own linter
+    let text = http_get(port, "/metrics").1;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (integration/lib/prometheus.sh install)");
+    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}\n{text}");
+
+    // a real server scrapes it and answers queries with the same numbers
+    let prom = Prometheus::start("run-metrics", &format!("127.0.0.1:{port}"));
+    let q = r#"sluice_row_changes_total{table="shop.t"}"#;
+    wait_for(60, || prom.query(q).len() == 3, "Prometheus to scrape the row counters", &log);
+    let mut by_op: Vec<(String, String)> = prom
+        .query(q)
+        .into_iter()
+        .map(|(m, v)| {
+            assert_eq!((m["job"].as_str(), m["source"].as_str()), (Some("sluice"), Some("metrics")), "{m}");
+            (m["op"].as_str().unwrap().to_string(), v)
+        })
+        .collect();
+    by_op.sort();
+    let want = [("c", "3"), ("d", "1"), ("u", "1")].map(|(o, v)| (o.to_string(), v.to_string()));
+    assert_eq!(by_op, want);
+    assert_eq!(prom.query(r#"up{job="sluice"}"#).first().map(|(_, v)| v.clone()).as_deref(), Some("1"));
+    let commits = prom.query("sluice_kafka_commit_seconds_count");
+    assert!(commits.first().and_then(|(_, v)| v.parse::<f64>().ok()).is_some_and(|c| c >= 1.0), "{commits:?}");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
