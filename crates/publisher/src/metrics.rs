@@ -66,12 +66,12 @@ pub struct TableCounters {
 }
 
 impl TableCounters {
-    /// Counts one row change (a primary-key change counts once, as an update).
-    pub fn row(&self, op: Op) {
+    /// Counts `n` row changes of one kind (a primary-key change counts once, as an update).
+    pub fn rows(&self, op: Op, n: u64) {
         match op {
-            Op::Create | Op::Read => self.creates.inc(),
-            Op::Update => self.updates.inc(),
-            Op::Delete => self.deletes.inc(),
+            Op::Create | Op::Read => self.creates.inc_by(n),
+            Op::Update => self.updates.inc_by(n),
+            Op::Delete => self.deletes.inc_by(n),
         }
     }
 }
@@ -436,10 +436,10 @@ mod tests {
         let m = Metrics::new("shop");
         assert!(m.render().lines().any(|l| l == "sluice_lag_bytes{source=\"shop\"} -1"), "unknown until measured");
         let orders = m.table("shop.orders");
-        for op in [Op::Create, Op::Create, Op::Update, Op::Delete] {
-            orders.row(op);
-        }
-        m.table("shop.items").row(Op::Create);
+        orders.rows(Op::Create, 2);
+        orders.rows(Op::Update, 1);
+        orders.rows(Op::Delete, 1);
+        m.table("shop.items").rows(Op::Create, 1);
         m.transaction();
         m.transaction();
         m.records(6);

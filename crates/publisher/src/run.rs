@@ -601,7 +601,7 @@ impl Pipeline<'_> {
         // one RowChange for the event, refilled per row: no allocation per row
         let mut row = RowChange { before: None, after: None };
         let mut iter = rows.rows();
-        let mut idx = 0usize;
+        let (mut idx, mut records) = (0usize, 0usize);
         while let Some(res) = iter.next_into(&mut row) {
             res.map_err(|e| RunError::Fatal(e.at(ev.file, ev.offset, header.event_type).to_string()))?;
             self.tx.total += 1;
@@ -655,14 +655,17 @@ impl Pipeline<'_> {
                 self.batch_started = Instant::now();
             }
             self.batch_records += sent;
-            self.metrics.records(sent as u64);
-            t.counters.row(match rows.kind {
-                RowsKind::Write => Op::Create,
-                RowsKind::Delete => Op::Delete,
-                RowsKind::Update | RowsKind::PartialUpdate => Op::Update,
-            });
+            records += sent;
             idx += 1;
         }
+        // counted once per event (shared atomics, read by the metrics endpoint)
+        self.metrics.records(records as u64);
+        let op = match rows.kind {
+            RowsKind::Write => Op::Create,
+            RowsKind::Delete => Op::Delete,
+            RowsKind::Update | RowsKind::PartialUpdate => Op::Update,
+        };
+        t.counters.rows(op, idx as u64);
         Ok(())
     }
 }
