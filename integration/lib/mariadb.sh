@@ -37,13 +37,7 @@ ensure_mariadb_installed() {
             return 0
         fi
     fi
-    _mariadb_log "installing mariadb-server and mariadb-client with apt-get"
-    local sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null \
-        || { _mariadb_log "apt-get update failed"; return 1; }
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mariadb-server mariadb-client >/dev/null \
-        || { _mariadb_log "apt-get install mariadb-server mariadb-client failed"; return 1; }
+    proc_apt_install mariadb.sh mariadb-server mariadb-client || return 1
     command -v mariadb >/dev/null 2>&1 || { _mariadb_log "mariadb client still missing after install"; return 1; }
 }
 

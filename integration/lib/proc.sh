@@ -1,5 +1,6 @@
-# Process helpers the integration libraries (mariadb.sh, broker.sh, registry.sh) share:
-# a free loopback port, pid files, and stopping a server politely, then firmly.
+# Process helpers the integration libraries (mariadb.sh, broker.sh, registry.sh, prometheus.sh)
+# share: a free loopback port, pid files, stopping a server politely, then firmly, and installing
+# Debian packages.
 # Sourced, never run.
 
 # Prints a TCP port on 127.0.0.1 that is free right now.
@@ -33,4 +34,17 @@ proc_stop() {
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.1
     done
+}
+
+# proc_apt_install LABEL [--no-install-recommends] PACKAGE...: apt-get update and install (sudo
+# when not root), quietly; LABEL prefixes the messages.
+proc_apt_install() {
+    local label="$1" sudo=""
+    shift
+    echo "$label: installing $* with apt-get" >&2
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null \
+        || { echo "$label: apt-get update failed" >&2; return 1; }
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null \
+        || { echo "$label: apt-get install $* failed" >&2; return 1; }
 }

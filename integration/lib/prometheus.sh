@@ -28,13 +28,8 @@ ensure_prometheus_installed() {
     if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
         return 0
     fi
-    _prometheus_log "installing prometheus with apt-get"
-    local sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null \
-        || { _prometheus_log "apt-get update failed"; return 1; }
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
-        || { _prometheus_log "apt-get install prometheus failed"; return 1; }
+    # without the recommended node exporter: only the server and promtool are wanted
+    proc_apt_install prometheus.sh --no-install-recommends prometheus || return 1
     command -v promtool >/dev/null 2>&1 || { _prometheus_log "promtool still missing after install"; return 1; }
 }
 
