@@ -91,7 +91,7 @@ python3 "$repo/integration/show_topics.py" "$BROKER" "$REGISTRY_URL" demo --min 
 kill -TERM "$sluice_pid"
 wait "$sluice_pid" && status=0 || status=$?
 sluice_pid=""
-grep -E "Registered|Stopped" "$work/sluice.log" | sed -E 's/^[^ ]+ +//' | cut -c1-200
+grep -E "Registered|Published|Stopped" "$work/sluice.log" | sed -E 's/^[^ ]+ +//' | cut -c1-200
 echo "(sluice run exited with $status after SIGTERM)"
 
 say "the change events, read back from Kafka (read_committed, Avro decoded with the registered schemas)"
