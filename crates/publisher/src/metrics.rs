@@ -29,7 +29,7 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 /// The counters of one `sluice run` process (they outlive pipeline restarts).
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Registry,
+    prometheus: Registry,
     /// `sluice_row_changes_total{table, op}`.
     row_changes: IntCounterVec,
     /// `sluice_transactions_total`: MySQL transactions with captured rows.
@@ -42,6 +42,8 @@ pub struct Metrics {
     commit_seconds: Histogram,
     /// `sluice_restarts_total`: pipeline restarts from the last committed checkpoint.
     restarts: IntCounter,
+    /// `sluice_registry_requests_total{outcome}` and `sluice_registry_request_seconds`.
+    registry: RegistryMetrics,
     /// `sluice_lag_seconds`: between the last binlog event's timestamp and its reading; 0 after
     /// a heartbeat (the server sends one only when it has nothing newer).
     lag: IntGauge,
@@ -73,6 +75,22 @@ impl TableCounters {
             Op::Update => self.updates.inc_by(n),
             Op::Delete => self.deletes.inc_by(n),
         }
+    }
+}
+
+/// The Schema Registry client's counters: requests by outcome (`ok`, `incompatible`,
+/// `refused`, `unreachable`; cached ids are not requests) and their durations.
+#[derive(Debug, Clone)]
+pub struct RegistryMetrics {
+    requests: IntCounterVec,
+    seconds: Histogram,
+}
+
+impl RegistryMetrics {
+    /// One request ended with `outcome` after `took`.
+    pub fn request(&self, outcome: &str, took: Duration) {
+        self.requests.with_label_values(&[outcome]).inc();
+        self.seconds.observe(took.as_secs_f64());
     }
 }
 
@@ -139,9 +157,22 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("metric sluice_kafka_commit_seconds: {e}"));
         register(&registry, Box::new(commit_seconds.clone()), "sluice_kafka_commit_seconds");
+        let requests = IntCounterVec::new(
+            Opts::new("sluice_registry_requests_total", "Schema Registry requests (schema registrations), by outcome."),
+            &["outcome"],
+        )
+        .unwrap_or_else(|e| unreachable!("metric sluice_registry_requests_total: {e}"));
+        register(&registry, Box::new(requests.clone()), "sluice_registry_requests_total");
+        let seconds = Histogram::with_opts(
+            HistogramOpts::new("sluice_registry_request_seconds", "How long each Schema Registry request took.")
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+        )
+        .unwrap_or_else(|e| unreachable!("metric sluice_registry_request_seconds: {e}"));
+        register(&registry, Box::new(seconds.clone()), "sluice_registry_request_seconds");
         let m = Metrics {
             row_changes,
             commit_seconds,
+            registry: RegistryMetrics { requests, seconds },
             transactions: counter(&registry, "sluice_transactions_total", "MySQL transactions with captured rows sent."),
             records: counter(
                 &registry,
@@ -166,9 +197,9 @@ impl Metrics {
                 "Bytes of binlog the server has written past the last committed checkpoint (refreshed every heartbeat \
                  period from SHOW BINARY LOGS; -1 until first measured).",
             ),
-            registry,
             checkpoint: Mutex::new((String::new(), 0)),
             ready: AtomicBool::new(false),
+            prometheus: registry,
         };
         m.lag_bytes.set(-1);
         m
@@ -211,6 +242,11 @@ impl Metrics {
     /// The histogram the Kafka sink times its commits into.
     pub fn commit_timer(&self) -> Histogram {
         self.commit_seconds.clone()
+    }
+
+    /// The Schema Registry client's counters.
+    pub fn registry(&self) -> RegistryMetrics {
+        self.registry.clone()
     }
 
     /// The pipeline restarts from the last checkpoint.
@@ -272,7 +308,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_default()
+        TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
     }
 }
 
@@ -461,6 +497,8 @@ mod tests {
         m.restart();
         assert!(summary(&m.totals(), 0).ends_with("; 1 restarts from a checkpoint"));
         m.commit_timer().observe(0.02);
+        m.registry().request("ok", Duration::from_millis(3));
+        m.registry().request("incompatible", Duration::from_millis(3));
         assert_eq!(per_second(300, Duration::from_secs(30)), 10);
         let text = m.render();
         for line in [
@@ -477,6 +515,9 @@ mod tests {
             "sluice_kafka_commit_seconds_bucket{source=\"shop\",le=\"0.01\"} 0",
             "sluice_kafka_commit_seconds_bucket{source=\"shop\",le=\"0.025\"} 1",
             "sluice_kafka_commit_seconds_count{source=\"shop\"} 1",
+            "sluice_registry_requests_total{outcome=\"ok\",source=\"shop\"} 1",
+            "sluice_registry_requests_total{outcome=\"incompatible\",source=\"shop\"} 1",
+            "sluice_registry_request_seconds_count{source=\"shop\"} 2",
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
         }

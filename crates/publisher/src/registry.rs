@@ -67,6 +67,8 @@ pub struct RegistryClient {
     username: Option<String>,
     password: Option<String>,
     cache: HashMap<(String, String), u32>,
+    /// Where requests are counted by outcome and timed, when set.
+    metrics: Option<crate::metrics::RegistryMetrics>,
 }
 
 impl RegistryClient {
@@ -94,6 +96,7 @@ impl RegistryClient {
             username: cfg.username.clone(),
             password,
             cache: HashMap::new(),
+            metrics: None,
         })
     }
 
@@ -108,6 +111,29 @@ impl RegistryClient {
         if let Some(id) = self.cache.get(&cache_key) {
             return Ok(*id);
         }
+        let started = std::time::Instant::now();
+        let result = self.post(subject, schema).await;
+        if let Some(m) = &self.metrics {
+            let outcome = match &result {
+                Ok(_) => "ok",
+                Err(RegistryError::Incompatible { .. }) => "incompatible",
+                Err(RegistryError::Refused { .. }) => "refused",
+                Err(RegistryError::Unreachable { .. }) => "unreachable",
+            };
+            m.request(outcome, started.elapsed());
+        }
+        let id = result?;
+        self.cache.insert(cache_key, id);
+        Ok(id)
+    }
+
+    /// Counts and times the registry requests from now on.
+    pub fn count_requests(&mut self, metrics: crate::metrics::RegistryMetrics) {
+        self.metrics = Some(metrics);
+    }
+
+    /// `POST /subjects/<subject>/versions`: the schema's id.
+    async fn post(&self, subject: &str, schema: &str) -> Result<u32, RegistryError> {
         let url = format!("{}/subjects/{}/versions", self.base, encode_path(subject));
         let body = serde_json::json!({ "schema": schema }).to_string();
         let mut req = self
@@ -139,7 +165,6 @@ impl RegistryClient {
             .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
             .and_then(|id| u32::try_from(id).ok())
             .ok_or_else(|| RegistryError::Refused { subject: subject.to_string(), status, body: text.clone() })?;
-        self.cache.insert(cache_key, id);
         Ok(id)
     }
 }

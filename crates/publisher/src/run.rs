@@ -391,7 +391,11 @@ async fn pipeline(
     metrics.set_ready(true);
     let mut p = Pipeline {
         cfg,
-        registry: RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?,
+        registry: {
+            let mut r = RegistryClient::new(&cfg.registry).map_err(RunError::Fatal)?;
+            r.count_requests(metrics.registry());
+            r
+        },
         encoder: AvroEncoder::new(),
         tables: HashMap::new(),
         tx: MysqlTx::default(),

@@ -75,6 +75,8 @@ fn run_publishes_exactly_once_across_sigkill() {
         r#"sluice_row_changes_total{op="d",table="shop.orders",source="e2e"} 1"#,
         r#"sluice_transactions_total{source="e2e"} 5"#,
         r#"sluice_kafka_records_total{source="e2e"} 11"#,
+        // a key and a value schema for each of the two tables, each registered once
+        r#"sluice_registry_requests_total{outcome="ok",source="e2e"} 4"#,
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
