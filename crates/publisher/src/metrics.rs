@@ -4,8 +4,9 @@
 //! line is logged from the same counters every [`PROGRESS_EVERY`] while events flow, and once
 //! at a stop.
 //!
-//! Names carry the `sluice_` prefix and the `_total` / `_seconds` suffixes; the only labels
-//! are `table` (bounded by the captured tables) and `op` (`c`, `u`, `d`). After a restart
+//! Names carry the `sluice_` prefix and the `_total` / `_seconds` / `_bytes` suffixes; every
+//! series has the constant `source` label, and the only others are `table` (bounded by the
+//! captured tables), `op` (`c`, `u`, `d`) and the registry's `outcome` (four values). After a restart
 //! the changes since the last committed checkpoint are read and sent again (the aborted Kafka
 //! transaction never became visible): the counters count work done, so they include such
 //! replays; `sluice_restarts_total` says when there were any.
