@@ -24,6 +24,10 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, 
 
 use crate::avro::Op;
 
+/// Buckets of the request-latency histograms (Kafka commits, registry requests): round trips
+/// of milliseconds when healthy, seconds when the other side struggles.
+const LATENCY_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
 /// How often the progress line is logged while events flow.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
@@ -146,15 +150,12 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("metric sluice_row_changes_total: {e}"));
         register(&registry, Box::new(row_changes.clone()), "sluice_row_changes_total");
-        // a commit is a round trip to the transaction coordinator: milliseconds when healthy,
-        // seconds when the cluster struggles
-        let buckets = vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
         let commit_seconds = Histogram::with_opts(
             HistogramOpts::new(
                 "sluice_kafka_commit_seconds",
                 "How long each Kafka transaction commit took (retries included).",
             )
-            .buckets(buckets),
+            .buckets(LATENCY_BUCKETS.to_vec()),
         )
         .unwrap_or_else(|e| unreachable!("metric sluice_kafka_commit_seconds: {e}"));
         register(&registry, Box::new(commit_seconds.clone()), "sluice_kafka_commit_seconds");
@@ -166,7 +167,7 @@ impl Metrics {
         register(&registry, Box::new(requests.clone()), "sluice_registry_requests_total");
         let seconds = Histogram::with_opts(
             HistogramOpts::new("sluice_registry_request_seconds", "How long each Schema Registry request took.")
-                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+                .buckets(LATENCY_BUCKETS.to_vec()),
         )
         .unwrap_or_else(|e| unreachable!("metric sluice_registry_request_seconds: {e}"));
         register(&registry, Box::new(seconds.clone()), "sluice_registry_request_seconds");
