@@ -621,9 +621,11 @@ url = "http://127.0.0.1:8081"
             .replace("name = \"shop\"", "name = \"bad name\"")
             .replace("repl@", "repl:secret@")
             .replace("http://127", "ftp://127");
-        let e = load(&text, vec![("SLUICE_KAFKA__PARTITIONS", "0")]).unwrap_err();
+        let e = load(&text, vec![("SLUICE_KAFKA__PARTITIONS", "0"), ("SLUICE_METRICS__LISTEN", "everywhere:9187")])
+            .unwrap_err();
         let ConfigError::Invalid(problems) = e else { panic!("{e}") };
-        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems.iter().any(|p| p.starts_with("metrics.listen \"everywhere:9187\" is not an address")));
         assert!(!format!("{problems:?}").contains("secret@127"), "the password must not be echoed");
     }
 

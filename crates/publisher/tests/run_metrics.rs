@@ -109,6 +109,12 @@ fn prometheus_scrapes_what_sluice_counted() {
     let commits = prom.query("sluice_kafka_commit_seconds_count");
     assert!(commits.first().and_then(|(_, v)| v.parse::<f64>().ok()).is_some_and(|c| c >= 1.0), "{commits:?}");
 
+    // a second instance cannot have the same port: a configuration error, said at once
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["run", "--config"]).arg(&config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("metrics.listen 127.0.0.1:{port}")), "{stderr}");
+
     child.kill().unwrap();
     child.wait().unwrap();
 }
