@@ -25,9 +25,11 @@ setup:
 	integration/lib/broker.sh install
 	$(CARGO) build -p sluice-test-registry
 
-## Every test: unit, fixtures, oracles, mutation, and the scenarios against real MariaDB.
+## Every test: unit, fixtures, oracles, mutation, the scenarios against real MariaDB, and the
+## Helm chart's checks (lint, schemas, alert rule tests).
 test: setup
 	$(CARGO) test --workspace --all-targets
+	integration/helm_check.sh
 
 ## Unit tests only (no servers).
 test-fast:

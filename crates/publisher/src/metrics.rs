@@ -61,6 +61,8 @@ pub struct Metrics {
     checkpoint: Mutex<(String, u64)>,
     /// The pipeline is streaming (for `/readyz`).
     ready: AtomicBool,
+    /// `sluice_streaming`: 1 while the pipeline streams, 0 while it connects or restarts.
+    streaming: IntGauge,
 }
 
 /// One table's row-change counters, looked up once per table (a label lookup per row would
@@ -201,6 +203,11 @@ impl Metrics {
             ),
             checkpoint: Mutex::new((String::new(), 0)),
             ready: AtomicBool::new(false),
+            streaming: gauge(
+                &registry,
+                "sluice_streaming",
+                "1 while the pipeline streams the binlog, 0 while it connects or restarts (as /readyz).",
+            ),
             prometheus: registry,
         };
         m.lag_bytes.set(-1);
@@ -273,6 +280,7 @@ impl Metrics {
     /// Streaming (ready) or not (connecting, restarting).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
+        self.streaming.set(i64::from(ready));
     }
 
     /// The totals now.
@@ -520,6 +528,7 @@ mod tests {
             "sluice_registry_requests_total{outcome=\"ok\",source=\"shop\"} 1",
             "sluice_registry_requests_total{outcome=\"incompatible\",source=\"shop\"} 1",
             "sluice_registry_request_seconds_count{source=\"shop\"} 2",
+            "sluice_streaming{source=\"shop\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
         }

@@ -1,7 +1,7 @@
 //! Operations: a real Prometheus (Debian's 2.42, `integration/lib/prometheus.sh`) scrapes
 //! `sluice run`'s `/metrics` while it publishes, and its query API returns the row changes by
-//! table and operation that the workload made; `promtool check metrics` finds nothing to say
-//! about the exposition.
+//! table and operation that the workload made, and runs every query of the chart's Grafana
+//! dashboard; `promtool check metrics` finds nothing to say about the exposition.
 
 mod support;
 
@@ -108,6 +108,28 @@ fn prometheus_scrapes_what_sluice_counted() {
     assert_eq!(prom.query(r#"up{job="sluice"}"#).first().map(|(_, v)| v.clone()).as_deref(), Some("1"));
     let commits = prom.query("sluice_kafka_commit_seconds_count");
     assert!(commits.first().and_then(|(_, v)| v.parse::<f64>().ok()).is_some_and(|c| c >= 1.0), "{commits:?}");
+
+    // every query of the Grafana dashboard (helm/sluice/files/dashboard.json) runs on the real
+    // server, its variables set as Grafana would ($source: all, $__rate_interval: 1m); the
+    // panels of state and of row changes have data already
+    let dashboard: Json = serde_json::from_str(
+        &std::fs::read_to_string(support::repo().join("helm/sluice/files/dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 8, "{dashboard}");
+    for p in panels {
+        for t in p["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap().replace("$source", ".*").replace("$__rate_interval", "1m");
+            let title = p["title"].as_str().unwrap();
+            let want_data = ["Streaming", "Lag", "Binlog past the checkpoint", "Row changes/s by table and operation"];
+            if want_data.contains(&title) {
+                wait_for(30, || !prom.query(&expr).is_empty(), &format!("data for the panel {title:?}: {expr}"), &log);
+            } else {
+                prom.query(&expr); // answers 200 with a result, empty or not
+            }
+        }
+    }
 
     // a second instance cannot have the same port: a configuration error, said at once
     let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["run", "--config"]).arg(&config).output().unwrap();

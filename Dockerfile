@@ -1,0 +1,16 @@
+# The image the Helm chart (helm/sluice) runs: `docker build -t sluice:0.1.0 .`
+# Not built by this repository's CI: no container engine runs on its machines (the chart is
+# checked by integration/helm_check.sh, the binary by make test).
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY . .
+# librdkafka is built from source by rdkafka-sys (a C toolchain and make are in the rust image)
+RUN cargo build --release --locked --bin sluice && cp target/release/sluice /sluice
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /sluice /usr/local/bin/sluice
+# the chart's pod security context runs it as this non-root user, on a read-only root filesystem
+USER 10001:10001
+ENTRYPOINT ["/usr/local/bin/sluice"]

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Checks the Helm chart (helm/sluice) without a cluster (none can run here):
+#   - helm lint --strict, with the default values and with every optional part on;
+#   - helm template of both, validated against the Kubernetes 1.32 schemas (kubernetes-validate --strict;
+#     the prometheus-operator kinds, which have no schema there, are checked for their apiVersion/kind only);
+#   - the alert rules: promtool check rules and promtool test rules (files/alerts.test.yaml);
+#   - the dashboard: valid JSON whose every panel has a PromQL target (tests/run_metrics.rs sends each
+#     of them to a real Prometheus scraping sluice run).
+# Installs what it needs: helm (integration/lib/helm.sh), kubernetes-validate (pip), prometheus (apt).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+chart="$repo/helm/sluice"
+export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
+out="$SLUICE_WORK/helm-check"
+rm -rf "$out" && mkdir -p "$out"
+
+. "$here/lib/helm.sh"
+ensure_helm_installed
+. "$here/lib/prometheus.sh"
+ensure_prometheus_installed
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages kubernetes-validate
+fi
+
+all_on=(--set secrets.existingSecret=sluice-secrets --set secrets.kafkaPasswordKey=kafka-password
+        --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
+        --set metrics.dashboard.enabled=true)
+
+echo "helm_check: helm lint" >&2
+"$HELM" lint --strict "$chart" >&2
+"$HELM" lint --strict "$chart" "${all_on[@]}" >&2
+
+echo "helm_check: helm template + kubernetes-validate" >&2
+"$HELM" template sluice "$chart" >"$out/default.yaml"
+"$HELM" template sluice "$chart" "${all_on[@]}" >"$out/all.yaml"
+python3 - "$out" <<'PY'
+import sys, yaml, pathlib
+out = pathlib.Path(sys.argv[1])
+operator = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+for name in ("default", "all"):
+    docs = [d for d in yaml.safe_load_all((out / f"{name}.yaml").read_text()) if d]
+    core = [d for d in docs if (d["apiVersion"], d["kind"]) not in operator]
+    kinds = sorted(d["kind"] for d in docs)
+    print(f"{name}: {kinds}", file=sys.stderr)
+    (out / f"{name}.core.yaml").write_text(yaml.safe_dump_all(core))
+    if name == "default":
+        assert kinds == ["ConfigMap", "Deployment", "Service"], kinds
+    else:
+        assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "PrometheusRule", "Service", "ServiceMonitor"], kinds
+        rule = next(d for d in docs if d["kind"] == "PrometheusRule")
+        assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]], rule
+        dep = next(d for d in docs if d["kind"] == "Deployment")
+        env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["SLUICE_SOURCE__PASSWORD_FILE"] == "/var/run/secrets/sluice/mysql-password", env
+        assert env["SLUICE_KAFKA__SASL_PASSWORD_FILE"] == "/var/run/secrets/sluice/kafka-password", env
+        assert env["SLUICE_METRICS__LISTEN"] == "0.0.0.0:9187", env
+PY
+kubernetes-validate -k 1.32.0 --strict --quiet "$out/default.core.yaml" "$out/all.core.yaml"
+
+echo "helm_check: alert rules" >&2
+(cd "$chart/files" && promtool check rules alerts.yaml >&2 && promtool test rules alerts.test.yaml >&2)
+
+echo "helm_check: dashboard" >&2
+python3 - "$chart/files/dashboard.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+exprs = [t["expr"] for p in d["panels"] for t in p["targets"]]
+assert d["panels"] and all(p["targets"] for p in d["panels"]), "every panel has a query"
+assert all("sluice_" in e for e in exprs), exprs
+print(f"dashboard: {len(d['panels'])} panels, {len(exprs)} queries", file=sys.stderr)
+PY
+echo "helm_check: ok" >&2
