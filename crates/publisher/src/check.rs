@@ -79,7 +79,11 @@ impl Report {
     }
 }
 
-async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> {
+/// The first column of the first row of `sql`'s result (None for NULL or no row).
+///
+/// # Errors
+/// Server errors.
+pub async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> {
     let rs = conn.query(sql).await?;
     Ok(rs.get_str(0, 0))
 }

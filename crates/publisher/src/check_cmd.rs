@@ -108,12 +108,18 @@ pub fn run(args: CheckArgs) -> u8 {
                 );
                 true
             }
-            Ok(Ok(Some(c))) => {
-                let logs = crate::check::binary_logs(&mut conn).await.unwrap_or_default();
-                let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
-                println!("{line}");
-                ok
-            }
+            Ok(Ok(Some(c))) => match crate::check::binary_logs(&mut conn).await {
+                Ok(logs) => {
+                    let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
+                    println!("{line}");
+                    ok
+                }
+                // without the list, a missing file would look purged: say what failed instead
+                Err(e) => {
+                    println!("[ERROR] checkpoint: {}:{}; SHOW BINARY LOGS failed: {e}", c.file, c.position);
+                    false
+                }
+            },
             Ok(Err(e)) => {
                 println!("[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
                 false

@@ -15,11 +15,10 @@
 //! <https://prometheus.io/docs/instrumenting/exposition_formats/>.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus::core::Collector;
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 use crate::avro::Op;
@@ -55,13 +54,12 @@ pub struct Metrics {
     /// `sluice_last_event_timestamp_seconds`: the last binlog event's own timestamp.
     last_event: IntGauge,
     /// `sluice_lag_bytes`: binlog the server has written past the last committed checkpoint
-    /// (-1 until measured: before the first commit, or while the server cannot be asked).
+    /// (-1 until first measured; a failed measurement leaves the last value).
     lag_bytes: IntGauge,
     /// The last checkpoint handed to Kafka (for the progress line and the bytes behind).
     checkpoint: Mutex<(String, u64)>,
-    /// The pipeline is streaming (for `/readyz`).
-    ready: AtomicBool,
-    /// `sluice_streaming`: 1 while the pipeline streams, 0 while it connects or restarts.
+    /// `sluice_streaming`: 1 while the pipeline streams, 0 while it connects or restarts
+    /// (`/readyz` answers by it).
     streaming: IntGauge,
 }
 
@@ -123,21 +121,28 @@ impl Totals {
     }
 }
 
-fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
-    let c = IntCounter::new(name, help).unwrap_or_else(|e| unreachable!("metric {name}: {e}"));
-    register(registry, Box::new(c.clone()), name);
+/// `made`, registered with `registry` (names are constants of this module, each registered
+/// once, so neither step can fail).
+fn registered<C: Collector + Clone + 'static>(registry: &Registry, made: prometheus::Result<C>, name: &str) -> C {
+    let c = made.unwrap_or_else(|e| unreachable!("metric {name}: {e}"));
+    registry.register(Box::new(c.clone())).unwrap_or_else(|e| unreachable!("registering {name}: {e}"));
     c
 }
 
-fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).unwrap_or_else(|e| unreachable!("metric {name}: {e}"));
-    register(registry, Box::new(g.clone()), name);
-    g
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    registered(registry, IntCounter::new(name, help), name)
 }
 
-fn register(registry: &Registry, c: Box<dyn prometheus::core::Collector>, name: &str) {
-    // names are constants of this module, each registered once
-    registry.register(c).unwrap_or_else(|e| unreachable!("registering {name}: {e}"));
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    registered(registry, IntGauge::new(name, help), name)
+}
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    registered(registry, IntCounterVec::new(Opts::new(name, help), labels), name)
+}
+
+fn latency_histogram(registry: &Registry, name: &str, help: &str) -> Histogram {
+    registered(registry, Histogram::with_opts(HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())), name)
 }
 
 impl Metrics {
@@ -146,33 +151,28 @@ impl Metrics {
     pub fn new(source: &str) -> Metrics {
         let labels = std::iter::once(("source".to_string(), source.to_string())).collect();
         let registry = Registry::new_custom(None, Some(labels)).unwrap_or_default();
-        let row_changes = IntCounterVec::new(
-            Opts::new("sluice_row_changes_total", "Row changes sent to Kafka, by table and operation (c, u, d)."),
+        let row_changes = counter_vec(
+            &registry,
+            "sluice_row_changes_total",
+            "Row changes sent to Kafka, by table and operation (c, u, d).",
             &["table", "op"],
-        )
-        .unwrap_or_else(|e| unreachable!("metric sluice_row_changes_total: {e}"));
-        register(&registry, Box::new(row_changes.clone()), "sluice_row_changes_total");
-        let commit_seconds = Histogram::with_opts(
-            HistogramOpts::new(
-                "sluice_kafka_commit_seconds",
-                "How long each Kafka transaction commit took (retries included).",
-            )
-            .buckets(LATENCY_BUCKETS.to_vec()),
-        )
-        .unwrap_or_else(|e| unreachable!("metric sluice_kafka_commit_seconds: {e}"));
-        register(&registry, Box::new(commit_seconds.clone()), "sluice_kafka_commit_seconds");
-        let requests = IntCounterVec::new(
-            Opts::new("sluice_registry_requests_total", "Schema Registry requests (schema registrations), by outcome."),
+        );
+        let commit_seconds = latency_histogram(
+            &registry,
+            "sluice_kafka_commit_seconds",
+            "How long each Kafka transaction commit took (retries included).",
+        );
+        let requests = counter_vec(
+            &registry,
+            "sluice_registry_requests_total",
+            "Schema Registry requests (schema registrations), by outcome.",
             &["outcome"],
-        )
-        .unwrap_or_else(|e| unreachable!("metric sluice_registry_requests_total: {e}"));
-        register(&registry, Box::new(requests.clone()), "sluice_registry_requests_total");
-        let seconds = Histogram::with_opts(
-            HistogramOpts::new("sluice_registry_request_seconds", "How long each Schema Registry request took.")
-                .buckets(LATENCY_BUCKETS.to_vec()),
-        )
-        .unwrap_or_else(|e| unreachable!("metric sluice_registry_request_seconds: {e}"));
-        register(&registry, Box::new(seconds.clone()), "sluice_registry_request_seconds");
+        );
+        let seconds = latency_histogram(
+            &registry,
+            "sluice_registry_request_seconds",
+            "How long each Schema Registry request took.",
+        );
         let m = Metrics {
             row_changes,
             commit_seconds,
@@ -202,7 +202,6 @@ impl Metrics {
                  period from SHOW BINARY LOGS; -1 until first measured).",
             ),
             checkpoint: Mutex::new((String::new(), 0)),
-            ready: AtomicBool::new(false),
             streaming: gauge(
                 &registry,
                 "sluice_streaming",
@@ -279,7 +278,6 @@ impl Metrics {
 
     /// Streaming (ready) or not (connecting, restarting).
     pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Relaxed);
         self.streaming.set(i64::from(ready));
     }
 
@@ -322,8 +320,6 @@ impl Metrics {
     }
 }
 
-use prometheus::core::Collector as _;
-
 /// Serves `GET /metrics` (the text exposition), `GET /healthz` (200 while the process runs)
 /// and `GET /readyz` (200 while the pipeline streams, 503 while it connects or restarts) on
 /// `listener`, until the process ends.
@@ -345,7 +341,7 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
             get(move || {
                 let m = Arc::clone(&metrics);
                 async move {
-                    if m.ready.load(Ordering::Relaxed) {
+                    if m.streaming.get() == 1 {
                         (StatusCode::OK, "streaming\n")
                     } else {
                         (StatusCode::SERVICE_UNAVAILABLE, "not streaming: connecting or restarting\n")
@@ -356,15 +352,6 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "The metrics endpoint stopped");
     }
-}
-
-/// Binds the metrics endpoint's address (before anything else starts, so a taken port is a
-/// configuration error at once).
-///
-/// # Errors
-/// The address cannot be bound.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
 }
 
 /// Refreshes `sluice_lag_bytes` every `every` from `SHOW BINARY LOGS` on a connection of its

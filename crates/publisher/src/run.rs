@@ -158,8 +158,9 @@ pub fn run(args: RunArgs) -> u8 {
             tokio::time::sleep(STOP_GRACE).await;
         };
         let metrics = Arc::new(Metrics::new(&cfg.source.name));
+        // bound before anything else starts, so a taken port is a configuration error at once
         if let Ok(Some(addr)) = cfg.metrics.address() {
-            match crate::metrics::bind(addr).await {
+            match tokio::net::TcpListener::bind(addr).await {
                 Ok(listener) => {
                     tracing::info!(%addr, "Serving /metrics, /healthz and /readyz");
                     tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));

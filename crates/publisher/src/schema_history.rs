@@ -230,18 +230,12 @@ impl SchemaHistory {
 
     /// A database or table name as tracked.
     fn fold(&self, name: &str) -> String {
-        if self.fold_names {
-            name.to_lowercase()
-        } else {
-            name.to_string()
-        }
+        fold_name(self.fold_names, name)
     }
 
     fn put(&mut self, mut t: TrackedTable, since: &str, version: u64) {
-        if self.fold_names {
-            t.database = t.database.to_lowercase();
-            t.table = t.table.to_lowercase();
-        }
+        t.database = self.fold(&t.database);
+        t.table = self.fold(&t.table);
         t.version = version;
         t.since = since.to_string();
         self.dirty.insert(t.key());
@@ -641,11 +635,7 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// A database or table name as tracked.
     fn fold(&self, name: &str) -> String {
-        if self.fold {
-            name.to_lowercase()
-        } else {
-            name.to_string()
-        }
+        fold_name(self.fold, name)
     }
 
     /// `(db, table)` of a table name, qualified or not.
@@ -657,6 +647,15 @@ impl Ctx<'_> {
             [d, t] => Ok((self.fold(d), self.fold(t))),
             _ => Err(format!("unexpected table name {name}")),
         }
+    }
+}
+
+/// `name` as tracked: in lower case when the server compares names case-insensitively.
+fn fold_name(fold: bool, name: &str) -> String {
+    if fold {
+        name.to_lowercase()
+    } else {
+        name.to_string()
     }
 }
 

@@ -229,10 +229,12 @@ impl ReplicationSource {
         let server_version = conn.server_version().to_string();
         // how the server compares database and table names (DDL may spell them otherwise than
         // the TABLE_MAPs do); a server that does not say compares them as written
-        let lower_case_table_names = match conn.query("SELECT @@lower_case_table_names").await {
-            Ok(rs) => rs.get_str(0, 0).and_then(|v| v.parse().ok()).unwrap_or(0),
-            Err(_) => 0,
-        };
+        let lower_case_table_names = crate::check::scalar(&mut conn, "SELECT @@lower_case_table_names")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let load = |e| SourceError::protocol("reading the captured tables' definitions", e);
         let (resume, schema) = match captured {
             None => (resolve_start(&mut conn, &start, &report).await?, Vec::new()),
