@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value as Json;
 use support::kafka::{start_sluice, wait_for, Services};
-use support::{free_port, http_get, lib_sh, try_http_get};
+use support::{free_port, http_get, lib_sh, lib_started, try_http_get};
 
 /// Stops the scenario's Prometheus on drop.
 struct Prometheus {
@@ -25,15 +25,10 @@ impl Drop for Prometheus {
 
 impl Prometheus {
     fn start(name: &str, target: &str) -> Prometheus {
-        let out = lib_sh("prometheus", &["start", name, target]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "prometheus.sh start: {}", String::from_utf8_lossy(&out.stderr));
-        let port = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("PROMETHEUS_URL=http://127.0.0.1:"))
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no PROMETHEUS_URL in {stdout}"));
-        Prometheus { name: name.to_string(), port }
+        let url =
+            lib_started("prometheus", &["start", name, target], "PROMETHEUS_URL").unwrap_or_else(|e| panic!("{e}"));
+        let port = url.strip_prefix("http://127.0.0.1:").and_then(|p| p.parse().ok());
+        Prometheus { name: name.to_string(), port: port.unwrap_or_else(|| panic!("PROMETHEUS_URL={url}")) }
     }
 
     /// An instant query: each series' labels and value.

@@ -35,16 +35,7 @@ impl Drop for Services {
 }
 
 fn started(lib: &str, name: &str, key: &str) -> Result<String, String> {
-    let out = lib_sh(lib, &["start", name]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!("{lib}.sh start {name} failed: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .map(|v| v.trim().to_string())
-        .ok_or_else(|| format!("{lib}.sh start printed no {key}="))
+    super::lib_started(lib, &["start", name], key)
 }
 
 impl Services {

@@ -70,6 +70,24 @@ pub fn lib_sh(lib: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("run integration/lib/{lib}.sh: {e}"))
 }
 
+/// Runs `integration/lib/<lib>.sh ARGS` (a `start`) and returns the value of the `KEY=value`
+/// line it prints (a port, an address).
+///
+/// # Errors
+/// The script failed, or printed no such line.
+pub fn lib_started(lib: &str, args: &[&str], key: &str) -> Result<String, String> {
+    let out = lib_sh(lib, args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("{lib}.sh {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| format!("{lib}.sh {args:?} printed no {key}="))
+}
+
 fn mariadb_sh(args: &[&str]) -> Output {
     lib_sh("mariadb", args)
 }
@@ -83,14 +101,8 @@ impl Server {
         }
         let mut a = vec!["start", name];
         a.extend_from_slice(args);
-        let out = mariadb_sh(&a);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "starting {name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        let port = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("MARIADB_PORT="))
-            .and_then(|p| p.trim().parse().ok())
-            .expect("MARIADB_PORT in the output of mariadb.sh start");
+        let port = lib_started("mariadb", &a, "MARIADB_PORT").unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let port = port.parse().unwrap_or_else(|_| panic!("MARIADB_PORT={port}"));
         Some(Server { name: name.to_string(), port })
     }
 
