@@ -7,7 +7,7 @@ use std::fmt;
 use sluice_protocol::gtid::MariadbGtidList;
 use sluice_protocol::{Connection, Result};
 
-use crate::source::GtidState;
+use crate::position::GtidState;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -142,7 +142,9 @@ pub const SAME_REPLICA_REGISTERED: &str = "still registered with server id";
 ///
 /// # Errors
 /// Only when the connection itself fails; a failed check is a finding, not an error.
-pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Result<Report> {
+/// `server_id_setting` names where the operator sets this replica's server id
+/// (`source.server_id`, `--server-id`), for the message when it clashes.
+pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str, report_host: &str) -> Result<Report> {
     let mut r = Report { mariadb: conn.is_mariadb(), ..Report::default() };
     let flavour = if r.mariadb { "MariaDB" } else { "MySQL" };
     // MariaDB prefixes its version with "5.5.5-" for old clients
@@ -153,7 +155,10 @@ pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Re
         other => r.push(
             Level::Error,
             "log_bin",
-            format!("binary logging is off ({other:?}): start the server with --log-bin (and --server-id)"),
+            format!(
+                "binary logging is off (@@log_bin = {}): start the server with --log-bin (and --server-id)",
+                other.unwrap_or("NULL")
+            ),
         ),
     }
     match scalar(conn, "SELECT @@binlog_format").await?.as_deref() {
@@ -267,7 +272,7 @@ pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Re
         Some(id) if id == server_id => r.push(
             Level::Error,
             "server_id",
-            format!("Sluice's server id {server_id} equals the server's own: choose another with --server-id"),
+            format!("Sluice's server id {server_id} equals the server's own: choose another with {server_id_setting}"),
         ),
         Some(_) => {
             let hosts = match conn.query("SHOW REPLICA HOSTS").await {
@@ -289,7 +294,8 @@ pub async fn run(conn: &mut Connection, server_id: u32, report_host: &str) -> Re
                     )
                 } else {
                     format!(
-                        "another replica ({host:?}) is connected with server id {server_id}: choose a unique server id"
+                        "another replica ({host:?}) is connected with server id {server_id}: choose a unique one with \
+                         {server_id_setting}"
                     )
                 };
                 r.push(Level::Error, "server_id", message);

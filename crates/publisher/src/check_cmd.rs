@@ -33,22 +33,22 @@ pub fn run(args: CheckArgs) -> u8 {
     let cfg = match Config::load(&args.config, std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("sluice check: {e}");
+            crate::eline!("sluice check: {e}");
             return exit::USAGE;
         }
     };
-    println!("[ok] config: {} is valid", args.config.display());
+    crate::oline!("[ok] config: {} is valid", args.config.display());
     let connect = match crate::source::connect_options(&cfg) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("sluice check: {e}");
+            crate::eline!("sluice check: {e}");
             return exit::USAGE;
         }
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sluice check: {e}");
+            crate::eline!("sluice check: {e}");
             return exit::FAILURE;
         }
     };
@@ -56,18 +56,25 @@ pub fn run(args: CheckArgs) -> u8 {
         let mut conn = match sluice_protocol::Connection::connect(connect.clone()).await {
             Ok(c) => c,
             Err(e) => {
-                println!("[ERROR] connect: {}:{} as {}: {e}", connect.host, connect.port, connect.user);
+                crate::oline!("[ERROR] connect: {}:{} as {}: {e}", connect.host, connect.port, connect.user);
                 return exit::FAILURE;
             }
         };
-        println!(
+        crate::oline!(
             "[ok] connect: {}:{} as {}{}",
             connect.host,
             connect.port,
             connect.user,
             if conn.is_tls() { " (TLS)" } else { "" }
         );
-        let source_ok = match crate::check::run(&mut conn, cfg.source.server_id, &crate::run::report_host(&cfg)).await {
+        let source_ok = match crate::check::run(
+            &mut conn,
+            cfg.source.server_id,
+            "source.server_id",
+            &crate::run::report_host(&cfg),
+        )
+        .await
+        {
             Ok(mut report) => {
                 // `sluice run` waits for a predecessor still holding the server id; for `sluice
                 // check` the id held by this same source means Sluice is running (or just stopped)
@@ -80,12 +87,12 @@ pub fn run(args: CheckArgs) -> u8 {
                             crate::run::report_host(&cfg)
                         );
                     }
-                    println!("{f}");
+                    crate::oline!("{f}");
                 }
                 !report.has_errors()
             }
             Err(e) => {
-                println!("[ERROR] checks: {e}");
+                crate::oline!("[ERROR] checks: {e}");
                 false
             }
         };
@@ -101,31 +108,32 @@ pub fn run(args: CheckArgs) -> u8 {
         let topic = positions_topic(&cfg);
         let checkpoint_ok = match checkpoint {
             Ok(Ok(None)) => {
-                println!(
+                crate::oline!(
                     "[ok] checkpoint: none committed on {topic} for source {:?}: the first start begins at \
-                     source.start = {:?}",
-                    cfg.source.name, cfg.source.start
+                     source.start = \"{}\"",
+                    cfg.source.name,
+                    cfg.source.start
                 );
                 true
             }
             Ok(Ok(Some(c))) => match crate::check::binary_logs(&mut conn).await {
                 Ok(logs) => {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
-                    println!("{line}");
+                    crate::oline!("{line}");
                     ok
                 }
                 // without the list, a missing file would look purged: say what failed instead
                 Err(e) => {
-                    println!("[ERROR] checkpoint: {}:{}; SHOW BINARY LOGS failed: {e}", c.file, c.position);
+                    crate::oline!("[ERROR] checkpoint: {}:{}; SHOW BINARY LOGS failed: {e}", c.file, c.position);
                     false
                 }
             },
             Ok(Err(e)) => {
-                println!("[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
+                crate::oline!("[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
                 false
             }
             Err(e) => {
-                println!("[ERROR] kafka: reading the checkpoint: {e}");
+                crate::oline!("[ERROR] kafka: reading the checkpoint: {e}");
                 false
             }
         };

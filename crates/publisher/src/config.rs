@@ -1,18 +1,19 @@
-//! `sluice run` configuration: a TOML file, overridden by `SLUICE_*` environment variables.
+//! `sluice run` configuration: a TOML file, overridden by `SLUICE_*` environment variables,
+//! parsed once at load into typed sections.
 //!
 //! The doc comments on these structs are the user documentation (`sluice.example.toml`
-//! repeats them). Every section rejects unknown keys, so a typo is an error, not a silently
-//! ignored setting; [`Config::validate`] reports every problem at once.
+//! repeats them). Loading reports **every** problem at once ([`Config::load`]): unknown keys
+//! (a typo is an error, not a silently ignored setting), values of the wrong type or form
+//! (`source.start = "yesterday"`, `source.tls = "maybe"`, a URL with a password), and what
+//! [`Config::validate`] finds; each problem names its key, and the `SLUICE_*` variable when
+//! the value came from one.
 //!
 //! Environment overrides: `SLUICE_<SECTION>__<KEY>=value` sets `[section] key = value`, e.g.
 //! `SLUICE_KAFKA__BROKERS=kafka-0:9092` or `SLUICE_SOURCE__SERVER_ID=7`. The value is read as a
-//! TOML value when it parses as one (numbers, booleans, `[...]` arrays), else as a string.
+//! TOML value when it parses as one (numbers, booleans, `[...]` arrays) and the key takes that
+//! type, else as a string.
 //! Secrets are never written in the file itself: they come from a file (`*_file`) or an
 //! environment variable (`*_env`), and are redacted wherever a config is printed.
-
-// The publisher pipeline (`sluice run`, issue 4) reads the Kafka, registry, output and filter
-// sections; until it lands only `sluice check` uses this module.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,9 +22,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::position::StartFrom;
+
 /// The whole configuration.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The MySQL/MariaDB server to capture.
     pub source: SourceSection,
@@ -32,39 +34,52 @@ pub struct Config {
     /// The Confluent-compatible Schema Registry.
     pub registry: RegistrySection,
     /// What the records look like.
-    #[serde(default)]
     pub output: OutputSection,
     /// Which tables and columns are captured.
-    #[serde(default)]
     pub filter: FilterSection,
     /// Topic routing rules (first match wins; default `<prefix>.<db>.<table>`).
-    #[serde(default)]
     pub routes: Vec<Route>,
     /// The Prometheus endpoint.
-    #[serde(default)]
     pub metrics: MetricsSection,
+}
+
+/// The document as deserialized: every section optional, so that one broken or missing section
+/// does not hide the problems of the others (a missing required section is reported by
+/// [`Config::load`]).
+#[derive(Debug, Default, Deserialize)]
+struct RawConfig {
+    source: Option<SourceSection>,
+    kafka: Option<KafkaSection>,
+    registry: Option<RegistrySection>,
+    #[serde(default)]
+    output: OutputSection,
+    #[serde(default)]
+    filter: FilterSection,
+    #[serde(default)]
+    routes: Vec<Route>,
+    #[serde(default)]
+    metrics: MetricsSection,
 }
 
 /// `[metrics]`
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct MetricsSection {
     /// Serve `/metrics` (Prometheus text format), `/healthz` (200 while the process runs) and
     /// `/readyz` (200 while it streams, 503 while it connects or restarts) on this address,
     /// e.g. `0.0.0.0:9187`. Off when unset.
-    pub listen: Option<String>,
+    #[serde(default, deserialize_with = "socket_address")]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// `[source]`
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SourceSection {
     /// A stable name for this capture (letters, digits, `-`, `_`). It names the Kafka
     /// transactional id (`sluice-<name>`) and the checkpoint key: two instances with the same
     /// name fence each other, so exactly one publishes.
     pub name: String,
     /// `mysql://USER@HOST:PORT` (no password here).
-    pub url: String,
+    pub url: SourceUrl,
     /// File holding the password (trailing newline ignored).
     #[serde(default)]
     pub password_file: Option<PathBuf>,
@@ -75,8 +90,8 @@ pub struct SourceSection {
     #[serde(default = "default_server_id")]
     pub server_id: u32,
     /// TLS: `disabled`, `preferred`, `required`, `verify-ca`, `verify-identity`.
-    #[serde(default = "default_tls")]
-    pub tls: String,
+    #[serde(default)]
+    pub tls: TlsSetting,
     /// CA certificate (PEM) for `verify-ca` / `verify-identity`.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
@@ -86,17 +101,139 @@ pub struct SourceSection {
     /// Where to start when there is no checkpoint yet: `earliest`, `current`,
     /// `file:position` (`mysql-bin.000042:4`), or a GTID set (either flavour).
     ///
+    /// `earliest` and `current` are resolved once, when `sluice run` first reaches the server
+    /// without a checkpoint (also while Kafka is still unreachable), and the position is
+    /// committed to `<prefix>.__positions` as the first checkpoint before any record is
+    /// published: every restart after that resumes from it, so nothing written after the
+    /// start is skipped. Only a process that stops before Kafka was ever reachable resolves
+    /// the start again at its next start.
+    ///
     /// With `binlog_row_metadata` other than FULL, column names come from the captured tables'
     /// definitions read from the server at this start, then tracked across the binlog's DDL: a
     /// start in the past applies today's definitions to older events until a DDL in the binlog
     /// replaces them (a TABLE_MAP that disagrees in column count or types stops the run).
     #[serde(default = "default_start")]
-    pub start: String,
+    pub start: StartFrom,
+}
+
+/// `source.tls`, as MySQL's clients name the modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlsSetting {
+    /// Plain TCP.
+    Disabled,
+    /// TLS when the server offers it (certificate not checked).
+    #[default]
+    Preferred,
+    /// TLS or fail (certificate not checked).
+    Required,
+    /// TLS with the certificate checked against the CA (`ca_file`, `--ca`).
+    VerifyCa,
+    /// As `verify-ca`, and the host name must match the certificate.
+    VerifyIdentity,
+}
+
+impl TlsSetting {
+    /// The protocol crate's mode.
+    pub fn mode(self) -> sluice_protocol::TlsMode {
+        match self {
+            TlsSetting::Disabled => sluice_protocol::TlsMode::Disabled,
+            TlsSetting::Preferred => sluice_protocol::TlsMode::Preferred,
+            TlsSetting::Required => sluice_protocol::TlsMode::Required,
+            TlsSetting::VerifyCa => sluice_protocol::TlsMode::VerifyCa,
+            TlsSetting::VerifyIdentity => sluice_protocol::TlsMode::VerifyIdentity,
+        }
+    }
+
+    /// True for the modes that check the server's certificate (and need a CA).
+    pub fn verifies(self) -> bool {
+        matches!(self, TlsSetting::VerifyCa | TlsSetting::VerifyIdentity)
+    }
+}
+
+/// Where the source server is, and as whom: `mysql://USER@HOST[:PORT]` (or `mariadb://`).
+///
+/// A password in the URL is refused wherever a URL is read (`source.url`, `dump --source`):
+/// it would sit in the configuration or in the process list and shell history, and URLs get
+/// printed. Messages about a URL print it with any password masked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SourceUrl {
+    /// The user to log in as.
+    pub user: String,
+    /// Host name or address.
+    pub host: String,
+    /// TCP port (3306 when the URL names none).
+    pub port: u16,
+}
+
+impl SourceUrl {
+    /// Parses `text`; `password_hint` says where the password goes instead (for the message
+    /// when the URL carries one).
+    ///
+    /// # Errors
+    /// Not a `mysql://` or `mariadb://` URL, no user or host, a password, or a path or query.
+    pub fn parse(text: &str, password_hint: &str) -> Result<SourceUrl, String> {
+        let shown = redact_url(text);
+        const FORM: &str = "mysql://USER@HOST:PORT";
+        let url = url::Url::parse(text.trim()).map_err(|e| format!("{shown:?} is not a URL like {FORM} ({e})"))?;
+        if !matches!(url.scheme(), "mysql" | "mariadb") {
+            return Err(format!("{shown:?} must start with mysql:// or mariadb://, not {}://", url.scheme()));
+        }
+        if url.password().is_some() {
+            return Err(format!(
+                "{shown:?} must not contain a password (it would be shown wherever the URL is): use {password_hint}"
+            ));
+        }
+        let host = url.host_str().filter(|h| !h.is_empty()).ok_or_else(|| format!("{shown:?} names no host"))?;
+        let decode =
+            |v: &str| url::form_urlencoded::parse(format!("x={v}").as_bytes()).next().map(|(_, v)| v.into_owned());
+        let user = decode(url.username())
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| format!("{shown:?} names no user: write it as {FORM}"))?;
+        if !(url.path().is_empty() || url.path() == "/") || url.query().is_some() {
+            return Err(format!("{shown:?} must be {FORM}, without a database or options"));
+        }
+        // an IPv6 literal keeps its brackets in host_str; the socket address wants it bare
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        Ok(SourceUrl { user, host, port: url.port().unwrap_or(3306) })
+    }
+}
+
+impl fmt::Display for SourceUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "{}@[{}]:{}", self.user, self.host, self.port)
+        } else {
+            write!(f, "{}@{}:{}", self.user, self.host, self.port)
+        }
+    }
+}
+
+impl fmt::Debug for SourceUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "mysql://{self}")
+    }
+}
+
+impl<'de> Deserialize<'de> for SourceUrl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SourceUrl, D::Error> {
+        let text = String::deserialize(d)?;
+        SourceUrl::parse(&text, "source.password_file or source.password_env").map_err(serde::de::Error::custom)
+    }
+}
+
+/// `text` with the password of a `scheme://user:password@host` URL masked, for messages.
+pub fn redact_url(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else { return text.to_string() };
+    let Some((userinfo, host)) = rest.rsplit_once('@') else { return text.to_string() };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => text.to_string(),
+    }
 }
 
 /// `[kafka]`
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct KafkaSection {
     /// Bootstrap servers, `host:port[,host:port...]`.
     pub brokers: String,
@@ -146,7 +283,6 @@ pub struct KafkaSection {
 
 /// `[registry]`
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RegistrySection {
     /// Base URL, e.g. `http://schema-registry:8081`.
     pub url: String,
@@ -171,7 +307,6 @@ pub enum ValueMode {
 
 /// `[output]`
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OutputSection {
     /// `envelope` (default) or `flattened`.
     #[serde(default)]
@@ -209,22 +344,9 @@ impl Default for OutputSection {
     }
 }
 
-impl MetricsSection {
-    /// The address to listen on, when set.
-    ///
-    /// # Errors
-    /// Not a `host:port` socket address.
-    pub fn address(&self) -> Result<Option<std::net::SocketAddr>, String> {
-        self.listen
-            .as_deref()
-            .map(|l| l.parse().map_err(|e| format!("metrics.listen {l:?} is not an address like 0.0.0.0:9187: {e}")))
-            .transpose()
-    }
-}
-
-/// `[filter]`: patterns are `db.table` with `*` and `?` wildcards.
+/// `[filter]`: patterns are `db.table` (or a table name in any database) with `*` and `?`
+/// wildcards.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct FilterSection {
     /// Capture only tables matching one of these (default: all).
     #[serde(default)]
@@ -239,7 +361,6 @@ pub struct FilterSection {
 
 /// A routing rule: tables matching `tables` go to `topic`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Route {
     /// `db.table` pattern with wildcards.
     pub tables: String,
@@ -250,14 +371,11 @@ pub struct Route {
 fn default_server_id() -> u32 {
     51_001
 }
-fn default_tls() -> String {
-    "preferred".into()
-}
 fn default_heartbeat() -> Duration {
     Duration::from_secs(5)
 }
-fn default_start() -> String {
-    "earliest".into()
+fn default_start() -> StartFrom {
+    StartFrom::Earliest
 }
 fn default_prefix() -> String {
     "sluice".into()
@@ -299,7 +417,19 @@ fn byte_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     }
 }
 
-fn parse_byte_size(text: &str) -> Result<u64, String> {
+/// Reads `host:port` into a socket address.
+fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::net::SocketAddr>, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse()
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?} is not an address like 0.0.0.0:9187: {e}")))
+}
+
+/// A byte size with an optional unit (see [`byte_size`]).
+///
+/// # Errors
+/// Not a number with a known unit, or too large.
+pub fn parse_byte_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -334,6 +464,26 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// One configuration problem: the key, what is wrong with it, and where its value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key in TOML's dotted form (`source.start`, `kafka.properties."linger.ms"`, `routes[0].topic`).
+    pub key: String,
+    /// The `SLUICE_*` variable that set the value, when one did.
+    pub variable: Option<String>,
+    /// What is wrong, and what to do where that is not obvious.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.variable {
+            Some(v) => write!(f, "{v} (sets {}): {}", self.key, self.message),
+            None => write!(f, "{}: {}", self.key, self.message),
+        }
+    }
+}
+
 /// Loading or validating the configuration failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -345,133 +495,255 @@ pub enum ConfigError {
         /// Cause.
         source: std::io::Error,
     },
-    /// TOML syntax or a wrong key/type.
-    #[error("{path}: {message}")]
-    Parse {
+    /// The file is not TOML.
+    #[error("{path} is not valid TOML: {message}")]
+    Syntax {
         /// Path.
         path: PathBuf,
-        /// What is wrong.
+        /// What and where (line and column).
         message: String,
     },
-    /// Every semantic problem found.
-    #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
-    Invalid(Vec<String>),
+    /// Every problem found: unknown keys, wrong types and forms, failed validations.
+    #[error("invalid configuration in {}{}:\n  - {}", .path.display(), if .problems.iter().any(|p| p.variable.is_some()) { " and the SLUICE_* environment" } else { "" }, .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  - "))]
+    Invalid {
+        /// Path of the file.
+        path: PathBuf,
+        /// Each problem.
+        problems: Vec<Problem>,
+    },
+}
+
+/// Valid values for the required keys, put in place of a missing or wrong one so that the rest
+/// of its section is still checked (the problem itself is reported, and no configuration with a
+/// problem is ever returned).
+const STAND_INS: &[(&str, &str)] = &[
+    ("source.name", "stand-in"),
+    ("source.url", "mysql://stand-in@localhost"),
+    ("kafka.brokers", "localhost:9092"),
+    ("registry.url", "http://localhost:8081"),
+];
+
+/// The problems found so far while loading, each attributed to the variable that set its key.
+struct Found<'a> {
+    overrides: &'a [Override],
+    problems: Vec<Problem>,
+}
+
+impl Found<'_> {
+    fn add(&mut self, key: &str, message: String) {
+        let variable = self
+            .overrides
+            .iter()
+            .find(|o| {
+                let set = dotted(&o.path);
+                key == set || key.starts_with(&format!("{set}.")) || key.starts_with(&format!("{set}["))
+            })
+            .map(|o| o.variable.clone());
+        let p = Problem { key: key.to_string(), variable, message };
+        if !self.problems.contains(&p) {
+            self.problems.push(p);
+        }
+    }
+}
+
+/// Problems found by validation, each with its key.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<(String, String)>);
+
+impl Problems {
+    /// Records that `key` is wrong: `message` says how.
+    pub fn push(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.0.push((key.into(), message.into()));
+    }
+}
+
+/// A key path segment of the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+fn dotted(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for s in path {
+        match s {
+            Segment::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    out.push_str(k);
+                } else {
+                    out.push_str(&format!("{k:?}"));
+                }
+            }
+            Segment::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+fn segments(path: &serde_path_to_error::Path) -> Vec<Segment> {
+    path.iter()
+        .filter_map(|s| match s {
+            serde_path_to_error::Segment::Map { key } => Some(Segment::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { index } => Some(Segment::Index(*index)),
+            serde_path_to_error::Segment::Enum { variant } => Some(Segment::Key(variant.clone())),
+            serde_path_to_error::Segment::Unknown => None,
+        })
+        .collect()
+}
+
+/// The value at `path` (None when there is none).
+fn value_at<'a>(doc: &'a mut toml::Value, path: &[Segment]) -> Option<&'a mut toml::Value> {
+    let Some((first, rest)) = path.split_first() else { return Some(doc) };
+    let next = match (doc, first) {
+        (toml::Value::Table(t), Segment::Key(k)) => t.get_mut(k)?,
+        (toml::Value::Array(a), Segment::Index(i)) => a.get_mut(*i)?,
+        _ => return None,
+    };
+    value_at(next, rest)
+}
+
+/// Removes the value at `path`; false when there was none (or `path` is the root).
+fn remove_at(doc: &mut toml::Value, path: &[Segment]) -> bool {
+    let Some((last, parents)) = path.split_last() else { return false };
+    match (value_at(doc, parents), last) {
+        (Some(toml::Value::Table(t)), Segment::Key(k)) => t.remove(k).is_some(),
+        (Some(toml::Value::Array(a)), Segment::Index(i)) if *i < a.len() => {
+            a.remove(*i);
+            true
+        }
+        _ => false,
+    }
 }
 
 impl Config {
     /// Reads `path`, applies `SLUICE_*` overrides from `env`, and validates.
     ///
     /// # Errors
-    /// Unreadable file, bad TOML, unknown keys, and every validation problem at once.
+    /// Unreadable file, bad TOML, and every problem at once (unknown keys, wrong types and
+    /// forms, failed validations).
     pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        let mut doc: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
-        apply_env(&mut doc, env);
-        let cfg: Config = toml::Value::Table(doc)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
-        cfg.validate()?;
-        Ok(cfg)
+        Config::parse(&text, path, env)
     }
 
-    /// Checks everything that can be checked without connecting; reports all problems.
+    /// As [`Config::load`], from the file's text (`path` only names it in messages).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] listing each problem.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut p = Vec::new();
-        let s = &self.source;
-        if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            p.push(format!("source.name {:?} must be letters, digits, '-' or '_'", s.name));
-        }
-        if !(s.url.starts_with("mysql://") || s.url.starts_with("mariadb://")) {
-            p.push(format!("source.url {:?} must look like mysql://user@host:3306", s.url));
-        } else if s.url.split("://").nth(1).and_then(|r| r.split('@').next()).is_some_and(|u| u.contains(':')) {
-            p.push("source.url must not contain a password: use source.password_file or source.password_env".into());
-        }
-        if s.password_file.is_some() && s.password_env.is_some() {
-            p.push("set only one of source.password_file and source.password_env".into());
-        }
-        if let Some(f) = &s.password_file {
-            if !f.exists() {
-                p.push(format!("source.password_file {} does not exist", f.display()));
+    /// As [`Config::load`].
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Syntax { path: path.into(), message: e.to_string() })?;
+        let mut doc = toml::Value::Table(table);
+        let overrides = apply_env(&mut doc, env);
+        let mut found = Found { overrides: &overrides, problems: Vec::new() };
+        // Deserialize; at each error, note it, take the offending value out and go again, so
+        // that one wrong value does not hide the next. Unknown keys are collected on the way.
+        let mut raw = None;
+        let mut unknown: Vec<String> = Vec::new();
+        let mut removed: Vec<Vec<Segment>> = Vec::new();
+        for _ in 0..256 {
+            unknown.clear();
+            let mut note_unknown = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
+            let de = serde_ignored::Deserializer::new(doc.clone(), &mut note_unknown);
+            match serde_path_to_error::deserialize::<_, RawConfig>(de) {
+                Ok(r) => {
+                    raw = Some(r);
+                    break;
+                }
+                Err(e) => {
+                    let mut at = segments(e.path());
+                    let message = e.into_inner().to_string();
+                    // toml's own text repeats the key on a line of its own
+                    let message = message.split("\nin `").next().unwrap_or_default().trim_end().to_string();
+                    // an environment value read as a number or boolean where the key wants
+                    // text: it was meant as text
+                    if let Some(o) = overrides.iter().find(|o| o.path == at && o.parsed) {
+                        if let Some(v) = value_at(&mut doc, &at) {
+                            if !v.is_str() {
+                                *v = toml::Value::String(o.raw.clone());
+                                continue;
+                            }
+                        }
+                    }
+                    // A required key that is missing (or that was taken out below): say so once,
+                    // then put a stand-in there so that the rest of its section is checked too.
+                    if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
+                        at.push(Segment::Key(field.to_string()));
+                        if !removed.contains(&at) {
+                            found.add(&dotted(&at), "is missing (required)".into());
+                        }
+                        let stand_in = STAND_INS.iter().find(|(k, _)| *k == dotted(&at));
+                        if let (Some((_, v)), Some((Segment::Key(last), parent))) = (stand_in, at.split_last()) {
+                            if let Some(toml::Value::Table(t)) = value_at(&mut doc, parent) {
+                                t.insert(last.clone(), toml::Value::String((*v).to_string()));
+                                continue;
+                            }
+                        }
+                        at.pop();
+                    } else {
+                        found.add(&dotted(&at), message);
+                    }
+                    if !remove_at(&mut doc, &at) {
+                        break;
+                    }
+                    removed.push(at);
+                }
             }
         }
-        if let Some(v) = &s.password_env {
-            if std::env::var_os(v).is_none() {
-                p.push(format!("source.password_env names {v}, which is not set"));
-            }
+        for key in unknown {
+            // serde_ignored writes `?` for the inside of an Option (our optional sections)
+            let key = key.split('.').filter(|k| *k != "?").collect::<Vec<_>>().join(".");
+            found.add(&key, "unknown key (misspelt? every key is in sluice.example.toml)".into());
         }
-        if !["disabled", "preferred", "required", "verify-ca", "verify-identity"].contains(&s.tls.as_str()) {
-            p.push(format!(
-                "source.tls {:?} must be one of disabled, preferred, required, verify-ca, verify-identity",
-                s.tls
-            ));
-        }
-        if s.tls.starts_with("verify") && s.ca_file.is_none() {
-            p.push(format!("source.tls = {:?} needs source.ca_file", s.tls));
-        }
-        if s.server_id == 0 {
-            p.push("source.server_id must not be 0".into());
-        }
-        if s.heartbeat < Duration::from_secs(1) {
-            p.push("source.heartbeat must be at least 1s".into());
-        }
-        let k = &self.kafka;
-        if k.brokers.trim().is_empty() {
-            p.push("kafka.brokers is empty".into());
-        }
-        if k.topic_prefix.is_empty() || !k.topic_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        let Some(raw) = raw else {
+            return Err(ConfigError::Invalid { path: path.into(), problems: found.problems });
+        };
+        for (present, name) in
+            [(raw.source.is_some(), "source"), (raw.kafka.is_some(), "kafka"), (raw.registry.is_some(), "registry")]
         {
-            p.push(format!("kafka.topic_prefix {:?} must be letters, digits, '.', '_' or '-'", k.topic_prefix));
-        }
-        if k.partitions < 1 {
-            p.push("kafka.partitions must be at least 1".into());
-        }
-        if k.replication_factor < 1 {
-            p.push("kafka.replication_factor must be at least 1".into());
-        }
-        if k.batch_max_records == 0 {
-            p.push("kafka.batch_max_records must be at least 1".into());
-        }
-        if k.batch_max_bytes == 0 {
-            p.push("kafka.batch_max_bytes must be at least 1".into());
-        }
-        for key in k.properties.keys() {
-            if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
-                p.push(format!(
-                    "kafka.properties must not set {key:?}: passwords come from kafka.sasl_password_file/_env, and Sluice \
-                     sets the transactional settings itself"
-                ));
+            let reported = found.problems.iter().any(|p| p.key == name || p.key.starts_with(&format!("{name}.")));
+            if !present && !reported {
+                found.add(name, format!("the [{name}] section is missing"));
             }
         }
-        if !(self.registry.url.starts_with("http://") || self.registry.url.starts_with("https://")) {
-            p.push(format!("registry.url {:?} must start with http:// or https://", self.registry.url));
+        let mut checks = Problems::default();
+        if let Some(s) = &raw.source {
+            s.validate(&mut checks);
         }
-        for (table, cols) in &self.output.key_columns {
-            if table.split('.').count() != 2 || cols.is_empty() {
-                p.push(format!("output.key_columns.{table:?} must be \"db.table\" = [\"col\", ...]"));
-            }
+        if let Some(k) = &raw.kafka {
+            k.validate(&mut checks);
         }
-        for c in &self.filter.exclude_columns {
-            if c.split('.').count() != 3 || c.split('.').any(str::is_empty) {
-                p.push(format!("filter.exclude_columns entry {c:?} must be \"db.table.column\" (wildcards allowed)"));
-            }
+        if let Some(r) = &raw.registry {
+            r.validate(&mut checks);
         }
-        for r in &self.routes {
-            if r.topic.is_empty() {
-                p.push(format!("route for {:?} has an empty topic", r.tables));
-            }
+        raw.output.validate(&mut checks);
+        raw.filter.validate(&mut checks);
+        for (i, r) in raw.routes.iter().enumerate() {
+            r.validate(i, &mut checks);
         }
-        if let Err(e) = self.metrics.address() {
-            p.push(e);
+        for (key, message) in checks.0 {
+            found.add(&key, message);
         }
-        if p.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(p))
+        match raw {
+            RawConfig {
+                source: Some(source),
+                kafka: Some(kafka),
+                registry: Some(registry),
+                output,
+                filter,
+                routes,
+                metrics,
+            } if found.problems.is_empty() => Ok(Config { source, kafka, registry, output, filter, routes, metrics }),
+            _ => Err(ConfigError::Invalid { path: path.into(), problems: found.problems }),
         }
     }
 
@@ -495,6 +767,137 @@ impl Config {
     }
 }
 
+/// A `db.table` pattern's problem, if it has one: a pattern is `table` or `db.table`, each
+/// part non-empty (a pattern such as `shop.` or `a.b.c` could match nothing).
+pub fn table_pattern_problem(pattern: &str) -> Option<String> {
+    let parts: Vec<&str> = pattern.split('.').collect();
+    if pattern.trim().is_empty() {
+        return Some("an empty pattern matches no table".into());
+    }
+    if parts.len() > 2 {
+        return Some(format!(
+            "{pattern:?} has {} dots: a pattern is TABLE or DB.TABLE (with * and ? wildcards)",
+            parts.len() - 1
+        ));
+    }
+    if parts.iter().any(|p| p.is_empty()) {
+        return Some(format!(
+            "{pattern:?} has an empty part: a pattern is TABLE or DB.TABLE (e.g. shop.* or shop.orders)"
+        ));
+    }
+    None
+}
+
+impl SourceSection {
+    fn validate(&self, p: &mut Problems) {
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            p.push("source.name", format!("{:?} must be letters, digits, '-' or '_'", self.name));
+        }
+        if self.password_file.is_some() && self.password_env.is_some() {
+            p.push("source.password_file", "set only one of source.password_file and source.password_env");
+        }
+        if let Some(f) = &self.password_file {
+            if !f.exists() {
+                p.push("source.password_file", format!("{} does not exist", f.display()));
+            }
+        }
+        if let Some(v) = &self.password_env {
+            if std::env::var_os(v).is_none() {
+                p.push("source.password_env", format!("names {v}, which is not set"));
+            }
+        }
+        if self.tls.verifies() && self.ca_file.is_none() {
+            p.push("source.ca_file", "source.tls = verify-ca or verify-identity needs the CA certificate here");
+        }
+        if self.server_id == 0 {
+            p.push("source.server_id", "must not be 0");
+        }
+        if self.heartbeat < Duration::from_secs(1) {
+            p.push("source.heartbeat", "must be at least 1s");
+        }
+    }
+}
+
+impl KafkaSection {
+    fn validate(&self, p: &mut Problems) {
+        if self.brokers.trim().is_empty() {
+            p.push("kafka.brokers", "is empty");
+        }
+        if self.topic_prefix.is_empty()
+            || !self.topic_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            p.push("kafka.topic_prefix", format!("{:?} must be letters, digits, '.', '_' or '-'", self.topic_prefix));
+        }
+        if self.partitions < 1 {
+            p.push("kafka.partitions", "must be at least 1");
+        }
+        if self.replication_factor < 1 {
+            p.push("kafka.replication_factor", "must be at least 1");
+        }
+        if self.batch_max_records == 0 {
+            p.push("kafka.batch_max_records", "must be at least 1");
+        }
+        if self.batch_max_bytes == 0 {
+            p.push("kafka.batch_max_bytes", "must be at least 1");
+        }
+        for key in self.properties.keys() {
+            if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
+                p.push(
+                    format!("kafka.properties.{key}"),
+                    "must not be set here: passwords come from kafka.sasl_password_file/_env, and Sluice sets the \
+                     transactional settings itself",
+                );
+            }
+        }
+    }
+}
+
+impl RegistrySection {
+    fn validate(&self, p: &mut Problems) {
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            p.push("registry.url", format!("{:?} must start with http:// or https://", redact_url(&self.url)));
+        }
+    }
+}
+
+impl OutputSection {
+    fn validate(&self, p: &mut Problems) {
+        for (table, cols) in &self.key_columns {
+            if table.split('.').count() != 2 || cols.is_empty() {
+                p.push(format!("output.key_columns.{table}"), "must be \"db.table\" = [\"col\", ...]");
+            }
+        }
+    }
+}
+
+impl FilterSection {
+    fn validate(&self, p: &mut Problems) {
+        for (key, patterns) in [("filter.include", &self.include), ("filter.exclude", &self.exclude)] {
+            for pattern in patterns {
+                if let Some(m) = table_pattern_problem(pattern) {
+                    p.push(key, m);
+                }
+            }
+        }
+        for c in &self.exclude_columns {
+            if c.split('.').count() != 3 || c.split('.').any(str::is_empty) {
+                p.push("filter.exclude_columns", format!("{c:?} must be \"db.table.column\" (wildcards allowed)"));
+            }
+        }
+    }
+}
+
+impl Route {
+    fn validate(&self, index: usize, p: &mut Problems) {
+        if self.topic.is_empty() {
+            p.push(format!("routes[{index}].topic"), format!("the route for {:?} has an empty topic", self.tables));
+        }
+        if let Some(m) = table_pattern_problem(&self.tables) {
+            p.push(format!("routes[{index}].tables"), m);
+        }
+    }
+}
+
 fn read_secret(file: &Option<PathBuf>, env: &Option<String>) -> Result<Secret, ConfigError> {
     if let Some(f) = file {
         let v = std::fs::read_to_string(f).map_err(|source| ConfigError::Read { path: f.clone(), source })?;
@@ -506,40 +909,49 @@ fn read_secret(file: &Option<PathBuf>, env: &Option<String>) -> Result<Secret, C
     Ok(Secret::default())
 }
 
-/// Sets `parents.last = value`, creating tables on the way; a non-table in the way wins (the
-/// deserializer then reports the type error).
-fn set_path(table: &mut toml::Table, parents: &[String], last: &str, value: toml::Value) {
-    match parents.split_first() {
-        None => {
-            table.insert(last.to_string(), value);
-        }
-        Some((first, rest)) => {
-            if let toml::Value::Table(t) =
-                table.entry(first.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            {
-                set_path(t, rest, last, value);
-            }
-        }
-    }
+/// One `SLUICE_*` override applied to the document.
+struct Override {
+    path: Vec<Segment>,
+    variable: String,
+    /// The variable's text.
+    raw: String,
+    /// True when the text was read as a TOML value (a number, a boolean, an array) rather than
+    /// as a string.
+    parsed: bool,
 }
 
-/// Applies `SLUICE_<SECTION>__<KEY>` variables to the parsed document.
-fn apply_env(doc: &mut toml::Table, env: impl IntoIterator<Item = (String, String)>) {
-    for (k, v) in env {
+/// Sets `path = value` in `doc`, creating tables on the way; a non-table in the way wins (the
+/// deserializer then reports the type error).
+fn set_path(doc: &mut toml::Value, path: &[Segment], value: toml::Value) {
+    let Some((Segment::Key(first), rest)) = path.split_first() else { return };
+    let toml::Value::Table(table) = doc else { return };
+    if rest.is_empty() {
+        table.insert(first.clone(), value);
+        return;
+    }
+    let next = table.entry(first.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    set_path(next, rest, value);
+}
+
+/// Applies `SLUICE_<SECTION>__<KEY>` variables to the parsed document; returns what each set.
+fn apply_env(doc: &mut toml::Value, env: impl IntoIterator<Item = (String, String)>) -> Vec<Override> {
+    let mut applied = Vec::new();
+    let mut vars: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k.starts_with("SLUICE_")).collect();
+    vars.sort();
+    for (k, v) in vars {
         let Some(path) = k.strip_prefix("SLUICE_") else { continue };
         let parts: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
         if parts.len() < 2 || parts.iter().any(String::is_empty) {
             continue; // SLUICE_LOG and friends are CLI settings, not config keys
         }
-        let value = format!("x = {v}")
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|mut t| t.remove("x"))
-            .unwrap_or(toml::Value::String(v));
-        if let Some((last, parents)) = parts.split_last() {
-            set_path(doc, parents, last, value);
-        }
+        let parsed = format!("x = {v}").parse::<toml::Table>().ok().and_then(|mut t| t.remove("x"));
+        let is_parsed = parsed.is_some();
+        let value = parsed.unwrap_or_else(|| toml::Value::String(v.clone()));
+        let path: Vec<Segment> = parts.into_iter().map(Segment::Key).collect();
+        set_path(doc, &path, value);
+        applied.push(Override { path, variable: k, raw: v, parsed: is_parsed });
     }
+    applied
 }
 
 #[cfg(test)]
@@ -559,10 +971,14 @@ url = "http://127.0.0.1:8081"
 "#;
 
     fn load(text: &str, env: Vec<(&str, &str)>) -> Result<Config, ConfigError> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sluice.toml");
-        std::fs::write(&path, text).unwrap();
-        Config::load(&path, env.into_iter().map(|(a, b)| (a.to_string(), b.to_string())))
+        Config::parse(text, Path::new("sluice.toml"), env.into_iter().map(|(a, b)| (a.to_string(), b.to_string())))
+    }
+
+    fn problems(text: &str, env: Vec<(&str, &str)>) -> Vec<Problem> {
+        match load(text, env) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("expected problems, got {other:?}"),
+        }
     }
 
     #[test]
@@ -575,11 +991,24 @@ url = "http://127.0.0.1:8081"
         assert_eq!(cfg.kafka.partitions, 6);
         assert_eq!(cfg.source.heartbeat, Duration::from_secs(2));
         assert_eq!(cfg.kafka.topic_prefix, "sluice");
+        assert_eq!(cfg.source.start, StartFrom::Earliest);
+        assert_eq!(cfg.source.tls, TlsSetting::Preferred);
+        assert_eq!(cfg.source.url, SourceUrl { user: "repl".into(), host: "127.0.0.1".into(), port: 3306 });
         assert!(cfg.output.tombstones);
         assert!(!cfg.output.partial_images, "partial row images are opt-in");
         assert_eq!(cfg.output.value_mode, ValueMode::Envelope);
         let cfg = load(&format!("{MINIMAL}\n[output]\npartial_images = true\n"), vec![]).unwrap();
         assert!(cfg.output.partial_images);
+    }
+
+    /// A variable's text that reads as a number is still text where the key wants text.
+    #[test]
+    fn environment_values_take_the_keys_type() {
+        let cfg = load(MINIMAL, vec![("SLUICE_SOURCE__NAME", "123"), ("SLUICE_KAFKA__BROKERS", "7")]).unwrap();
+        assert_eq!(cfg.source.name, "123");
+        assert_eq!(cfg.kafka.brokers, "7");
+        let cfg = load(MINIMAL, vec![("SLUICE_SOURCE__START", "mysql-bin.000003:4")]).unwrap();
+        assert_eq!(cfg.source.start, StartFrom::Position { file: "mysql-bin.000003".into(), position: 4 });
     }
 
     /// The documented example loads and validates as shipped, and with its commented
@@ -611,8 +1040,10 @@ url = "http://127.0.0.1:8081"
 
     #[test]
     fn unknown_keys_are_errors() {
-        let e = load(&format!("{MINIMAL}\n[output]\ntombstone = false\n"), vec![]).unwrap_err().to_string();
-        assert!(e.contains("unknown field `tombstone`"), "{e}");
+        let p = problems(&format!("{MINIMAL}\n[output]\ntombstone = false\n[sourcee]\nx = 1\n"), vec![]);
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["output.tombstone", "sourcee"], "{p:#?}");
+        assert!(p[0].message.starts_with("unknown key"), "{p:#?}");
     }
 
     #[test]
@@ -621,12 +1052,100 @@ url = "http://127.0.0.1:8081"
             .replace("name = \"shop\"", "name = \"bad name\"")
             .replace("repl@", "repl:secret@")
             .replace("http://127", "ftp://127");
-        let e = load(&text, vec![("SLUICE_KAFKA__PARTITIONS", "0"), ("SLUICE_METRICS__LISTEN", "everywhere:9187")])
-            .unwrap_err();
-        let ConfigError::Invalid(problems) = e else { panic!("{e}") };
-        assert_eq!(problems.len(), 5, "{problems:#?}");
-        assert!(problems.iter().any(|p| p.starts_with("metrics.listen \"everywhere:9187\" is not an address")));
-        assert!(!format!("{problems:?}").contains("secret@127"), "the password must not be echoed");
+        let p = problems(&text, vec![("SLUICE_KAFKA__PARTITIONS", "0"), ("SLUICE_METRICS__LISTEN", "everywhere:9187")]);
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["metrics.listen", "source.url", "source.name", "kafka.partitions", "registry.url"], "{p:#?}");
+        assert!(p[0].message.contains("is not an address like 0.0.0.0:9187"), "{p:#?}");
+        assert!(p[1].message.contains("must not contain a password"), "{p:#?}");
+        assert!(!format!("{p:?}").contains("secret"), "the password must not be echoed: {p:#?}");
+    }
+
+    /// A wrong type, an unknown key or a missing section does not hide the other problems.
+    #[test]
+    fn type_errors_do_not_hide_the_rest() {
+        let text = r#"
+[source]
+name = "shop"
+url = "mysql://127.0.0.1:35306"
+server_id = "abc"
+tls = "maybe"
+start = "yesterday"
+heartbeat = "0s"
+
+[kafka]
+brokers = "b:9092"
+batch_max_recrods = 5
+batch_max_bytes = "16 parsecs"
+
+[filter]
+include = ["cdc_test.", "a.b.c", "shop.*"]
+"#;
+        let p = problems(text, vec![]);
+        let text: Vec<String> = p.iter().map(ToString::to_string).collect();
+        let has = |s: &str| assert!(text.iter().any(|t| t.contains(s)), "{s:?} in {text:#?}");
+        has("source.url: \"mysql://127.0.0.1:35306\" names no user");
+        has("source.server_id: invalid type: string \"abc\"");
+        has("source.tls: unknown variant `maybe`, expected one of `disabled`, `preferred`");
+        has("source.start: \"yesterday\" is not one of earliest, current, FILE:POSITION");
+        has("kafka.batch_max_bytes: \"16 parsecs\": unknown unit");
+        has("kafka.batch_max_recrods: unknown key");
+        has("registry: the [registry] section is missing");
+        has("filter.include: \"cdc_test.\" has an empty part");
+        has("filter.include: \"a.b.c\" has 2 dots");
+        // the section with the type errors still had its other keys checked
+        has("source.heartbeat: must be at least 1s");
+        assert!(!text.iter().any(|t| t.contains("password")), "{text:#?}");
+    }
+
+    /// Problems in values that came from the environment name the variable, not the file.
+    #[test]
+    fn environment_problems_name_the_variable() {
+        let e = load(MINIMAL, vec![("SLUICE_SOURCE__START", "0-1-x"), ("SLUICE_SOURCE__SERVER_ID", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SLUICE_SOURCE__START (sets source.start): \"0-1-x\" is not one of"), "{e}");
+        assert!(e.contains("SLUICE_SOURCE__SERVER_ID (sets source.server_id): must not be 0"), "{e}");
+        assert!(e.starts_with("invalid configuration in sluice.toml and the SLUICE_* environment:"), "{e}");
+    }
+
+    #[test]
+    fn source_urls() {
+        let hint = "the password file";
+        assert_eq!(
+            SourceUrl::parse("mysql://repl@127.0.0.1:3307", hint).unwrap(),
+            SourceUrl { user: "repl".into(), host: "127.0.0.1".into(), port: 3307 }
+        );
+        let u = SourceUrl::parse("mariadb://us%40er@db.example", hint).unwrap();
+        assert_eq!((u.user.as_str(), u.port), ("us@er", 3306));
+        assert_eq!(u.to_string(), "us@er@db.example:3306");
+        let v6 = SourceUrl::parse("mysql://r@[::1]:3306", hint).unwrap();
+        assert_eq!((v6.host.as_str(), v6.to_string()), ("::1", "r@[::1]:3306".to_string()));
+        for (bad, says) in [
+            ("postgres://x@y", "must start with mysql:// or mariadb://"),
+            ("not a url", "is not a URL like mysql://USER@HOST:PORT"),
+            ("mysql://127.0.0.1:35306", "names no user"),
+            (
+                "mysql://repl:hunter2@h:1",
+                "must not contain a password (it would be shown wherever the URL is): use the password file",
+            ),
+            ("mysql://repl@h:1/shop", "without a database or options"),
+        ] {
+            let e = SourceUrl::parse(bad, hint).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+        assert_eq!(redact_url("mysql://repl:hunter2@h:1"), "mysql://repl:***@h:1");
+        assert_eq!(redact_url("mysql://repl@h:1"), "mysql://repl@h:1");
+    }
+
+    #[test]
+    fn table_patterns() {
+        assert_eq!(table_pattern_problem("shop.*"), None);
+        assert_eq!(table_pattern_problem("orders"), None);
+        assert!(table_pattern_problem("shop.").unwrap().contains("empty part"));
+        assert!(table_pattern_problem(".orders").unwrap().contains("empty part"));
+        assert!(table_pattern_problem("a.b.c").unwrap().contains("2 dots"));
+        assert!(table_pattern_problem("").unwrap().contains("empty pattern"));
     }
 
     #[test]

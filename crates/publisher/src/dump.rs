@@ -20,11 +20,13 @@ use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
 use sluice_binlog::temporal::days_from_civil;
 use sluice_binlog::Error as BinlogError;
 
+use crate::config::{SourceUrl, TlsSetting};
 use crate::exit;
 use crate::filter::TableFilter;
+use crate::position::StartFrom;
 use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str};
 use crate::schema_history::SchemaHistory;
-use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent, StartFrom};
+use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent};
 use spool::{ReverseSpool, TxSpool};
 
 /// Output format of `sluice dump`.
@@ -150,8 +152,8 @@ pub struct LiveArgs {
     server_id: u32,
 
     /// TLS to the server.
-    #[arg(long, value_enum, default_value_t = TlsArg::Preferred)]
-    tls: TlsArg,
+    #[arg(long, value_enum, default_value_t = TlsSetting::Preferred)]
+    tls: TlsSetting,
 
     /// CA certificate (PEM) for --tls verify-ca / verify-identity.
     #[arg(long, value_name = "FILE")]
@@ -174,21 +176,6 @@ enum StartAt {
     Earliest,
     /// The server's current end: only new changes.
     Current,
-}
-
-/// TLS modes, as MySQL's client names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum TlsArg {
-    /// Plain TCP.
-    Disabled,
-    /// TLS when the server offers it (certificate not checked).
-    Preferred,
-    /// TLS or fail (certificate not checked).
-    Required,
-    /// TLS with the certificate checked against --ca.
-    VerifyCa,
-    /// As verify-ca, and the host name must match the certificate.
-    VerifyIdentity,
 }
 
 /// `YYYY-MM-DD[ T]hh:mm:ss[Z]` (UTC) to seconds since the epoch.
@@ -278,7 +265,8 @@ pub fn run(args: DumpArgs) -> u8 {
     let result = result.and_then(|()| d.finish());
     match result {
         Ok(()) => exit::OK,
-        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => exit::OK,
+        // the reader stopped reading (`| head`): that ends the dump, quietly
+        Err(Failure::Output(e)) if crate::console::is_closed_pipe(&e) => exit::OK,
         Err(Failure::Output(e)) => {
             tracing::error!(error = %e, "Writing the output failed");
             exit::IO
@@ -335,6 +323,12 @@ impl<W: Write> Dumper<W> {
             let stop = if i == last { self.args.stop_position } else { None };
             let mut summary = Summary::default();
             let res = self.run_file(&mut reader, start, stop, &mut summary);
+            if let Err(Failure::Output(e)) = &res {
+                if crate::console::is_closed_pipe(e) {
+                    // the reader has what it wanted (`| head`): no summary of a cut-off dump
+                    return res;
+                }
+            }
             let stats = reader.decoder().stats();
             let unknown = if stats.unknown_types.is_empty() {
                 String::new()
@@ -342,7 +336,7 @@ impl<W: Write> Dumper<W> {
                 let types: Vec<String> = stats.unknown_types.iter().map(|(t, n)| format!("type {t} x{n}")).collect();
                 format!(" ({})", types.join(", "))
             };
-            eprintln!(
+            crate::eline!(
                 "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} unknown events skipped{}{}",
                 reader.name(),
                 summary.events,
@@ -359,36 +353,36 @@ impl<W: Write> Dumper<W> {
         Ok(())
     }
 
+    /// `--source`, parsed (a password in it is refused: it would show in `ps`).
+    fn source_url(&self) -> Result<SourceUrl, Failure> {
+        let text = self.args.live.source.as_deref().unwrap_or_default();
+        SourceUrl::parse(text, "--password-file, SLUICE_PASSWORD or the prompt")
+            .map_err(|e| Failure::Usage(format!("--source {e}")))
+    }
+
     fn source_config(&self) -> Result<(SourceConfig, StartFrom), Failure> {
         let live = &self.args.live;
-        let url = live.source.as_deref().unwrap_or_default();
-        let (user, url_password, host, port) = parse_source_url(url).map_err(Failure::Usage)?;
-        let password = match (&live.password_file, &live.password, url_password) {
-            (Some(f), _, _) => std::fs::read_to_string(f)
+        let url = self.source_url()?;
+        let password = match (&live.password_file, &live.password) {
+            (Some(f), _) => std::fs::read_to_string(f)
                 .map(|p| p.trim_end_matches(['\n', '\r']).to_string())
                 .map_err(|e| Failure::Usage(format!("cannot read the password file {}: {e}", f.display())))?,
-            (None, Some(p), _) => p.clone(),
-            (None, None, Some(p)) => p,
-            (None, None, None) if io::IsTerminal::is_terminal(&io::stdin()) => {
-                rpassword::prompt_password(format!("Password for {user}@{host}:{port}: "))
+            (None, Some(p)) => p.clone(),
+            (None, None) if io::IsTerminal::is_terminal(&io::stdin()) => {
+                rpassword::prompt_password(format!("Password for {url}: "))
                     .map_err(|e| Failure::Usage(format!("cannot read the password: {e}")))?
             }
-            (None, None, None) => String::new(),
+            (None, None) => String::new(),
         };
-        let mut connect = sluice_protocol::ConnectOptions::new(host, port, user, password);
-        connect.tls = match live.tls {
-            TlsArg::Disabled => sluice_protocol::TlsMode::Disabled,
-            TlsArg::Preferred => sluice_protocol::TlsMode::Preferred,
-            TlsArg::Required => sluice_protocol::TlsMode::Required,
-            TlsArg::VerifyCa => sluice_protocol::TlsMode::VerifyCa,
-            TlsArg::VerifyIdentity => sluice_protocol::TlsMode::VerifyIdentity,
-        };
+        let mut connect = sluice_protocol::ConnectOptions::new(url.host, url.port, url.user, password);
+        connect.tls = live.tls.mode();
         connect.ca_file = live.ca.clone();
         let heartbeat = std::time::Duration::from_secs(live.heartbeat.max(1));
         connect.read_timeout = Some(heartbeat * 3 + std::time::Duration::from_secs(5));
         let cfg = SourceConfig {
             connect,
             server_id: live.server_id,
+            server_id_setting: "--server-id",
             report_host: "sluice".into(),
             heartbeat,
             follow: live.follow,
@@ -472,26 +466,22 @@ impl<W: Write> Dumper<W> {
             };
             // an incomplete transaction at the end is not printed: it is streamed again on resume
             self.discard_transaction();
+            if let Err(Failure::Output(e)) = &result {
+                if crate::console::is_closed_pipe(e) {
+                    return result;
+                }
+            }
             let resume = src.resume_point();
-            eprintln!(
+            crate::eline!(
                 "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes)",
-                self.args.live.source.as_deref().unwrap_or_default(),
+                self.source_url().map(|u| u.to_string()).unwrap_or_default(),
                 summary.events,
                 summary.inserts + summary.updates + summary.deletes,
                 summary.inserts,
                 summary.updates,
                 summary.deletes
             );
-            match &resume.gtid {
-                Some(g) => eprintln!(
-                    "sluice dump: resume with --start-gtid '{g}' (or --start-file {} --start-position {})",
-                    resume.file, resume.position
-                ),
-                None => eprintln!(
-                    "sluice dump: resume with --start-file {} --start-position {}",
-                    resume.file, resume.position
-                ),
-            }
+            crate::eline!("sluice dump: resume with {}", resume_flags(resume));
             result
         })
     }
@@ -781,7 +771,8 @@ impl<W: Write> Dumper<W> {
             _ => Json::Null,
         };
         m.insert("data".into(), data);
-        serde_json::to_writer(&mut self.out, &Json::Object(m)).map_err(io::Error::other)?;
+        // io::Error::from keeps an I/O cause's kind (a closed pipe stays a closed pipe)
+        serde_json::to_writer(&mut self.out, &Json::Object(m)).map_err(io::Error::from)?;
         self.out.write_all(b"\n")?;
         Ok(())
     }
@@ -812,18 +803,17 @@ pub(crate) async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// `mysql://user[:password]@host[:port]` into its parts (port 3306 by default).
-pub(crate) fn parse_source_url(s: &str) -> Result<(String, Option<String>, String, u16), String> {
-    let url =
-        url::Url::parse(s).map_err(|e| format!("--source {s:?} is not a URL like mysql://user@host:3306 ({e})"))?;
-    if !matches!(url.scheme(), "mysql" | "mariadb") {
-        return Err(format!("--source must start with mysql:// or mariadb://, not {}://", url.scheme()));
+/// The `dump --source` flags that resume after `resume`: by GTID when the stream has GTIDs
+/// (with the file and position as the alternative once the stream has named its file).
+fn resume_flags(resume: &crate::position::ResumePoint) -> String {
+    let file =
+        (!resume.file.is_empty()).then(|| format!("--start-file {} --start-position {}", resume.file, resume.position));
+    match (&resume.gtid, file) {
+        (Some(g), Some(f)) => format!("--start-gtid '{g}' (or {f})"),
+        (Some(g), None) => format!("--start-gtid '{g}'"),
+        (None, Some(f)) => f,
+        (None, None) => "the same start (nothing was streamed)".to_string(),
     }
-    let host = url.host_str().ok_or_else(|| format!("--source {s:?} names no host"))?.to_string();
-    let decode = |v: &str| url::form_urlencoded::parse(format!("x={v}").as_bytes()).next().map(|(_, v)| v.into_owned());
-    let user = decode(url.username()).filter(|u| !u.is_empty()).unwrap_or_else(|| "root".to_string());
-    let password = url.password().and_then(decode);
-    Ok((user, password, host, url.port().unwrap_or(3306)))
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
@@ -835,17 +825,6 @@ fn iso_utc(secs: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn source_urls() {
-        assert_eq!(
-            parse_source_url("mysql://repl:p%40ss@127.0.0.1:3307").unwrap(),
-            ("repl".into(), Some("p@ss".into()), "127.0.0.1".into(), 3307)
-        );
-        assert_eq!(parse_source_url("mariadb://db.example").unwrap().3, 3306);
-        assert!(parse_source_url("postgres://x@y").is_err());
-        assert!(parse_source_url("not a url").is_err());
-    }
 
     #[test]
     fn datetimes() {

@@ -28,7 +28,7 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::source::{GtidState, ResumePoint};
+use crate::position::ResumePoint;
 
 /// How long one transactional call (init, commit, abort) may take.
 const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -81,8 +81,7 @@ impl Checkpoint {
     /// The checkpoint of a resume point.
     pub fn of(resume: &ResumePoint) -> Checkpoint {
         let (gtid, gtid_flavor) = match &resume.gtid {
-            Some(g @ GtidState::Mysql(_)) => (Some(g.to_string()), Some("mysql".to_string())),
-            Some(g @ GtidState::Mariadb(_)) => (Some(g.to_string()), Some("mariadb".to_string())),
+            Some(g) => (Some(g.to_string()), Some(g.flavor().to_string())),
             None => (None, None),
         };
         Checkpoint {

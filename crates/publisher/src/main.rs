@@ -9,6 +9,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod check;
 mod check_cmd;
 mod config;
+mod console;
 // Parts of the Avro layer (snapshots, partial images) are not used by `sluice run` yet.
 #[allow(dead_code)]
 mod avro;
@@ -16,6 +17,7 @@ mod dump;
 mod filter;
 mod kafka;
 mod metrics;
+mod position;
 mod registry;
 mod render;
 mod run;
@@ -105,7 +107,9 @@ fn init_logging(format: LogFormat, filter: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false);
+        .with_target(false)
+        // its own report of a failed write is an eprintln!, which panics on a closed stderr
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

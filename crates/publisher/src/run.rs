@@ -128,14 +128,14 @@ pub fn run(args: RunArgs) -> u8 {
     let cfg = match Config::load(&args.config, std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("sluice run: {e}");
+            crate::eline!("sluice run: {e}");
             return exit::USAGE;
         }
     };
     let rt = match crate::source::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sluice run: cannot start the runtime: {e}");
+            crate::eline!("sluice run: cannot start the runtime: {e}");
             return exit::FAILURE;
         }
     };
@@ -159,14 +159,14 @@ pub fn run(args: RunArgs) -> u8 {
         };
         let metrics = Arc::new(Metrics::new(&cfg.source.name));
         // bound before anything else starts, so a taken port is a configuration error at once
-        if let Ok(Some(addr)) = cfg.metrics.address() {
+        if let Some(addr) = cfg.metrics.listen {
             match tokio::net::TcpListener::bind(addr).await {
                 Ok(listener) => {
                     tracing::info!(%addr, "Serving /metrics, /healthz and /readyz");
                     tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
                 }
                 Err(e) => {
-                    eprintln!("sluice run: metrics.listen {addr}: {e}");
+                    crate::eline!("sluice run: metrics.listen {addr}: {e}");
                     return exit::USAGE;
                 }
             }
@@ -193,7 +193,7 @@ pub fn run(args: RunArgs) -> u8 {
                 Ok(()) => return exit::OK,
                 Err(RunError::Fatal(m)) => {
                     tracing::error!("{m}");
-                    eprintln!("sluice run: {m}");
+                    crate::eline!("sluice run: {m}");
                     return exit::FAILURE;
                 }
                 Err(RunError::Restart(m)) => {
@@ -231,31 +231,6 @@ pub fn run(args: RunArgs) -> u8 {
 
 /// How long a stop signal waits for the next transaction boundary.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// Parses `source.start`: `earliest`, `current`, `file:position`, or a GTID set.
-///
-/// # Errors
-/// Text that is none of these.
-pub fn parse_start(s: &str) -> Result<StartFrom, String> {
-    match s {
-        "earliest" => return Ok(StartFrom::Earliest),
-        "current" => return Ok(StartFrom::Current),
-        _ => {}
-    }
-    if let Some((file, pos)) = s.rsplit_once(':') {
-        if file.contains('.') {
-            if let Ok(position) = pos.parse::<u64>() {
-                return Ok(StartFrom::Position { file: file.to_string(), position });
-            }
-        }
-    }
-    if let Ok(set) = s.parse::<sluice_binlog::gtid::GtidSet>() {
-        return Ok(StartFrom::MysqlGtid(set));
-    }
-    s.parse::<sluice_binlog::gtid::MariadbGtidList>()
-        .map(StartFrom::MariadbGtid)
-        .map_err(|e| format!("source.start {s:?} is not earliest, current, file:position or a GTID set ({e})"))
-}
 
 /// Where a checkpoint says to resume.
 fn start_from_checkpoint(c: &Checkpoint) -> Result<StartFrom, RunError> {
@@ -367,12 +342,13 @@ async fn pipeline(
         }
         None => {
             tracing::info!(start = %cfg.source.start, "No checkpoint yet; starting as configured");
-            parse_start(&cfg.source.start).map_err(RunError::Fatal)?
+            cfg.source.start.clone()
         }
     };
     let source_cfg = SourceConfig {
         connect: connect_options(cfg).map_err(RunError::Fatal)?,
         server_id: cfg.source.server_id,
+        server_id_setting: "source.server_id",
         report_host: report_host(cfg),
         heartbeat: cfg.source.heartbeat,
         follow: true,
@@ -750,19 +726,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn start_texts() {
-        assert_eq!(parse_start("earliest").unwrap(), StartFrom::Earliest);
-        assert_eq!(parse_start("current").unwrap(), StartFrom::Current);
-        assert_eq!(
-            parse_start("mysql-bin.000042:4").unwrap(),
-            StartFrom::Position { file: "mysql-bin.000042".into(), position: 4 }
-        );
-        assert!(matches!(parse_start("0-1-100").unwrap(), StartFrom::MariadbGtid(_)));
-        assert!(matches!(parse_start("3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5").unwrap(), StartFrom::MysqlGtid(_)));
-        assert!(parse_start("yesterday").is_err());
-    }
-
-    #[test]
     fn minimal_after_image_keys_come_from_the_before_image() {
         use sluice_binlog::{Column, ColumnType, Value};
         // (a INT, b INT, v INT), PRIMARY KEY (a, b)
@@ -807,13 +770,15 @@ mod tests {
         assert!(pattern_matches("shop.*", "shop", "orders"));
         assert!(!pattern_matches("shop.*", "crm", "orders"));
         assert!(pattern_matches("orders", "any", "orders"));
-        let cfg: Config = toml::from_str(
+        let cfg = Config::parse(
             r#"
             source = { name = "s", url = "mysql://u@h:3306" }
             kafka = { brokers = "b:9092" }
             registry = { url = "http://r:8081" }
             filter = { exclude_columns = ["shop.customers.password*", "*.*.ssn", "crm.x.y"] }
             "#,
+            std::path::Path::new("t.toml"),
+            [],
         )
         .unwrap();
         assert_eq!(excluded_columns(&cfg, "shop", "customers"), ["password*", "ssn"]);

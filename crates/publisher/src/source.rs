@@ -19,30 +19,10 @@ use bytes::Bytes;
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::{ChecksumAlg, Event};
 use sluice_binlog::file::{Located, PendingPayload};
-use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition};
 
 use crate::check;
-
-/// Where to start streaming.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartFrom {
-    /// The server's current end (`SHOW MASTER STATUS`): only new changes.
-    Current,
-    /// The oldest binlog the server still has.
-    Earliest,
-    /// A file and offset.
-    Position {
-        /// Binlog file name.
-        file: String,
-        /// Offset of an event in it (4 = the first).
-        position: u64,
-    },
-    /// MySQL: everything not in this GTID set.
-    MysqlGtid(GtidSet),
-    /// MariaDB: everything after these GTIDs (one per domain).
-    MariadbGtid(MariadbGtidList),
-}
+pub use crate::position::{GtidState, ResumePoint, StartFrom};
 
 /// How to connect and stream.
 #[derive(Debug, Clone)]
@@ -51,6 +31,8 @@ pub struct SourceConfig {
     pub connect: ConnectOptions,
     /// This replica's server id (must differ from the server's and other replicas').
     pub server_id: u32,
+    /// Where the operator sets `server_id` (`source.server_id`, `--server-id`), for messages.
+    pub server_id_setting: &'static str,
     /// The host name this replica reports (`SHOW SLAVE HOSTS`); tells a predecessor of this
     /// same replica from another one holding the server id.
     pub report_host: String,
@@ -66,45 +48,6 @@ pub struct SourceConfig {
     pub max_attempts: Option<u32>,
     /// Decoder switches (checksum verification, decompression cap).
     pub decoder: DecoderOptions,
-}
-
-/// The GTID state at a resume point.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GtidState {
-    /// MySQL: the executed set.
-    Mysql(GtidSet),
-    /// MariaDB: the last GTID per domain.
-    Mariadb(MariadbGtidList),
-}
-
-impl fmt::Display for GtidState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GtidState::Mysql(s) => write!(f, "{s}"),
-            GtidState::Mariadb(l) => write!(f, "{l}"),
-        }
-    }
-}
-
-/// A position to resume from: just after a complete transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResumePoint {
-    /// Binlog file.
-    pub file: String,
-    /// Offset of the next event in it.
-    pub position: u64,
-    /// GTID state, when the stream started from GTIDs or the server uses them.
-    pub gtid: Option<GtidState>,
-}
-
-impl fmt::Display for ResumePoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.file, self.position)?;
-        if let Some(g) = &self.gtid {
-            write!(f, " (GTID {g})")?;
-        }
-        Ok(())
-    }
 }
 
 /// Why streaming stopped.
@@ -216,7 +159,7 @@ impl ReplicationSource {
         captured: Option<crate::schema_history::Captured<'_>>,
     ) -> Result<(ReplicationSource, Vec<crate::schema_history::TrackedTable>), SourceError> {
         let mut conn = connect(&cfg.connect).await?;
-        let report = check::run(&mut conn, cfg.server_id, &cfg.report_host)
+        let report = check::run(&mut conn, cfg.server_id, cfg.server_id_setting, &cfg.report_host)
             .await
             .map_err(|e| SourceError::protocol("checking the server", e))?;
         for w in report.warnings() {
@@ -482,19 +425,12 @@ impl TxTracker {
 /// Connection options from a `sluice run` configuration (URL, password, TLS, heartbeat).
 ///
 /// # Errors
-/// A malformed URL or an unreadable password file.
+/// An unreadable password file.
 pub fn connect_options(cfg: &crate::config::Config) -> Result<ConnectOptions, String> {
     let s = &cfg.source;
-    let (user, _, host, port) = crate::dump::parse_source_url(&s.url)?;
     let password = cfg.source_password().map_err(|e| e.to_string())?;
-    let mut c = ConnectOptions::new(host, port, user, password.expose());
-    c.tls = match s.tls.as_str() {
-        "disabled" => sluice_protocol::TlsMode::Disabled,
-        "required" => sluice_protocol::TlsMode::Required,
-        "verify-ca" => sluice_protocol::TlsMode::VerifyCa,
-        "verify-identity" => sluice_protocol::TlsMode::VerifyIdentity,
-        _ => sluice_protocol::TlsMode::Preferred,
-    };
+    let mut c = ConnectOptions::new(s.url.host.clone(), s.url.port, s.url.user.clone(), password.expose());
+    c.tls = s.tls.mode();
     c.ca_file = s.ca_file.clone();
     c.read_timeout = Some(s.heartbeat * 3 + Duration::from_secs(5));
     Ok(c)

@@ -140,7 +140,7 @@ fn authentication_and_tls() {
         assert!(run.stderr.contains("Access denied") && run.stderr.contains(user), "{user}: {}", run.stderr);
         assert!(!run.stderr.contains(wrong), "the password leaked: {}", run.stderr);
     }
-    // ... also when it comes from the environment or the URL
+    // ... also when it comes from the environment
     let url = db.url("repl_native");
     let out = support::sluice_cmd()
         .args(["dump", "--source", &url, "--tls", "disabled"])
@@ -149,10 +149,24 @@ fn authentication_and_tls() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("Access denied") && !stderr.contains(wrong), "{stderr}");
+    // A password in the URL is refused before connecting (it would show in `ps` and be printed
+    // with the URL); the message masks it. Before, it was used and echoed in the summary line.
     let url_pw = format!("mysql://repl_native:{wrong}@127.0.0.1:{}", db.port);
     let run = sluice(&["dump", "--source", &url_pw, "--tls", "disabled"]);
-    assert_ne!(run.code, Some(0));
-    assert!(run.stderr.contains("Access denied") && !run.stderr.contains(wrong), "{}", run.stderr);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("must not contain a password") && run.stderr.contains("--password-file"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains(wrong) && run.stdout.is_empty(), "{}", run.stderr);
+    // and the summary of a good dump names the server without a password
+    let run = dump_as(&db, "repl_native", &native_file, &["--tls", "disabled"]).ok();
+    assert!(run.stderr.contains(&format!("sluice dump: repl_native@127.0.0.1:{}: ", db.port)), "{}", run.stderr);
+    // a URL without a user is refused too (it silently meant root before)
+    let run = sluice(&["dump", "--source", &format!("mysql://127.0.0.1:{}", db.port), "--tls", "disabled"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("names no user"), "{}", run.stderr);
 
     // TLS verified against the generated CA; repl_tls is REQUIRE SSL, so success proves TLS
     let ca = p("ca.pem");

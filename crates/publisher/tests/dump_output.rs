@@ -1,0 +1,105 @@
+//! `sluice dump` and its output streams, without a server: a reader that stops reading
+//! (`| head`), a closed stderr, both on one pipe (`2>&1 | head -2`), and a full disk. Each must end
+//! with the documented exit code and never a panic (exit 101), which `eprintln!` on a closed
+//! stderr gave before.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The recorded MariaDB binlog: about 180 KB, and more JSON than a pipe buffers.
+fn binlog() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../binlog/tests/data/recorded/mysql-bin.000001")
+}
+
+fn sluice() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.env_remove("SLUICE_LOG").stdin(Stdio::null());
+    c
+}
+
+/// `sluice ARGS | head -N` with stderr kept: the exit code, the lines read, and stderr.
+fn head(args: &[&str], n: usize) -> (Option<i32>, Vec<String>, String) {
+    let mut child = sluice().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    for _ in 0..n {
+        let mut l = String::new();
+        if out.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        lines.push(l);
+    }
+    drop(out); // the reader goes away, as head does
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (child.wait().unwrap().code(), lines, err)
+}
+
+#[test]
+fn a_reader_that_stops_ends_the_dump_quietly() {
+    let file = binlog();
+    let file = file.to_str().unwrap();
+    for args in [vec!["dump", file], vec!["dump", "--events", file], vec!["dump", "--format", "sql", file]] {
+        let (code, lines, err) = head(&args, 1);
+        assert_eq!(lines.len(), 1, "{args:?}");
+        assert_eq!(code, Some(0), "{args:?} must end quietly with 0; stderr:\n{err}");
+        assert!(!err.contains("stopped by an error") && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("ERROR"), "a closed stdout is not an error: {err}");
+    }
+}
+
+#[test]
+fn a_closed_stderr_loses_only_the_messages() {
+    let file = binlog();
+    let mut child =
+        sluice().args(["dump", file.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stderr.take()); // closed before sluice writes its summary
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "a closed stderr must not make the dump fail (101 was a panic)");
+    let all = sluice().args(["dump", file.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out, String::from_utf8(all.stdout).unwrap(), "every row is still printed");
+}
+
+/// `sluice dump FILE 2>&1 | head -2`: the summary goes to the same closed pipe.
+#[test]
+fn both_streams_on_one_closed_pipe() {
+    let file = binlog();
+    for extra in [&[][..], &["--events"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut child = sluice()
+            .arg("dump")
+            .args(extra)
+            .arg(&file)
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .spawn()
+            .unwrap();
+        let mut r = BufReader::new(reader);
+        for _ in 0..2 {
+            let mut l = String::new();
+            r.read_line(&mut l).unwrap();
+        }
+        drop(r);
+        let code = child.wait().unwrap().code();
+        assert_eq!(code, Some(0), "dump {extra:?} 2>&1 | head -2 ended with {code:?}");
+    }
+}
+
+/// An output error that is not a closed pipe is one: exit 74, named.
+#[test]
+fn a_full_disk_is_an_output_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("no /dev/full here; skipped");
+        return;
+    };
+    let file = binlog();
+    for extra in [&[][..], &["--events"][..]] {
+        let out = sluice().arg("dump").args(extra).arg(&file).stdout(full.try_clone().unwrap()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(74), "{extra:?}: {err}");
+        assert!(err.contains("No space left on device"), "{extra:?}: the cause is named: {err}");
+    }
+}
