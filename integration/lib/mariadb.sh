@@ -64,8 +64,10 @@ mariadb_start() {
     # A leftover server from an earlier run with the same NAME: stop it, then start from an empty datadir.
     mariadb_stop "$name"
     rm -rf "$d"
-    mkdir -p "$d/data"
-    if ! mariadb-install-db --no-defaults --datadir="$d/data" --user=root \
+    mkdir -p "$d/data" "$d/tmp"
+    # a temporary directory of its own: servers installed side by side in /tmp have been seen to
+    # trip over each other's temporary tables ("Could not remove temporary table ... error: 2")
+    if ! mariadb-install-db --no-defaults --datadir="$d/data" --tmpdir="$d/tmp" --user=root \
         --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1; then
         _mariadb_log "mariadb-install-db failed; see $d/install.log"
         tail -n 20 "$d/install.log" >&2
@@ -109,7 +111,8 @@ _mariadb_launch() {
     d="$(mariadb_datadir "$name")"
     mariadbd="$(_mariadbd_bin)"
     # setsid: the server must not get the terminal's SIGINT meant for the calling script.
-    setsid "$mariadbd" --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" --pid-file="$d/pid" \
+    mkdir -p "$d/tmp"
+    setsid "$mariadbd" --no-defaults --user=root --datadir="$d/data" --tmpdir="$d/tmp" --socket="$d/sock" --pid-file="$d/pid" \
         --port="$port" --bind-address=127.0.0.1 --server-id=1 --log-bin=mysql-bin \
         --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --binlog-checksum=CRC32 \
         --gtid-strict-mode=ON --plugin-load-add=auth_ed25519 "$@" \

@@ -5,8 +5,9 @@
 # Sourceable:   . integration/lib/registry.sh
 #               registry_start NAME     # fresh state; exports REGISTRY_URL, prints REGISTRY_URL=...
 #               registry_restart NAME   # same data file (ids and versions survive), new port
+#               registry_up NAME        # after registry_stop: the same data file on the same port
 #               registry_stop NAME
-# Executable:   integration/lib/registry.sh start NAME | restart NAME | stop NAME | url NAME
+# Executable:   integration/lib/registry.sh start NAME | restart NAME | up NAME | stop NAME | url NAME
 #
 # Work files live in ${SLUICE_WORK:-<repo>/.work}/registry-NAME (port, pid, data.json, registry.log).
 # The binary is ${SLUICE_REGISTRY_BIN:-${CARGO_TARGET_DIR:-<repo>/target}/release/sluice-test-registry}, built with
@@ -49,15 +50,16 @@ registry_stop() {
     rm -f "$d/pid" "$d/port"
 }
 
-# _registry_run NAME: starts the binary on a free port with $d/data.json and waits for LISTENING.
+# _registry_run NAME [PORT]: starts the binary on PORT (default: a free one) with $d/data.json and waits
+# for LISTENING.
 _registry_run() {
-    local name="$1" d bin pid port line i
+    local name="$1" listen_port="${2:-0}" d bin pid port line i
     d="$(registry_dir "$name")"
     bin="$(registry_bin)"
     mkdir -p "$d"
     : >"$d/stdout"
     # setsid: the server must not get the terminal's SIGINT meant for the calling script.
-    setsid "$bin" --listen 127.0.0.1:0 --data "$d/data.json" >"$d/stdout" 2>>"$d/registry.log" </dev/null &
+    setsid "$bin" --listen "127.0.0.1:$listen_port" --data "$d/data.json" >"$d/stdout" 2>>"$d/registry.log" </dev/null &
     pid=$!
     echo "$pid" >"$d/pid"
     port=""
@@ -80,6 +82,7 @@ _registry_run() {
         return 1
     fi
     echo "$port" >"$d/port"
+    echo "$port" >"$d/last_port"
     export REGISTRY_URL="http://127.0.0.1:$port"
     echo "REGISTRY_URL=$REGISTRY_URL"
 }
@@ -101,6 +104,15 @@ registry_restart() {
     _registry_run "$name"
 }
 
+# registry_up NAME: after registry_stop, the same data file on the port it had (clients keep their URL).
+registry_up() {
+    local name="${1:?registry_up NAME}" d
+    ensure_registry_built || return 1
+    d="$(registry_dir "$name")"
+    [ -f "$d/last_port" ] || { _registry_log "registry $name never ran: no port to reuse"; return 1; }
+    _registry_run "$name" "$(cat "$d/last_port")"
+}
+
 registry_url() {
     local name="${1:?registry_url NAME}"
     echo "http://127.0.0.1:$(cat "$(registry_dir "$name")/port")"
@@ -113,10 +125,11 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     case "$cmd" in
         start) registry_start "$@" ;;
         restart) registry_restart "$@" ;;
+        up) registry_up "$@" ;;
         stop) registry_stop "$@" ;;
         url) registry_url "$@" ;;
         *)
-            echo "usage: $0 start NAME | restart NAME | stop NAME | url NAME" >&2
+            echo "usage: $0 start NAME | restart NAME | up NAME | stop NAME | url NAME" >&2
             exit 2
             ;;
     esac

@@ -7,6 +7,11 @@
 
 use crate::header::EventType;
 
+/// Bytes as `fe 62 69` (for messages).
+fn hex_bytes(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -24,12 +29,24 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The input does not start with the binlog magic `\xfebin`.
-    #[error("{file} is not a binlog file: it starts with {found:02x?}, not fe 62 69 6e (\"\\xfebin\"); pass a binary log (or a .gz of one)")]
+    #[error("{file} is not a binlog file: {}; pass a binary log (or a .gz of one)", if .found.is_empty() { "it is empty".to_string() } else { format!("it starts with {}, not fe 62 69 6e (\"\\xfebin\")", hex_bytes(.found)) })]
     NotABinlog {
         /// File name.
         file: String,
         /// The first bytes found.
         found: Vec<u8>,
+    },
+    /// A gzip-compressed binlog's compressed stream is damaged or cut short.
+    #[error(
+        "{file}: cannot read on at offset {offset} of the binlog inside: {reason}; the events before it were read"
+    )]
+    Gzip {
+        /// File name.
+        file: String,
+        /// Offset in the decompressed binlog where reading stopped.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
     },
     /// A field ran past the end of its event or a length is malformed.
     #[error(transparent)]
@@ -121,7 +138,7 @@ impl Error {
     /// already says where it is stays as it is).
     pub fn at(self, file: &str, offset: u64, event_type: EventType) -> Error {
         match self {
-            e @ (Error::At { .. } | Error::Io { .. } | Error::NotABinlog { .. }) => e,
+            e @ (Error::At { .. } | Error::Io { .. } | Error::NotABinlog { .. } | Error::Gzip { .. }) => e,
             e => Error::At { file: file.to_string(), offset, event_type, source: Box::new(e) },
         }
     }

@@ -43,6 +43,8 @@ pub struct BinlogReader {
     decoder: EventDecoder,
     payload: PendingPayload,
     failed: bool,
+    /// The file is gzip-compressed: a read error is then a damaged or truncated file.
+    gzip: bool,
 }
 
 impl std::fmt::Debug for BinlogReader {
@@ -73,7 +75,8 @@ impl BinlogReader {
     pub fn from_reader(name: String, r: impl Read + 'static, decoder: EventDecoder) -> Result<BinlogReader> {
         let mut br = BufReader::with_capacity(256 * 1024, r);
         let head = br.fill_buf().map_err(|source| Error::Io { file: name.clone(), source })?;
-        let src: Box<dyn BufRead> = if head.starts_with(&[0x1f, 0x8b]) {
+        let gzip = head.starts_with(&[0x1f, 0x8b]);
+        let src: Box<dyn BufRead> = if gzip {
             Box::new(BufReader::with_capacity(256 * 1024, flate2::bufread::MultiGzDecoder::new(br)))
         } else {
             Box::new(br)
@@ -86,9 +89,10 @@ impl BinlogReader {
             decoder,
             payload: PendingPayload::default(),
             failed: false,
+            gzip,
         };
         let mut magic = [0u8; 4];
-        let n = rd.read_up_to(&mut magic)?;
+        let n = rd.read_up_to(&mut magic).map_err(|e| rd.read_error(e, 0))?;
         if n < 4 || magic != BINLOG_MAGIC {
             return Err(Error::NotABinlog { file: rd.name, found: magic.get(..n).unwrap_or(&[]).to_vec() });
         }
@@ -116,7 +120,7 @@ impl BinlogReader {
         self.next_offset
     }
 
-    fn read_up_to(&mut self, out: &mut [u8]) -> Result<usize> {
+    fn read_up_to(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         let mut n = 0;
         while n < out.len() {
             let chunk = out.get_mut(n..).unwrap_or(&mut []);
@@ -124,21 +128,36 @@ impl BinlogReader {
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => return Err(Error::Io { file: self.name.clone(), source }),
+                Err(e) => return Err(e),
             }
         }
         Ok(n)
     }
 
+    /// A read error while reading the event at `offset`: in a gzip file the compressed stream
+    /// is damaged or cut short (a data error at that offset of the decompressed binlog);
+    /// otherwise the file itself could not be read.
+    fn read_error(&mut self, source: std::io::Error, offset: u64) -> Error {
+        self.failed = true;
+        if self.gzip {
+            let reason = match source.kind() {
+                std::io::ErrorKind::UnexpectedEof => "the file ends early (truncated?)".to_string(),
+                _ => format!("the compressed data is damaged ({source})"),
+            };
+            return Error::Gzip { file: self.name.clone(), offset, reason };
+        }
+        Error::Io { file: self.name.clone(), source }
+    }
+
     /// Appends up to `want` bytes to `self.buf`, copying from the source's buffer (the event
     /// buffer is never zero-filled first: that memset cost 4% of decoding); returns how many.
-    fn append_up_to(&mut self, want: usize) -> Result<usize> {
+    fn append_up_to(&mut self, want: usize) -> std::io::Result<usize> {
         let mut got = 0;
         while got < want {
             let avail = match self.src.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => return Err(Error::Io { file: self.name.clone(), source }),
+                Err(e) => return Err(e),
             };
             if avail.is_empty() {
                 break;
@@ -176,7 +195,7 @@ impl BinlogReader {
 
         let offset = self.next_offset;
         let mut head = [0u8; HEADER_LEN];
-        let n = self.read_up_to(&mut head)?;
+        let n = self.read_up_to(&mut head).map_err(|e| self.read_error(e, offset))?;
         if n == 0 {
             return Ok(None);
         }
@@ -203,7 +222,7 @@ impl BinlogReader {
         let want = size as usize - HEADER_LEN;
         // The size field is untrusted until the bytes are there: the buffer grows with what
         // the file actually holds, so a corrupt size in a short file costs nothing.
-        let got = self.append_up_to(want)?;
+        let got = self.append_up_to(want).map_err(|e| self.read_error(e, offset))?;
         if got < want {
             self.failed = true;
             return Err(Error::invalid(

@@ -234,7 +234,7 @@ fn check_error(name: &str, len: usize, e: &Error) -> Result<(), String> {
         return Err(format!("the error does not name the file: {msg}"));
     }
     match e {
-        Error::At { offset, .. } if *offset <= len as u64 => Ok(()),
+        Error::At { offset, .. } | Error::Gzip { offset, .. } if *offset <= len as u64 => Ok(()),
         Error::At { offset, .. } => Err(format!("offset {offset} is past the end ({len} bytes): {msg}")),
         Error::Io { .. } | Error::NotABinlog { .. } => Ok(()),
         _ => Err(format!("the error does not name an offset: {msg}")),

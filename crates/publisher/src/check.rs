@@ -51,6 +51,10 @@ pub struct Report {
     pub gtid_position: Option<GtidState>,
     /// The server is MariaDB.
     pub mariadb: bool,
+    /// The server id is held by a connection that reported this same replica's host name: a
+    /// predecessor of this source (stopped or killed moments ago), which the server drops
+    /// within a heartbeat; not a configuration mistake.
+    pub predecessor_registered: bool,
 }
 
 impl Report {
@@ -66,6 +70,13 @@ impl Report {
     /// The warnings, as lines.
     pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| f.level == Level::Warning)
+    }
+
+    /// True when the only failed check is a predecessor of this same replica still holding the
+    /// server id (see [`Report::predecessor_registered`]): waiting a heartbeat cures it.
+    pub fn only_predecessor_registered(&self) -> bool {
+        self.predecessor_registered
+            && self.findings.iter().filter(|f| f.level == Level::Error).all(|f| f.check == "server_id")
     }
 
     /// The failed checks, one per line.
@@ -133,10 +144,6 @@ pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
         }),
     }
 }
-
-/// Part of the server-id check's message when the replica holding the id reported the same
-/// host name as this one: a predecessor, not a configuration mistake (see `sluice run`).
-pub const SAME_REPLICA_REGISTERED: &str = "still registered with server id";
 
 /// Runs every check against the server.
 ///
@@ -288,9 +295,11 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
             if let Some(row) = taken {
                 let host = row.get(1).cloned().flatten().unwrap_or_default();
                 let message = if host == report_host {
+                    r.predecessor_registered = true;
                     format!(
-                        "a connection of this same replica ({host}) is {SAME_REPLICA_REGISTERED} {server_id}; it is \
-                         probably a predecessor that was stopped or killed, which the server drops within a heartbeat"
+                        "a connection of this same replica ({host}) is still registered with server id {server_id}; \
+                         it is probably a predecessor that was stopped or killed, which the server drops within a \
+                         heartbeat"
                     )
                 } else {
                     format!(

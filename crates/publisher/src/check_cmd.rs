@@ -67,19 +67,17 @@ pub fn run(args: CheckArgs) -> u8 {
             connect.user,
             if conn.is_tls() { " (TLS)" } else { "" }
         );
-        let source_ok = match crate::check::run(
-            &mut conn,
-            cfg.source.server_id,
-            "source.server_id",
-            &crate::run::report_host(&cfg),
-        )
-        .await
-        {
-            Ok(mut report) => {
+        let report =
+            crate::check::run(&mut conn, cfg.source.server_id, "source.server_id", &crate::run::report_host(&cfg))
+                .await;
+        let source_ok = match &report {
+            Ok(report) => {
+                let mut report = report.clone();
                 // `sluice run` waits for a predecessor still holding the server id; for `sluice
                 // check` the id held by this same source means Sluice is running (or just stopped)
+                let predecessor = report.predecessor_registered;
                 for f in &mut report.findings {
-                    if f.check == "server_id" && f.message.contains(crate::check::SAME_REPLICA_REGISTERED) {
+                    if f.check == "server_id" && predecessor && f.level == crate::check::Level::Error {
                         f.level = crate::check::Level::Ok;
                         f.message = format!(
                             "{} is in use by this source's own replica ({}): Sluice is running, or stopped moments ago",
@@ -108,13 +106,29 @@ pub fn run(args: CheckArgs) -> u8 {
         let topic = positions_topic(&cfg);
         let checkpoint_ok = match checkpoint {
             Ok(Ok(None)) => {
-                crate::oline!(
-                    "[ok] checkpoint: none committed on {topic} for source {:?}: the first start begins at \
-                     source.start = \"{}\"",
-                    cfg.source.name,
-                    cfg.source.start
-                );
-                true
+                // the first start: can the server serve source.start?
+                let resolved = match &report {
+                    Ok(report) => crate::source::resolve_start(&mut conn, &cfg.source.start, report)
+                        .await
+                        .map(|r| format!(" (now {r})"))
+                        .map_err(|e| e.to_string()),
+                    Err(_) => Ok(String::new()),
+                };
+                match resolved {
+                    Ok(now) => {
+                        crate::oline!(
+                            "[ok] checkpoint: none committed on {topic} for source {:?}: the first start begins at \
+                             source.start = \"{}\"{now}",
+                            cfg.source.name,
+                            cfg.source.start
+                        );
+                        true
+                    }
+                    Err(e) => {
+                        crate::oline!("[ERROR] start: source.start = \"{}\": {e}", cfg.source.start);
+                        false
+                    }
+                }
             }
             Ok(Ok(Some(c))) => match crate::check::binary_logs(&mut conn).await {
                 Ok(logs) => {
@@ -148,18 +162,21 @@ pub fn run(args: CheckArgs) -> u8 {
 /// The report line for a committed checkpoint against the server's binlogs (`SHOW BINARY
 /// LOGS`: name and size, oldest first): how many bytes of binlog the server has written past
 /// it, or an error when its file is gone (a restart could not resume without a gap).
-fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
-    let gtid = c.gtid.as_deref().map(|g| format!(" (GTID {g})")).unwrap_or_default();
+pub(crate) fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
     let age = (now_ms - c.ts_ms).max(0) / 1000;
-    let at = format!("{}:{}{gtid}, committed {age} s ago", c.file, c.position);
+    let at = format!("{c}, committed {age} s ago");
+    if c.file.is_empty() {
+        // a start by GTID: the file is known once the stream names it
+        return (true, format!("[ok] checkpoint: {at}; the server finds its file when the stream starts"));
+    }
     let Some(behind) = crate::check::bytes_behind(logs, &c.file, c.position) else {
         let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
         return (
             false,
             format!(
                 "[ERROR] checkpoint: {at}; {} is no longer on the server (earliest: {earliest}), so a restart cannot \
-                 resume without losing changes: start the source anew (a new source.name, or delete its records on \
-                 the positions topic) with source.start set, and accept or fill the gap",
+                 resume without losing changes: move the checkpoint with `sluice position set --to earliest` (or \
+                 current) knowingly, and fill the gap",
                 c.file
             ),
         );

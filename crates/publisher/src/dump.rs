@@ -243,8 +243,50 @@ impl From<io::Error> for Failure {
     }
 }
 
+/// The arguments' problems that make the dump impossible before it starts: ranges that end
+/// before they begin, patterns that can match no table, a position with nothing to apply to.
+fn usage_problems(args: &DumpArgs) -> Vec<String> {
+    let mut p = Vec::new();
+    for pattern in &args.tables {
+        if let Some(m) = crate::config::table_pattern_problem(pattern) {
+            p.push(format!("--table {m}"));
+        }
+    }
+    for pattern in &args.databases {
+        if pattern.is_empty() || pattern.contains('.') {
+            p.push(format!("--database {pattern:?} can match no database (names have no dots): give a database name"));
+        }
+    }
+    let single_file = args.files.len() == 1 || args.live.start_file.is_some();
+    if let (Some(start), Some(stop), true) = (args.start_position, args.stop_position, single_file) {
+        if start >= stop {
+            p.push(format!("--start-position {start} is not before --stop-position {stop}: nothing would be dumped"));
+        }
+    }
+    if let (Some(start), Some(stop)) = (args.start_datetime, args.stop_datetime) {
+        if start >= stop {
+            p.push(format!(
+                "--start-datetime {}Z is not before --stop-datetime {}Z: nothing would be dumped",
+                iso_utc(start).trim_end_matches('Z'),
+                iso_utc(stop).trim_end_matches('Z')
+            ));
+        }
+    }
+    if args.live.source.is_some() && args.start_position.is_some() && args.live.start_file.is_none() {
+        p.push("--start-position with --source needs --start-file (the offset is in that file)".into());
+    }
+    p
+}
+
 /// Runs `sluice dump`; returns the exit code.
 pub fn run(args: DumpArgs) -> u8 {
+    let problems = usage_problems(&args);
+    if !problems.is_empty() {
+        for m in problems {
+            crate::eline!("sluice dump: {m}");
+        }
+        return exit::USAGE;
+    }
     let filter = TableFilter::new(args.databases.clone(), args.tables.clone());
     let stdout = io::stdout().lock();
     let mut d = Dumper {
@@ -397,10 +439,15 @@ impl<W: Write> Dumper<W> {
         let start = if let Some(file) = &live.start_file {
             StartFrom::Position { file: file.clone(), position: self.args.start_position.unwrap_or(4) }
         } else if let Some(g) = &live.start_gtid {
-            if let Ok(set) = g.parse::<sluice_binlog::gtid::GtidSet>() {
-                StartFrom::MysqlGtid(set)
-            } else {
-                StartFrom::MariadbGtid(g.parse().map_err(|e| Failure::Usage(format!("--start-gtid {g:?}: {e}")))?)
+            match g.parse::<StartFrom>() {
+                Ok(s @ (StartFrom::MysqlGtid(_) | StartFrom::MariadbGtid(_))) => s,
+                Ok(_) => {
+                    return Err(Failure::Usage(format!(
+                        "--start-gtid {g:?} is not a GTID set: give MySQL uuid:1-5 or MariaDB 0-1-100 (a file \
+                         and position go in --start-file and --start-position)"
+                    )))
+                }
+                Err(e) => return Err(Failure::Usage(format!("--start-gtid {e}"))),
             }
         } else {
             match live.from.unwrap_or(if live.follow { StartAt::Current } else { StartAt::Earliest }) {
@@ -504,7 +551,17 @@ impl<W: Write> Dumper<W> {
         summary: &mut Summary,
     ) -> Result<(), Failure> {
         loop {
-            let Some(ev) = reader.next_event().map_err(Failure::Input)? else { return Ok(()) };
+            let Some(ev) = reader.next_event().map_err(Failure::Input)? else {
+                if let Some(s) = start.filter(|&s| s >= reader.position()) {
+                    tracing::warn!(
+                        file = reader.name(),
+                        "--start-position {s} is at or past the end of the file (its events end at {}): nothing of it \
+                         was dumped",
+                        reader.position()
+                    );
+                }
+                return Ok(());
+            };
             summary.events += 1;
             if stop.is_some_and(|s| ev.offset >= s && !ev.in_payload)
                 || self

@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +39,8 @@ const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// is what brokers handle best.
 pub const PRODUCER_DEFAULTS: &[(&str, &str)] =
     &[("partitioner", "murmur2_random"), ("compression.type", "lz4"), ("linger.ms", "50")];
+/// librdkafka's default `message.max.bytes`.
+const LIBRDKAFKA_MESSAGE_MAX_BYTES: usize = 1_000_000;
 /// Retries of a retriable transactional error before asking for a restart.
 const RETRIES: u32 = 5;
 
@@ -46,14 +48,33 @@ const RETRIES: u32 = 5;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SinkError {
-    /// The transaction was aborted (or could not be completed): replay from the last committed
-    /// checkpoint.
-    #[error("{0} (the Kafka transaction was aborted; replaying from the last checkpoint)")]
+    /// The transaction was aborted (or could not be completed), or the broker did not answer:
+    /// replay from the last committed checkpoint.
+    #[error("{0}")]
     Abortable(String),
     /// Stop: another instance took over, or the producer cannot continue.
     #[error("{0}")]
     Fatal(String),
+    /// A record is larger than Kafka accepts: by the producer's `message.max.bytes` (refused
+    /// before sending), or by the broker (the topic's `max.message.bytes`, the broker's
+    /// `message.max.bytes`). Retrying cannot help: stop, naming the record.
+    #[error("a record of {size} bytes for topic {topic} is larger than {by} accepts")]
+    TooLarge {
+        /// The record's topic.
+        topic: String,
+        /// Its key and value, in bytes.
+        size: usize,
+        /// Who refused it: `the producer (message.max.bytes = N)` or `the broker`.
+        by: String,
+        /// The record's key (framed Avro), when the refusal came back from the broker.
+        key: Option<Vec<u8>>,
+    },
 }
+
+/// What lets larger records through, for the message that stops at a [`SinkError::TooLarge`].
+pub const TOO_LARGE_SETTINGS: &str = "raise message.max.bytes in [kafka.properties] (librdkafka's default is \
+     1000000) together with the topic's max.message.bytes (kafka.topic_config, for topics Sluice creates) and the \
+     broker's message.max.bytes, or leave such columns out (filter.exclude_columns)";
 
 /// The checkpoint record's value (JSON on `<prefix>.__positions`, keyed by the source name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +96,17 @@ pub struct Checkpoint {
     /// in checkpoints written before Sluice tracked schemas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_version: Option<u64>,
+}
+
+impl std::fmt::Display for Checkpoint {
+    /// Where it resumes: `file:position`, with the GTID state when it has one.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.gtid, self.file.is_empty()) {
+            (Some(g), true) => write!(f, "GTID {g}"),
+            (Some(g), false) => write!(f, "{}:{} (GTID {g})", self.file, self.position),
+            (None, _) => write!(f, "{}:{}", self.file, self.position),
+        }
+    }
 }
 
 impl Checkpoint {
@@ -173,7 +205,116 @@ fn is_retriable(e: &KafkaError) -> bool {
     matches!(e, KafkaError::Transaction(t) if t.is_retriable() && !t.txn_requires_abort() && !t.is_fatal())
 }
 
-type TxProducer = ThreadedProducer<DefaultProducerContext>;
+type TxProducer = ThreadedProducer<KafkaContext>;
+
+/// The context of every Kafka client Sluice creates: librdkafka's log lines and errors go to
+/// the tracing log, with the noise of an unreachable broker (librdkafka logs a line per
+/// connection attempt, about two a second) folded into one WARN a minute that says what Sluice
+/// is waiting for; a partition's end, which is how the readers of the compacted topics stop,
+/// is not logged at all. For the producer it also keeps the first delivery the broker refused
+/// for good (a record over its size limit), which a commit then reports by name.
+pub struct KafkaContext {
+    brokers: String,
+    last_unreachable: std::sync::Mutex<Option<std::time::Instant>>,
+    refused: std::sync::Mutex<Option<SinkError>>,
+}
+
+impl KafkaContext {
+    /// A context for clients of `brokers` (named in its messages).
+    pub fn new(brokers: &str) -> KafkaContext {
+        KafkaContext {
+            brokers: brokers.to_string(),
+            last_unreachable: std::sync::Mutex::new(None),
+            refused: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// One WARN a minute while the brokers cannot be reached; the details at debug level.
+    fn unreachable(&self, detail: &str) {
+        tracing::debug!(detail, "librdkafka: broker unreachable");
+        let Ok(mut last) = self.last_unreachable.lock() else { return };
+        if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+            *last = Some(std::time::Instant::now());
+            tracing::warn!(brokers = %self.brokers, detail, "Cannot reach the Kafka brokers; retrying until they answer");
+        }
+    }
+
+    /// The refused delivery kept since the last call, if any.
+    fn take_refused(&self) -> Option<SinkError> {
+        self.refused.lock().ok().and_then(|mut r| r.take())
+    }
+}
+
+/// True for the librdkafka errors and log facilities that mean "cannot connect (yet)".
+fn is_transport(code: Option<RDKafkaErrorCode>) -> bool {
+    matches!(
+        code,
+        Some(
+            RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::Resolve
+                | RDKafkaErrorCode::BrokerNotAvailable
+        )
+    )
+}
+
+impl ClientContext for KafkaContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
+        // connection failures: "Connect to ipv4#127.0.0.1:9092 failed: Connection refused"
+        if matches!(fac, "FAIL" | "BROKERFAIL" | "CONNECT") || message.contains("Connection refused") {
+            self.unreachable(message);
+            return;
+        }
+        match level {
+            // librdkafka's errors are Sluice's warnings: Sluice retries or stops itself, and
+            // logs ERROR only where data is at stake or an operator must act
+            L::Emerg | L::Alert | L::Critical | L::Error | L::Warning => {
+                tracing::warn!(facility = fac, "librdkafka: {message}");
+            }
+            L::Notice | L::Info => tracing::info!(facility = fac, "librdkafka: {message}"),
+            L::Debug => tracing::debug!(facility = fac, "librdkafka: {message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let code = error.rdkafka_error_code();
+        if matches!(error, KafkaError::PartitionEOF(_)) || code == Some(RDKafkaErrorCode::PartitionEOF) {
+            return;
+        }
+        if is_transport(code) {
+            self.unreachable(reason);
+            return;
+        }
+        tracing::warn!(error = %error, "Kafka client: {reason}");
+    }
+}
+
+impl ConsumerContext for KafkaContext {}
+
+impl rdkafka::producer::ProducerContext for KafkaContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, (): ()) {
+        let Err((e, m)) = result else { return };
+        if !matches!(
+            e.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::MessageBatchTooLarge)
+        ) {
+            return; // the transaction's outcome reports the rest
+        }
+        if let Ok(mut r) = self.refused.lock() {
+            if r.is_none() {
+                *r = Some(SinkError::TooLarge {
+                    topic: m.topic().to_string(),
+                    size: m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len),
+                    by: format!("the broker ({e})"),
+                    key: m.key().map(<[u8]>::to_vec),
+                });
+            }
+        }
+    }
+}
 
 /// Records of the next batch, held while the previous batch's commit is in flight (librdkafka
 /// takes no records between `commit_transaction` and the next `begin_transaction`): one byte
@@ -225,7 +366,9 @@ impl Held {
 /// next call, and the caller replays from the last checkpoint that did commit.
 pub struct KafkaSink {
     producer: Arc<TxProducer>,
-    admin: AdminClient<DefaultClientContext>,
+    admin: AdminClient<KafkaContext>,
+    /// The producer's `message.max.bytes` (librdkafka refuses larger records before sending).
+    max_message_bytes: usize,
     source_name: String,
     positions_topic: String,
     partitions: i32,
@@ -296,19 +439,36 @@ impl KafkaSink {
         pc.set("transactional.id", format!("sluice-{}", cfg.source.name))
             .set("enable.idempotence", "true")
             .set("transaction.timeout.ms", cfg.kafka.transaction_timeout.as_millis().to_string());
-        let producer: TxProducer =
-            pc.create().map_err(|e| SinkError::Fatal(format!("creating the Kafka producer: {e}")))?;
-        let admin: AdminClient<DefaultClientContext> = base_client_config(cfg)?
-            .create()
+        let producer: TxProducer = pc
+            .create_with_context(KafkaContext::new(&cfg.kafka.brokers))
+            .map_err(|e| SinkError::Fatal(format!("creating the Kafka producer: {e}")))?;
+        let admin: AdminClient<KafkaContext> = base_client_config(cfg)?
+            .create_with_context(KafkaContext::new(&cfg.kafka.brokers))
             .map_err(|e| SinkError::Fatal(format!("creating the Kafka admin client: {e}")))?;
+        let max_message_bytes = cfg
+            .kafka
+            .properties
+            .get("message.max.bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(LIBRDKAFKA_MESSAGE_MAX_BYTES);
+        // topics Sluice creates take the producer's limit when it was raised, so that a record
+        // the producer accepts is not refused by the topic (unless kafka.topic_config says)
+        let mut topic_config: Vec<(String, String)> =
+            cfg.kafka.topic_config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(v) = cfg.kafka.properties.get("message.max.bytes") {
+            if !cfg.kafka.topic_config.contains_key("max.message.bytes") {
+                topic_config.push(("max.message.bytes".into(), v.clone()));
+            }
+        }
         let mut sink = KafkaSink {
             producer: Arc::new(producer),
             admin,
+            max_message_bytes,
             source_name: cfg.source.name.clone(),
             positions_topic: positions_topic(cfg),
             partitions: cfg.kafka.partitions,
             replication: cfg.kafka.replication_factor,
-            topic_config: cfg.kafka.topic_config.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            topic_config,
             known_topics: HashSet::new(),
             open: false,
             begun: false,
@@ -429,6 +589,14 @@ impl KafkaSink {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    return Err(SinkError::TooLarge {
+                        topic: topic.to_string(),
+                        size: key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len),
+                        by: format!("the producer (message.max.bytes = {})", self.max_message_bytes),
+                        key: None,
+                    });
+                }
                 Err((e, _)) => {
                     let err = classify(&format!("producing to {topic}"), &e);
                     if matches!(err, SinkError::Abortable(_)) {
@@ -448,7 +616,8 @@ impl KafkaSink {
         let r = commit.await.map_err(|e| SinkError::Fatal(format!("{what}: the blocking task failed: {e}")))?;
         if let Err(e) = r {
             self.held.clear();
-            let err = classify(what, &e);
+            // a record the broker refused for good explains the failed commit best
+            let err = self.producer.context().take_refused().unwrap_or_else(|| classify(what, &e));
             if matches!(err, SinkError::Abortable(_)) {
                 self.abort_after(&err).await?;
             }
@@ -473,11 +642,17 @@ impl KafkaSink {
 
     /// Adds the checkpoint record to the open batch (opening one when none is) and starts
     /// committing it; returns without waiting for the commit (see [`KafkaSink::finish`]).
+    /// `then` runs once the commit is through (never for a batch that does not commit): what
+    /// the batch did counts from then on.
     ///
     /// # Errors
     /// Abortable (the transaction is aborted first) or fatal, for this batch or for the
     /// previous commit.
-    pub async fn commit(&mut self, checkpoint: &Checkpoint) -> Result<(), SinkError> {
+    pub async fn commit(
+        &mut self,
+        checkpoint: &Checkpoint,
+        then: impl FnOnce() + Send + 'static,
+    ) -> Result<(), SinkError> {
         let value = serde_json::to_vec(checkpoint).map_err(|e| SinkError::Fatal(e.to_string()))?;
         let topic = self.positions_topic.clone();
         let key = self.source_name.clone();
@@ -490,6 +665,7 @@ impl KafkaSink {
             let r = with_retries("committing the Kafka transaction", &p, |p| p.commit_transaction(TXN_CALL_TIMEOUT));
             if r.is_ok() {
                 drop(timer); // observes the duration
+                then();
             } else if let Some(t) = timer {
                 t.stop_and_discard();
             }
@@ -532,8 +708,8 @@ impl KafkaSink {
     async fn abort_after(&mut self, cause: &SinkError) -> Result<(), SinkError> {
         match self.abort().await {
             Err(e @ SinkError::Fatal(_)) => Err(e),
-            Err(SinkError::Abortable(m)) => {
-                tracing::debug!(cause = %cause, error = %m, "Aborting the Kafka transaction failed too");
+            Err(e) => {
+                tracing::debug!(cause = %cause, error = %e, "Aborting the Kafka transaction failed too");
                 Ok(())
             }
             Ok(()) => Ok(()),
@@ -562,22 +738,6 @@ impl KafkaSink {
     }
 }
 
-/// The checkpoint reader's context: the end of the partition is how the read stops, not an
-/// error worth logging (librdkafka's default context logs it at ERROR).
-pub(crate) struct QuietEof;
-
-impl ClientContext for QuietEof {
-    fn error(&self, error: KafkaError, reason: &str) {
-        let eof = matches!(error, KafkaError::PartitionEOF(_))
-            || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF);
-        if !eof {
-            tracing::warn!(error = %error, reason, "Kafka client error while reading the checkpoint");
-        }
-    }
-}
-
-impl ConsumerContext for QuietEof {}
-
 /// Whether `<prefix>.__positions` exists: without it there is no checkpoint yet (for `sluice
 /// check`, which must not create it; `sluice run` creates it before reading).
 ///
@@ -585,9 +745,9 @@ impl ConsumerContext for QuietEof {}
 /// Abortable when the broker does not answer.
 pub fn positions_topic_exists(cfg: &Config) -> Result<bool, SinkError> {
     let topic = positions_topic(cfg);
-    let consumer: BaseConsumer<QuietEof> = base_client_config(cfg)?
+    let consumer: BaseConsumer<KafkaContext> = base_client_config(cfg)?
         .set("allow.auto.create.topics", "false")
-        .create_with_context(QuietEof)
+        .create_with_context(KafkaContext::new(&cfg.kafka.brokers))
         .map_err(|e| SinkError::Fatal(format!("creating a metadata client: {e}")))?;
     let md = consumer
         .fetch_metadata(Some(&topic), Duration::from_secs(10))
@@ -604,12 +764,12 @@ pub fn positions_topic_exists(cfg: &Config) -> Result<bool, SinkError> {
 /// Abortable when the broker does not answer; fatal for an unreadable checkpoint.
 pub fn read_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, SinkError> {
     let topic = positions_topic(cfg);
-    let consumer: BaseConsumer<QuietEof> = base_client_config(cfg)?
+    let consumer: BaseConsumer<KafkaContext> = base_client_config(cfg)?
         .set("group.id", format!("sluice-{}-checkpoint-reader", cfg.source.name))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
-        .create_with_context(QuietEof)
+        .create_with_context(KafkaContext::new(&cfg.kafka.brokers))
         .map_err(|e| SinkError::Fatal(format!("creating the checkpoint consumer: {e}")))?;
     let (low, high) = consumer
         .fetch_watermarks(&topic, 0, Duration::from_secs(10))

@@ -18,6 +18,7 @@ mod filter;
 mod kafka;
 mod metrics;
 mod position;
+mod position_cmd;
 mod registry;
 mod render;
 mod run;
@@ -98,6 +99,8 @@ enum Command {
     Check(check_cmd::CheckArgs),
     /// Stream row changes into Kafka as Avro records, exactly once (see sluice.example.toml).
     Run(run::RunArgs),
+    /// Show the committed checkpoint of a source, or move it (`sluice position set --to ...`).
+    Position(position_cmd::PositionArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(*args),
         Command::Check(args) => check_cmd::run(args),
         Command::Run(args) => run::run(args),
+        Command::Position(args) => position_cmd::run(args),
     };
     ExitCode::from(code)
 }

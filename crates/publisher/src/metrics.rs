@@ -6,10 +6,12 @@
 //!
 //! Names carry the `sluice_` prefix and the `_total` / `_seconds` / `_bytes` suffixes; every
 //! series has the constant `source` label, and the only others are `table` (bounded by the
-//! captured tables), `op` (`c`, `u`, `d`) and the registry's `outcome` (four values). After a restart
-//! the changes since the last committed checkpoint are read and sent again (the aborted Kafka
-//! transaction never became visible): the counters count work done, so they include such
-//! replays; `sluice_restarts_total` says when there were any.
+//! captured tables), `op` (`c`, `u`, `d`) and the registry's `outcome` (four values). Row changes,
+//! transactions, records and commits count what is **committed** to Kafka: a batch's counts are
+//! kept aside ([`Tally`]) and added when its Kafka transaction commits, so that an aborted
+//! transaction (a restart replays it from the last checkpoint) is never counted, and the
+//! counters agree with what a read_committed consumer of the topics sees.
+//! `sluice_restarts_total` says when there were restarts.
 //!
 //! References: <https://prometheus.io/docs/practices/naming/>,
 //! <https://prometheus.io/docs/instrumenting/exposition_formats/>.
@@ -67,19 +69,49 @@ pub struct Metrics {
 /// hash and lock at every row).
 #[derive(Debug, Clone)]
 pub struct TableCounters {
+    table: Arc<str>,
     creates: IntCounter,
     updates: IntCounter,
     deletes: IntCounter,
 }
 
-impl TableCounters {
-    /// Counts `n` row changes of one kind (a primary-key change counts once, as an update).
-    pub fn rows(&self, op: Op, n: u64) {
-        match op {
-            Op::Create | Op::Read => self.creates.inc_by(n),
-            Op::Update => self.updates.inc_by(n),
-            Op::Delete => self.deletes.inc_by(n),
+/// The counts of a batch that is not committed yet, by table (in the order first seen) and
+/// op, with its MySQL transactions and Kafka records: [`Metrics::committed`] adds them once
+/// the batch's Kafka transaction is through; an aborted batch's tally is dropped.
+#[derive(Debug, Default)]
+pub struct Tally {
+    rows: Vec<(TableCounters, [u64; 3])>,
+    transactions: u64,
+    records: u64,
+}
+
+impl Tally {
+    /// `n` row changes of one kind of the table with `counters` (a primary-key change counts
+    /// once, as an update); a slot per table, found by its counters (a few tables per batch).
+    pub fn rows(&mut self, counters: &TableCounters, op: Op, n: u64) {
+        let i = match op {
+            Op::Create | Op::Read => 0,
+            Op::Update => 1,
+            Op::Delete => 2,
+        };
+        match self.rows.iter_mut().find(|(c, _)| c.table == counters.table) {
+            Some((_, n_by_op)) => n_by_op[i] += n,
+            None => {
+                let mut n_by_op = [0; 3];
+                n_by_op[i] = n;
+                self.rows.push((counters.clone(), n_by_op));
+            }
         }
+    }
+
+    /// A MySQL transaction with captured rows.
+    pub fn transaction(&mut self) {
+        self.transactions += 1;
+    }
+
+    /// `n` Kafka records.
+    pub fn records(&mut self, n: u64) {
+        self.records += n;
     }
 }
 
@@ -154,7 +186,7 @@ impl Metrics {
         let row_changes = counter_vec(
             &registry,
             "sluice_row_changes_total",
-            "Row changes sent to Kafka, by table and operation (c, u, d).",
+            "Row changes committed to Kafka, by table and operation (c, u, d).",
             &["table", "op"],
         );
         let commit_seconds = latency_histogram(
@@ -177,11 +209,15 @@ impl Metrics {
             row_changes,
             commit_seconds,
             registry: RegistryMetrics { requests, seconds },
-            transactions: counter(&registry, "sluice_transactions_total", "MySQL transactions with captured rows sent."),
+            transactions: counter(
+                &registry,
+                "sluice_transactions_total",
+                "MySQL transactions with captured rows committed to Kafka.",
+            ),
             records: counter(
                 &registry,
                 "sluice_kafka_records_total",
-                "Kafka records sent: row changes, tombstones, and the delete and create of a key change.",
+                "Kafka records committed: row changes, tombstones, and the delete and create of a key change.",
             ),
             commits: counter(&registry, "sluice_kafka_commits_total", "Kafka transactions committed with a checkpoint."),
             restarts: counter(&registry, "sluice_restarts_total", "Pipeline restarts from the last committed checkpoint."),
@@ -216,17 +252,18 @@ impl Metrics {
     /// The row-change counters of `table` (`db.table`).
     pub fn table(&self, table: &str) -> TableCounters {
         let c = |op: &str| self.row_changes.with_label_values(&[table, op]);
-        TableCounters { creates: c("c"), updates: c("u"), deletes: c("d") }
+        TableCounters { table: Arc::from(table), creates: c("c"), updates: c("u"), deletes: c("d") }
     }
 
-    /// A MySQL transaction with captured rows ended.
-    pub fn transaction(&self) {
-        self.transactions.inc();
-    }
-
-    /// `n` Kafka records were sent.
-    pub fn records(&self, n: u64) {
-        self.records.inc_by(n);
+    /// A batch's Kafka transaction committed: its counts become the process's.
+    pub fn committed(&self, tally: Tally) {
+        for (c, [creates, updates, deletes]) in tally.rows {
+            c.creates.inc_by(creates);
+            c.updates.inc_by(updates);
+            c.deletes.inc_by(deletes);
+        }
+        self.transactions.inc_by(tally.transactions);
+        self.records.inc_by(tally.records);
     }
 
     /// A Kafka transaction was committed with the checkpoint `file:position`.
@@ -279,6 +316,11 @@ impl Metrics {
     /// Streaming (ready) or not (connecting, restarting).
     pub fn set_ready(&self, ready: bool) {
         self.streaming.set(i64::from(ready));
+    }
+
+    /// True while the pipeline streams.
+    pub fn is_ready(&self) -> bool {
+        self.streaming.get() == 1
     }
 
     /// The totals now.
@@ -341,7 +383,7 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
             get(move || {
                 let m = Arc::clone(&metrics);
                 async move {
-                    if m.streaming.get() == 1 {
+                    if m.is_ready() {
                         (StatusCode::OK, "streaming\n")
                     } else {
                         (StatusCode::SERVICE_UNAVAILABLE, "not streaming: connecting or restarting\n")
@@ -469,13 +511,23 @@ mod tests {
         let m = Metrics::new("shop");
         assert!(m.render().lines().any(|l| l == "sluice_lag_bytes{source=\"shop\"} -1"), "unknown until measured");
         let orders = m.table("shop.orders");
-        orders.rows(Op::Create, 2);
-        orders.rows(Op::Update, 1);
-        orders.rows(Op::Delete, 1);
-        m.table("shop.items").rows(Op::Create, 1);
-        m.transaction();
-        m.transaction();
-        m.records(6);
+        let mut tally = Tally::default();
+        tally.rows(&orders, Op::Create, 1);
+        tally.rows(&orders, Op::Create, 1);
+        tally.rows(&orders, Op::Update, 1);
+        tally.rows(&orders, Op::Delete, 1);
+        tally.rows(&m.table("shop.items"), Op::Create, 1);
+        tally.transaction();
+        tally.transaction();
+        tally.records(6);
+        assert_eq!(tally.rows.len(), 2, "one slot per table");
+        // an aborted batch's counts are dropped, never counted
+        let mut aborted = Tally::default();
+        aborted.rows(&orders, Op::Create, 50);
+        aborted.records(50);
+        drop(aborted);
+        assert_eq!(m.totals().rows(), 0, "nothing counted before the commit");
+        m.committed(tally);
         m.commit("mysql-bin.000001", 900);
         m.server_logs(&[("mysql-bin.000001".into(), 1_000), ("mysql-bin.000002".into(), 50)]);
         m.event_read(1_000, 1_003);

@@ -37,12 +37,13 @@ use crate::avro::{AvroEncoder, Connector, EventContext, Op, SchemaOptions, Sourc
 use crate::config::{Config, OutputSection, ValueMode};
 use crate::exit;
 use crate::filter::wildcard;
-use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError};
-use crate::metrics::{Metrics, ProgressLog, TableCounters};
+use crate::kafka::{now_ms, read_checkpoint, Checkpoint, KafkaSink, SinkError, TOO_LARGE_SETTINGS};
+use crate::metrics::{Metrics, ProgressLog, TableCounters, Tally};
 use crate::registry::{frame_header, RegistryClient, RegistryError};
 use crate::schema_history::{schemas_topic, SchemaHistory};
 use crate::source::{
-    connect_options, ReplicationSource, ResumePoint, SourceConfig, SourceError, SourceEvent, StartFrom,
+    connect_options, CheckedConnection, ReplicationSource, ResumePoint, SourceConfig, SourceError, SourceEvent,
+    StartFrom,
 };
 
 /// `sluice run` arguments.
@@ -72,6 +73,14 @@ pub enum RunError {
     /// Definite: stop and tell the operator.
     #[error("{0}")]
     Fatal(String),
+    /// This source's own predecessor (stopped or killed moments ago) still holds the server id:
+    /// not a failure; the server drops it within a heartbeat.
+    #[error("{0}")]
+    Predecessor(String),
+    /// Definite: a record Kafka refuses as too large, to be named by its table and key before
+    /// the stop ([`Pipeline::name_refused_record`]).
+    #[error("{0}; {TOO_LARGE_SETTINGS}")]
+    TooLarge(SinkError),
 }
 
 impl From<SinkError> for RunError {
@@ -79,6 +88,7 @@ impl From<SinkError> for RunError {
         match e {
             SinkError::Abortable(m) => RunError::Restart(m),
             SinkError::Fatal(m) => RunError::Fatal(m),
+            e @ SinkError::TooLarge { .. } => RunError::TooLarge(e),
         }
     }
 }
@@ -88,7 +98,9 @@ impl From<SourceError> for RunError {
         // a server down for longer than the source's own reconnection attempts: keep trying
         // ... and our own predecessor still holding the server id (after a SIGKILL or a
         // restart), which the server drops within a heartbeat once its socket is gone
-        if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) || predecessor_registered(&e.to_string()) {
+        if e.is_predecessor_registered() {
+            RunError::Predecessor(e.to_string())
+        } else if e.is_transient() || matches!(e, SourceError::GaveUp { .. }) {
             RunError::Restart(e.to_string())
         } else {
             RunError::Fatal(e.to_string())
@@ -118,11 +130,6 @@ pub fn report_host(cfg: &Config) -> String {
     format!("sluice-{}", cfg.source.name)
 }
 
-/// True when a failed start only met this source's own predecessor still registered.
-fn predecessor_registered(message: &str) -> bool {
-    message.contains(crate::check::SAME_REPLICA_REGISTERED)
-}
-
 /// Runs `sluice run`; returns the exit code.
 pub fn run(args: RunArgs) -> u8 {
     let cfg = match Config::load(&args.config, std::env::vars()) {
@@ -149,15 +156,24 @@ pub fn run(args: RunArgs) -> u8 {
             flag.store(true, Ordering::SeqCst);
             let _ = stop_tx.send(true);
         });
-        // Resolves STOP_GRACE after a stop was asked for: a pipeline that is connecting, retrying
-        // or inside a long MySQL transaction is then dropped. That loses nothing: its open Kafka
-        // transaction is never committed, and the next start aborts it and replays from the
-        // last committed checkpoint.
-        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-            tokio::time::sleep(STOP_GRACE).await;
-        };
         let metrics = Arc::new(Metrics::new(&cfg.source.name));
+        // Resolves after a stop was asked for: at once while nothing streams (connecting,
+        // waiting for Kafka or the source: nothing is in flight), else STOP_GRACE later, when a
+        // pipeline inside a long MySQL transaction is dropped. That loses nothing: its open
+        // Kafka transaction is never committed, and the next start aborts it and replays from
+        // the last committed checkpoint.
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>, m: Arc<Metrics>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+            if m.is_ready() {
+                tokio::time::sleep(STOP_GRACE).await;
+                tracing::warn!(
+                    "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without \
+                     committing; the next start replays from the last committed checkpoint"
+                );
+            } else {
+                tracing::info!("Stopped while connecting: nothing was in flight");
+            }
+        };
         // bound before anything else starts, so a taken port is a configuration error at once
         if let Some(addr) = cfg.metrics.listen {
             match tokio::net::TcpListener::bind(addr).await {
@@ -176,40 +192,38 @@ pub fn run(args: RunArgs) -> u8 {
         }
         let mut backoff = Duration::from_secs(1);
         let mut progress = ProgressLog::default();
+        let mut first_start = tokio::select! {
+            s = resolve_early(&cfg) => s,
+            () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => return exit::OK,
+        };
         loop {
             let started = Instant::now();
             let outcome = tokio::select! {
-                r = pipeline(&cfg, &stop, &metrics, &mut progress) => r,
-                () = stopped(stop_rx.clone()) => {
-                    tracing::warn!(
-                        "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without \
-                         committing; the next start replays from the last committed checkpoint"
-                    );
-                    return exit::OK;
-                }
+                r = pipeline(&cfg, &stop, &metrics, &mut progress, &mut first_start) => r,
+                () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => return exit::OK,
             };
             metrics.set_ready(false);
             match outcome {
                 Ok(()) => return exit::OK,
-                Err(RunError::Fatal(m)) => {
-                    tracing::error!("{m}");
-                    crate::eline!("sluice run: {m}");
+                Err(e @ (RunError::Fatal(_) | RunError::TooLarge(_))) => {
+                    tracing::error!("{e}");
+                    crate::eline!("sluice run: {e}");
                     return exit::FAILURE;
                 }
-                Err(RunError::Restart(m)) => {
+                Err(e @ (RunError::Restart(_) | RunError::Predecessor(_))) => {
                     if stop.load(Ordering::SeqCst) {
                         return exit::OK;
                     }
                     if started.elapsed() > Duration::from_secs(60) {
                         backoff = Duration::from_secs(1);
                     }
-                    let wait = if predecessor_registered(&m) {
+                    let wait = if let RunError::Predecessor(_) = e {
                         // not a failure: the server drops the dead connection at its next heartbeat
                         let wait = cfg.source.heartbeat / 2 + Duration::from_millis(200);
                         tracing::info!(wait = ?wait, "Waiting for the server to drop this source's previous connection");
                         wait
                     } else {
-                        tracing::warn!(error = %m, wait = ?backoff, "Restarting from the last committed checkpoint");
+                        tracing::warn!(error = %e, wait = ?backoff, "Restarting from the last committed checkpoint");
                         metrics.restart();
                         let wait = backoff;
                         backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -319,33 +333,23 @@ struct Pipeline<'c> {
     schemas: SchemaHistory,
     buffers: Buffers,
     /// The process's counters (they outlive this attempt) and its progress line.
-    metrics: &'c Metrics,
+    metrics: &'c Arc<Metrics>,
+    /// What the open batch has done, counted once its Kafka transaction commits.
+    tally: Tally,
     progress: &'c mut ProgressLog,
 }
 
-async fn pipeline(
-    cfg: &Config,
-    stop: &AtomicBool,
-    metrics: &Metrics,
-    progress: &mut ProgressLog,
-) -> Result<(), RunError> {
-    let mut sink = KafkaSink::connect(cfg).await?;
-    sink.time_commits(metrics.commit_timer());
-    let cfg2 = cfg.clone();
-    let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&cfg2))
-        .await
-        .map_err(|e| RunError::Fatal(format!("reading the checkpoint: {e}")))??;
-    let start = match &checkpoint {
-        Some(c) => {
-            tracing::info!(file = %c.file, position = c.position, gtid = ?c.gtid, "Resuming from the committed checkpoint");
-            start_from_checkpoint(c)?
-        }
-        None => {
-            tracing::info!(start = %cfg.source.start, "No checkpoint yet; starting as configured");
-            cfg.source.start.clone()
-        }
-    };
-    let source_cfg = SourceConfig {
+/// The configured start (`source.start`), resolved at the server into a position, with the
+/// captured tables' definitions as of that position.
+#[derive(Debug, Clone)]
+pub struct ResolvedStart {
+    resume: ResumePoint,
+    tables: Vec<crate::schema_history::TrackedTable>,
+}
+
+/// How `sluice run` connects to and streams from the source.
+pub fn source_config(cfg: &Config) -> Result<SourceConfig, RunError> {
+    Ok(SourceConfig {
         connect: connect_options(cfg).map_err(RunError::Fatal)?,
         server_id: cfg.source.server_id,
         server_id_setting: "source.server_id",
@@ -356,14 +360,123 @@ async fn pipeline(
         max_backoff: Duration::from_secs(30),
         max_attempts: Some(3),
         decoder: DecoderOptions::default(),
-    };
+    })
+}
+
+/// Resolves `source.start` at the server (see [`ResolvedStart`]).
+async fn resolve_configured_start(cfg: &Config) -> Result<ResolvedStart, RunError> {
+    let mut checked = CheckedConnection::open(&source_config(cfg)?).await?;
+    let start = resolve_at(cfg, &mut checked, &cfg.source.start).await?;
+    tracing::info!(start = %cfg.source.start, position = %start.resume, "Resolved the configured start at the server");
+    Ok(start)
+}
+
+/// Resolves `start` on a checked connection, with the captured tables' definitions.
+pub async fn resolve_at(
+    cfg: &Config,
+    checked: &mut CheckedConnection,
+    start: &StartFrom,
+) -> Result<ResolvedStart, RunError> {
+    let captured = |db: &str, table: &str| included(cfg, db, table);
+    let (resume, tables) = checked.resolve(start, Some(&captured)).await?;
+    Ok(ResolvedStart { resume, tables })
+}
+
+/// Commits `start` as the source's checkpoint, in a Kafka transaction of its own, with the
+/// tables' definitions as a new schema history that supersedes what `committed` holds; returns
+/// that history once the commit is through.
+pub async fn commit_start(
+    cfg: &Config,
+    sink: &mut KafkaSink,
+    committed: crate::schema_history::Committed,
+    start: ResolvedStart,
+    then: impl FnOnce() + Send + 'static,
+) -> Result<SchemaHistory, RunError> {
+    let mut schemas = committed.into_history(start.tables);
+    schemas.flush(sink, &schemas_topic(cfg), &cfg.source.name).await?;
+    sink.commit(&Checkpoint::of(&start.resume).with_schema_version(schemas.version()), then).await?;
+    sink.finish().await?;
+    Ok(schemas)
+}
+
+impl ResolvedStart {
+    /// The position.
+    pub fn resume(&self) -> &ResumePoint {
+        &self.resume
+    }
+}
+
+/// Resolves a relative `source.start` (`current`, `earliest`) as `sluice run` begins, before
+/// Kafka is contacted: a broker that answers only later must not move the start past the
+/// changes written meanwhile. Unused when a checkpoint turns out to exist; a source that does
+/// not answer yet is resolved when it does.
+pub async fn resolve_early(cfg: &Config) -> Option<ResolvedStart> {
+    if !matches!(cfg.source.start, StartFrom::Current | StartFrom::Earliest) {
+        return None;
+    }
+    match resolve_configured_start(cfg).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot resolve source.start yet; it is resolved once the source answers");
+            None
+        }
+    }
+}
+
+/// One pipeline attempt. `first_start` holds the configured start resolved at the server while
+/// no checkpoint exists: it is recorded as the first checkpoint, in a Kafka transaction of its
+/// own, before anything is published, so every later attempt resumes from it.
+async fn pipeline(
+    cfg: &Config,
+    stop: &AtomicBool,
+    metrics: &Arc<Metrics>,
+    progress: &mut ProgressLog,
+    first_start: &mut Option<ResolvedStart>,
+) -> Result<(), RunError> {
+    let mut sink = KafkaSink::connect(cfg).await?;
+    sink.time_commits(metrics.commit_timer());
+    let cfg2 = cfg.clone();
+    let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&cfg2))
+        .await
+        .map_err(|e| RunError::Fatal(format!("reading the checkpoint: {e}")))??;
+    let source_cfg = source_config(cfg)?;
     // the tracked schema: as committed with the checkpoint, else read from the server at the
     // moment the start position is taken
     let committed = crate::schema_history::committed(cfg, checkpoint.as_ref()).await?;
     let captured = |db: &str, table: &str| included(cfg, db, table);
-    let load: Option<crate::schema_history::Captured<'_>> = committed.needs_load().then_some(&captured);
-    let (mut src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
-    let mut schemas = committed.into_history(loaded);
+    let (mut src, mut schemas) = match &checkpoint {
+        Some(c) => {
+            *first_start = None;
+            let start = start_from_checkpoint(c)?;
+            tracing::info!(resume = %start, "Resuming from the committed checkpoint");
+            let load: Option<crate::schema_history::Captured<'_>> = committed.needs_load().then_some(&captured);
+            let (src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
+            (src, committed.into_history(loaded))
+        }
+        None => {
+            let start = match first_start.as_ref() {
+                Some(s) => s.clone(),
+                None => {
+                    let s = resolve_configured_start(cfg).await?;
+                    first_start.insert(s).clone()
+                }
+            };
+            // Record where the first start begins before anything is published: a restart of
+            // this attempt (broker, registry, a fenced or failed transaction) resumes here,
+            // never at a later "current".
+            let resume = start.resume.clone();
+            let (m, file, pos) = (Arc::clone(metrics), resume.file.clone(), resume.position);
+            let schemas = commit_start(cfg, &mut sink, committed, start, move || m.commit(&file, pos)).await?;
+            *first_start = None;
+            tracing::info!(
+                start = %cfg.source.start,
+                position = %resume,
+                "No checkpoint yet: recorded the configured start as the first checkpoint"
+            );
+            let checked = CheckedConnection::open(&source_cfg).await?;
+            (ReplicationSource::open(source_cfg, checked, resume).await?, schemas)
+        }
+    };
     schemas.set_lower_case_table_names(src.lower_case_table_names());
     metrics.set_ready(true);
     let mut p = Pipeline {
@@ -384,9 +497,10 @@ async fn pipeline(
         schemas,
         buffers: Buffers::default(),
         metrics,
+        tally: Tally::default(),
         progress,
     };
-    let result = p.stream(&mut src, &mut sink, stop).await;
+    let result = p.stream(&mut src, &mut sink, stop).await.map_err(|e| p.name_refused_record(e));
     if result.is_err() {
         // a failed abort leaves the transaction to time out; the next init_transactions fences it
         let _ = sink.abort().await;
@@ -395,6 +509,23 @@ async fn pipeline(
 }
 
 impl Pipeline<'_> {
+    /// A record the broker refused as too large comes back with its topic and key bytes: name
+    /// its table and key (decoded with the key schema) in the stop message.
+    fn name_refused_record(&self, e: RunError) -> RunError {
+        let RunError::TooLarge(SinkError::TooLarge { topic, size, by, key: Some(key) }) = &e else { return e };
+        let Some(t) = self.tables.values().find(|t| &t.topic == topic) else { return e };
+        let key_text = t
+            .schema
+            .key_schema()
+            .and_then(|schema| apache_avro::from_avro_datum(schema, &mut key.get(5..).unwrap_or_default(), None).ok())
+            .and_then(|v| serde_json::Value::try_from(v).ok())
+            .map_or_else(|| "unreadable".to_string(), |v| v.to_string());
+        RunError::Fatal(format!(
+            "a record of {size} bytes for table {} (topic {topic}, key {key_text}) is larger than {by} accepts; {TOO_LARGE_SETTINGS}",
+            t.tm.qualified_name(),
+        ))
+    }
+
     async fn stream(
         &mut self,
         src: &mut ReplicationSource,
@@ -466,8 +597,14 @@ impl Pipeline<'_> {
     /// checkpoint at `resume`.
     async fn commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink) -> Result<(), RunError> {
         self.schemas.flush(sink, &schemas_topic(self.cfg), &self.cfg.source.name).await?;
-        sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version())).await?;
-        self.metrics.commit(&resume.file, resume.position);
+        // the batch's counts count once its transaction is through
+        let tally = std::mem::take(&mut self.tally);
+        let (m, file, pos) = (Arc::clone(self.metrics), resume.file.clone(), resume.position);
+        let then = move || {
+            m.committed(tally);
+            m.commit(&file, pos);
+        };
+        sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version()), then).await?;
         Ok(())
     }
 
@@ -500,7 +637,7 @@ impl Pipeline<'_> {
     /// At COMMIT, XID, ROLLBACK or a DDL statement.
     fn end_tx(&mut self) {
         if self.tx.total > 0 {
-            self.metrics.transaction();
+            self.tally.transaction();
         }
         self.tx = MysqlTx::default();
     }
@@ -536,7 +673,8 @@ impl Pipeline<'_> {
             ValueMode::Flattened => schema.flat_schema_json(),
         };
         let value_id = self.registry.register(&format!("{topic}-value"), &value_json).await?;
-        tracing::info!(table = %name, topic = %topic, ?key_id, value_id, "Registered the table's schemas");
+        let key = key_id.map_or_else(|| "none (no key)".to_string(), |id| id.to_string());
+        tracing::info!(table = %name, topic = %topic, key_id = %key, value_id, "Registered the table's schemas");
         let counters = self.metrics.table(&name);
         self.tables.insert(name, CachedTable { tm: Arc::clone(tm), schema, topic, key_id, value_id, counters });
         Ok(())
@@ -640,13 +778,13 @@ impl Pipeline<'_> {
             idx += 1;
         }
         // counted once per event (shared atomics, read by the metrics endpoint)
-        self.metrics.records(records as u64);
+        self.tally.records(records as u64);
         let op = match rows.kind {
             RowsKind::Write => Op::Create,
             RowsKind::Delete => Op::Delete,
             RowsKind::Update | RowsKind::PartialUpdate => Op::Update,
         };
-        t.counters.rows(op, idx as u64);
+        self.tally.rows(&t.counters, op, idx as u64);
         Ok(())
     }
 }
@@ -695,12 +833,41 @@ impl Out<'_> {
             ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, value)?,
             ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
         }
-        sink.send(&self.table.topic, key, Some(value)).await?;
+        sink.send(&self.table.topic, key, Some(value)).await.map_err(|e| self.too_large(e, op, before, after))?;
         if op == Op::Delete && self.output.tombstones && key.is_some() {
             sink.send(&self.table.topic, key, None).await?;
             return Ok(2);
         }
         Ok(1)
+    }
+}
+
+impl Out<'_> {
+    /// A record the producer refused as too large, named by its table and key; other errors
+    /// as they are.
+    fn too_large(&self, e: SinkError, op: Op, before: Option<&RowImage<'_>>, after: Option<&RowImage<'_>>) -> RunError {
+        let SinkError::TooLarge { size, by, .. } = &e else { return e.into() };
+        let image = if op == Op::Delete { before } else { after.or(before) };
+        let key = match (&self.table.schema.key, image) {
+            (Some(fields), Some(img)) => {
+                let cols = &self.table.tm.columns;
+                let parts: Vec<String> = fields
+                    .iter()
+                    .filter_map(|f| {
+                        let col = cols.get(f.column)?;
+                        let v = img.values.get(f.column)?.as_ref()?;
+                        Some(format!("{}={}", col.display_name(), crate::render::value_json(v, col)))
+                    })
+                    .collect();
+                parts.join(", ")
+            }
+            _ => "none (the table has no key)".to_string(),
+        };
+        RunError::Fatal(format!(
+            "a record of {size} bytes for table {} (topic {}, key {key}) is larger than {by} accepts; {TOO_LARGE_SETTINGS}",
+            self.table.tm.qualified_name(),
+            self.table.topic,
+        ))
     }
 }
 

@@ -66,7 +66,7 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::config::Config;
-use crate::kafka::{Checkpoint, KafkaSink, QuietEof, SinkError};
+use crate::kafka::{Checkpoint, KafkaContext, KafkaSink, SinkError};
 
 /// One column as tracked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -299,7 +299,7 @@ impl SchemaHistory {
                     }
                 }
             }
-            Err(e) => match options_only_alter(sql, default_db) {
+            Err(e) => match options_only_alter(sql, default_db, ctx.db_charset) {
                 // ENGINE=, COMMENT=, FORCE, RENAME INDEX, partition maintenance, ...: the parser
                 // lacks them, the columns stay; CONVERT TO CHARACTER SET changes their charsets
                 Some(OptionsAlter { db, table, charset, convert_to }) => {
@@ -714,7 +714,7 @@ struct OptionsAlter {
 /// For an `ALTER TABLE` whose every specification leaves the column list alone (table
 /// options, index changes, partition maintenance, `CONVERT TO CHARACTER SET`), what it
 /// changes; None for anything else.
-fn options_only_alter(sql: &str, default_db: &str) -> Option<OptionsAlter> {
+fn options_only_alter(sql: &str, default_db: &str, db_charset: Option<&str>) -> Option<OptionsAlter> {
     let tokens: Vec<Token> = Tokenizer::new(&MySqlDialect {}, sql)
         .tokenize()
         .ok()?
@@ -846,6 +846,8 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<OptionsAlter> {
             | ["DROP", "INDEX" | "KEY" | "FOREIGN" | "CHECK" | "CONSTRAINT", ..]
             | ["ADD", "INDEX" | "KEY" | "UNIQUE" | "FULLTEXT" | "SPATIAL" | "FOREIGN" | "CONSTRAINT" | "CHECK", ..]
             | ["ALTER", "INDEX", ..]
+            // application-time periods name existing columns
+            | ["ADD" | "DROP", "PERIOD", ..]
             // partition maintenance moves rows between partitions, never changes the columns
             | ["ADD" | "DROP" | "DISCARD" | "IMPORT", "PARTITION", ..]
             | ["TRUNCATE" | "COALESCE" | "REORGANIZE" | "EXCHANGE" | "ANALYZE" | "CHECK" | "OPTIMIZE" | "REBUILD"
@@ -854,10 +856,12 @@ fn options_only_alter(sql: &str, default_db: &str) -> Option<OptionsAlter> {
             | ["REMOVE", "PARTITIONING"]
             | ["DISCARD" | "IMPORT", "TABLESPACE"] => {}
             ["CONVERT", "TO", "CHARACTER", "SET", cs, rest @ ..] | ["CONVERT", "TO", "CHARSET", cs, rest @ ..] => {
-                if cs.eq_ignore_ascii_case("DEFAULT") {
-                    return None; // the database's charset: not known here
-                }
-                convert_to = Some(unquote(cs).to_ascii_lowercase());
+                convert_to = if cs.eq_ignore_ascii_case("DEFAULT") {
+                    // the database's charset, which the QUERY event carries
+                    Some(db_charset?.to_string())
+                } else {
+                    Some(unquote(cs).to_ascii_lowercase())
+                };
                 if let ["COLLATE", "=", c] | ["COLLATE", c] = rest {
                     convert_to = Some(charset_of_collation_name(&unquote(c)));
                 } else if !rest.is_empty() {
@@ -909,7 +913,22 @@ fn spanned_tokens(sql: &str) -> Option<Vec<(Token, &str)>> {
 /// - `CREATE TABLE ... PARTITION BY ...`: the partitioning dropped (it places rows, it
 ///   does not shape them);
 /// - the `BINARY` attribute of a character type (`CHAR(3) BINARY`: its charset's binary
-///   collation, still text in that charset) dropped.
+///   collation, still text in that charset) dropped;
+/// - the other spellings of types, as the server stores them: `NATIONAL VARCHAR(n)`,
+///   `NVARCHAR(n)`, `NCHAR VARCHAR(n)`, `NATIONAL CHARACTER VARYING(n)` -> `VARCHAR(n)
+///   CHARACTER SET utf8mb3` (and `NCHAR(n)`, `NATIONAL CHAR(n)` -> `CHAR(n) ...`: the national
+///   character set is utf8mb3 on MySQL and MariaDB); `CHARACTER VARYING(n)` -> `VARCHAR(n)`;
+///   `LONG VARBINARY` -> `MEDIUMBLOB`; `LONG VARCHAR` and `LONG` -> `MEDIUMTEXT`;
+/// - column attributes that do not shape the values: `COLUMN_FORMAT x`, `STORAGE x`,
+///   `REF_SYSTEM_ID=n`, a column's `WITH[OUT] SYSTEM VERSIONING` (in ALTER, and inside a
+///   CREATE's column list: the table-level one adds hidden columns and is left to fail) dropped;
+///   `SERIAL DEFAULT VALUE` -> `NOT NULL AUTO_INCREMENT UNIQUE`; `ASCII` -> `CHARACTER SET
+///   latin1` and `UNICODE` -> `CHARACTER SET ucs2` after a character type;
+/// - MariaDB's `ADD INDEX IF NOT EXISTS` and `CHANGE|MODIFY [COLUMN] IF EXISTS`: the condition
+///   dropped (the server logs the statement as written, also when it skipped the change: a
+///   column that is not there then fails to apply, and the table is marked unknown);
+/// - MariaDB's sequence defaults `DEFAULT NEXT VALUE FOR s` / `NEXTVAL(s)`: a default does not
+///   shape the values, so `DEFAULT NULL` stands in.
 fn rewrite_for_parser(sql: &str) -> Option<String> {
     let tokens = spanned_tokens(sql)?;
     let is_word = |i: usize, k: &str| matches!(tokens.get(i), Some((Token::Word(w), _)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k));
@@ -919,6 +938,8 @@ fn rewrite_for_parser(sql: &str) -> Option<String> {
     let mut drop = vec![false; tokens.len()];
     // replacement text for a token (the token's own text is not kept)
     let mut replace: Vec<Option<String>> = vec![None; tokens.len()];
+    // text written after a token
+    let mut append: Vec<Option<&str>> = vec![None; tokens.len()];
     let alter = w(0, "ALTER");
     let create = w(0, "CREATE");
     let mut k = 1;
@@ -1013,6 +1034,139 @@ fn rewrite_for_parser(sql: &str) -> Option<String> {
             }
             partition_from = None;
         }
+        // another spelling of a type: where a type can start, after a column's name (an
+        // identifier, not ADD/COLUMN/MODIFY/... nor a comma or parenthesis, where the word
+        // would be the name itself)
+        let after_name = j >= 1
+            && matches!(&tokens[sig[j - 1]].0, Token::Word(w) if w.quote_style.is_some()
+                || !["ADD", "COLUMN", "MODIFY", "CHANGE", "TABLE", "EXISTS", "FIRST", "AFTER", "BY", "KEY", "INDEX", "ON", "DROP", "RENAME", "TO", "AS"]
+                    .iter()
+                    .any(|k| w.value.eq_ignore_ascii_case(k)));
+        if after_name {
+            let national = w(j, "NATIONAL") || w(j, "NCHAR") || w(j, "NVARCHAR");
+            let char_word = |k: usize| w(k, "CHAR") || w(k, "CHARACTER");
+            let spelled: Option<(usize, &str)> = if w(j, "NATIONAL") && char_word(j + 1) && w(j + 2, "VARYING") {
+                Some((3, "VARCHAR"))
+            } else if w(j, "NATIONAL") && w(j + 1, "VARCHAR") {
+                Some((2, "VARCHAR"))
+            } else if w(j, "NATIONAL") && char_word(j + 1) {
+                Some((2, "CHAR"))
+            } else if w(j, "NCHAR") && (w(j + 1, "VARCHAR") || w(j + 1, "VARYING")) {
+                Some((2, "VARCHAR"))
+            } else if w(j, "NVARCHAR") {
+                Some((1, "VARCHAR"))
+            } else if w(j, "NCHAR") {
+                Some((1, "CHAR"))
+            } else if char_word(j) && w(j + 1, "VARYING") {
+                Some((2, "VARCHAR"))
+            } else if w(j, "LONG") && w(j + 1, "VARBINARY") {
+                Some((2, "MEDIUMBLOB"))
+            } else if w(j, "LONG") && w(j + 1, "VARCHAR") {
+                Some((2, "MEDIUMTEXT"))
+            } else if w(j, "LONG") {
+                Some((1, "MEDIUMTEXT"))
+            } else {
+                None
+            };
+            if let Some((n, canonical)) = spelled {
+                replace[sig[j]] = Some(canonical.to_string());
+                for &t in sig.get(j + 1..j + n)? {
+                    drop[t] = true;
+                }
+                if national {
+                    // after the length, if any: `VARCHAR(10) CHARACTER SET utf8mb3`
+                    let mut end = j + n - 1;
+                    if sig.get(end + 1).is_some_and(|&t| tokens[t].0 == Token::LParen) {
+                        end = (end + 1..sig.len()).find(|&k| tokens[sig[k]].0 == Token::RParen)?;
+                    }
+                    append[sig[end]] = Some(" CHARACTER SET utf8mb3");
+                }
+                j += n;
+                continue;
+            }
+        }
+        // column attributes that leave the values as they are
+        let in_columns = (alter && depth == 0) || (create && depth == 1);
+        let drop_n = |n: usize, drop: &mut Vec<bool>| -> Option<()> {
+            for &t in sig.get(j..j + n)? {
+                drop[t] = true;
+            }
+            Some(())
+        };
+        if in_columns && (w(j, "COLUMN_FORMAT") || w(j, "STORAGE")) && sig.get(j + 1).is_some() {
+            drop_n(2, &mut drop)?;
+            j += 2;
+            continue;
+        }
+        if in_columns && w(j, "REF_SYSTEM_ID") {
+            let n = if sig.get(j + 1).is_some_and(|&t| tokens[t].0 == Token::Eq) { 3 } else { 2 };
+            drop_n(n, &mut drop)?;
+            j += n;
+            continue;
+        }
+        if in_columns
+            && (w(j, "WITH") || w(j, "WITHOUT"))
+            && w(j + 1, "SYSTEM")
+            && w(j + 2, "VERSIONING")
+            && j >= 1
+            && !matches!(tokens[sig[j - 1]].0, Token::Comma)
+        {
+            drop_n(3, &mut drop)?;
+            j += 3;
+            continue;
+        }
+        if in_columns && w(j, "SERIAL") && w(j + 1, "DEFAULT") && w(j + 2, "VALUE") {
+            replace[sig[j]] = Some("NOT NULL AUTO_INCREMENT UNIQUE".into());
+            drop[sig[j + 1]] = true;
+            drop[sig[j + 2]] = true;
+            j += 3;
+            continue;
+        }
+        if alter && depth == 0 && (w(j, "CHANGE") || w(j, "MODIFY")) {
+            let k = if w(j + 1, "COLUMN") { j + 2 } else { j + 1 };
+            if w(k, "IF") && w(k + 1, "EXISTS") {
+                drop[sig[k]] = true;
+                drop[sig[k + 1]] = true;
+                j = k + 2;
+                continue;
+            }
+        }
+        if in_columns && w(j, "DEFAULT") && w(j + 1, "NEXT") && w(j + 2, "VALUE") && w(j + 3, "FOR") {
+            // the sequence's name, qualified or not
+            let mut end = j + 4;
+            while sig.get(end + 1).is_some_and(|&t| tokens[t].0 == Token::Period) {
+                end += 2;
+            }
+            replace[sig[j]] = Some("DEFAULT NULL".into());
+            for &t in sig.get(j + 1..=end)? {
+                drop[t] = true;
+            }
+            j = end + 1;
+            continue;
+        }
+        if alter
+            && depth == 0
+            && (w(j, "INDEX") || w(j, "KEY"))
+            && w(j + 1, "IF")
+            && w(j + 2, "NOT")
+            && w(j + 3, "EXISTS")
+        {
+            for &t in sig.get(j + 1..j + 4)? {
+                drop[t] = true;
+            }
+            j += 4;
+            continue;
+        }
+        if (w(j, "ASCII") || w(j, "UNICODE")) && j >= 1 {
+            let p = sig[j - 1];
+            let after_type = tokens[p].0 == Token::RParen
+                || ["CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"].iter().any(|t| is_word(p, t));
+            if after_type {
+                replace[i] = Some(if w(j, "ASCII") { "CHARACTER SET latin1" } else { "CHARACTER SET ucs2" }.into());
+                j += 1;
+                continue;
+            }
+        }
         // CHAR(n) BINARY, TEXT BINARY, ...: the attribute, not the BINARY(n) type
         if w(j, "BINARY") && sig.get(j + 1).is_none_or(|&n| tokens[n].0 != Token::LParen) && j >= 1 {
             let p = sig[j - 1];
@@ -1029,7 +1183,7 @@ fn rewrite_for_parser(sql: &str) -> Option<String> {
             drop[t] = true;
         }
     }
-    if !drop.iter().any(|d| *d) && replace.iter().all(Option::is_none) {
+    if !drop.iter().any(|d| *d) && replace.iter().all(Option::is_none) && append.iter().all(Option::is_none) {
         return None;
     }
     // a dropped word takes the whitespace after it along
@@ -1044,6 +1198,9 @@ fn rewrite_for_parser(sql: &str) -> Option<String> {
             out.push_str(r);
         } else if !drop[i] {
             out.push_str(text);
+        }
+        if let Some(a) = append[i] {
+            out.push_str(a);
         }
     }
     Some(out)
@@ -1395,8 +1552,12 @@ fn column_from_def(def: &ColumnDef, table_charset: Option<&str>) -> Result<(Trac
         type_name.as_str(),
         "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
     );
+    // NATIONAL CHAR, NCHAR, NVARCHAR: the national character set, utf8mb3 on MySQL and MariaDB
+    let national = matches!(words.first(), Some(&("national" | "nchar" | "nvarchar")));
     let charset = if binary_type {
         Some("binary".to_string())
+    } else if character_type && national {
+        charset.or_else(|| Some("utf8mb3".to_string()))
     } else if character_type {
         charset.or_else(|| table_charset.map(str::to_string))
     } else {
@@ -1525,8 +1686,9 @@ fn collation_of(charset: &str) -> Option<u16> {
 }
 
 const WHAT_TO_DO: &str = "set binlog_row_metadata=FULL on the server so TABLE_MAP events carry column names \
-     (it applies to binlogs written from then on), or restart Sluice from a position after this change \
-     (delete its checkpoint and set source.start)";
+     (it applies to binlogs written from then on), or move the checkpoint past this change: stop sluice run, then \
+     `sluice position set --config FILE --to current` (it reads the tables' definitions from the server again; the \
+     changes in between are not published)";
 
 /// The TABLE_MAP with names and the other missing metadata taken from `tracked`.
 fn fill(tm: &TableMap, tracked: Option<&TrackedTable>, at: &str) -> Result<TableMap, String> {
@@ -1717,12 +1879,12 @@ pub fn schemas_topic(cfg: &Config) -> String {
 pub fn read_from_kafka(cfg: &Config) -> Result<Vec<TrackedTable>, SinkError> {
     let topic = schemas_topic(cfg);
     let prefix = format!("{}/", cfg.source.name);
-    let consumer: BaseConsumer<QuietEof> = crate::kafka::client_config(cfg)?
+    let consumer: BaseConsumer<KafkaContext> = crate::kafka::client_config(cfg)?
         .set("group.id", format!("sluice-{}-schema-reader", cfg.source.name))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
-        .create_with_context(QuietEof)
+        .create_with_context(KafkaContext::new(&cfg.kafka.brokers))
         .map_err(|e| SinkError::Fatal(format!("creating the schema history consumer: {e}")))?;
     let (low, high) = consumer
         .fetch_watermarks(&topic, 0, Duration::from_secs(10))

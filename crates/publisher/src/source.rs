@@ -19,6 +19,7 @@ use bytes::Bytes;
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::{ChecksumAlg, Event};
 use sluice_binlog::file::{Located, PendingPayload};
+use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition};
 
 use crate::check;
@@ -62,12 +63,17 @@ pub enum SourceError {
         #[source]
         source: sluice_protocol::Error,
     },
-    /// A pre-flight check failed: the server is not set up for row-based replication.
-    #[error("the server is not ready for replication:\n{0}")]
-    Preflight(String),
+    /// A pre-flight check failed: the server is not set up for row-based replication (or this
+    /// source's predecessor still holds the server id).
+    #[error("the server is not ready for replication:\n{}", .0.errors_text())]
+    Preflight(Box<check::Report>),
     /// The requested start is not on the server any more.
     #[error("{0}")]
     Purged(String),
+    /// The server cannot serve the requested start: GTIDs of the other flavour, or a position it
+    /// has not reached.
+    #[error("{0}")]
+    Start(String),
     /// An event could not be decoded.
     #[error(transparent)]
     Decode(#[from] sluice_binlog::Error),
@@ -84,6 +90,12 @@ pub enum SourceError {
 impl SourceError {
     fn protocol(context: impl Into<String>, source: sluice_protocol::Error) -> SourceError {
         SourceError::Protocol { context: context.into(), source }
+    }
+
+    /// True when the only thing in the way is this source's own predecessor still registered
+    /// with the server id (the server drops it within a heartbeat).
+    pub fn is_predecessor_registered(&self) -> bool {
+        matches!(self, SourceError::Preflight(r) if r.only_predecessor_registered())
     }
 
     /// True when reconnecting and resuming may succeed.
@@ -143,32 +155,36 @@ impl fmt::Debug for ReplicationSource {
     }
 }
 
-impl ReplicationSource {
-    /// Connects, runs the pre-flight checks, resolves `start` and starts the dump. With
-    /// `captured` it also reads the definitions of the captured tables from
-    /// `information_schema` on the same connection, right around taking the start position
-    /// (for `current`: before and after it, again until both agree, so no DDL slips in
-    /// between).
+/// A connection to the source that passed the pre-flight checks, with what they learnt.
+pub struct CheckedConnection {
+    conn: Connection,
+    report: check::Report,
+    server_version: String,
+    lower_case_table_names: u32,
+}
+
+impl fmt::Debug for CheckedConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckedConnection").field("server", &self.server_version).finish()
+    }
+}
+
+impl CheckedConnection {
+    /// Connects and runs the pre-flight checks (warnings are logged).
     ///
     /// # Errors
-    /// Connection and authentication failures, failed pre-flight checks (all reported at
-    /// once), a start position the server no longer has.
-    pub async fn start_with_schema(
-        cfg: SourceConfig,
-        start: StartFrom,
-        captured: Option<crate::schema_history::Captured<'_>>,
-    ) -> Result<(ReplicationSource, Vec<crate::schema_history::TrackedTable>), SourceError> {
+    /// Connection and authentication failures; failed checks, all reported at once.
+    pub async fn open(cfg: &SourceConfig) -> Result<CheckedConnection, SourceError> {
         let mut conn = connect(&cfg.connect).await?;
         let report = check::run(&mut conn, cfg.server_id, cfg.server_id_setting, &cfg.report_host)
             .await
             .map_err(|e| SourceError::protocol("checking the server", e))?;
         for w in report.warnings() {
-            tracing::warn!("{w}");
+            tracing::warn!("{}: {}", w.check, w.message);
         }
         if report.has_errors() {
-            return Err(SourceError::Preflight(report.errors_text()));
+            return Err(SourceError::Preflight(Box::new(report)));
         }
-        let mariadb = conn.is_mariadb();
         let server_version = conn.server_version().to_string();
         // how the server compares database and table names (DDL may spell them otherwise than
         // the TABLE_MAPs do); a server that does not say compares them as written
@@ -178,23 +194,66 @@ impl ReplicationSource {
             .flatten()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        Ok(CheckedConnection { conn, report, server_version, lower_case_table_names })
+    }
+
+    /// Resolves `start` into a concrete position on this server. With `captured` it also reads
+    /// the definitions of the captured tables from `information_schema`, right around taking
+    /// the position (before and after it, again until both agree, so no DDL slips in between).
+    ///
+    /// # Errors
+    /// A start the server cannot serve (purged, not reached yet, GTIDs of the other flavour),
+    /// server errors.
+    pub async fn resolve(
+        &mut self,
+        start: &StartFrom,
+        captured: Option<crate::schema_history::Captured<'_>>,
+    ) -> Result<(ResumePoint, Vec<crate::schema_history::TrackedTable>), SourceError> {
+        let Self { conn, report, .. } = self;
+        let Some(captured) = captured else { return Ok((resolve_start(conn, start, report).await?, Vec::new())) };
         let load = |e| SourceError::protocol("reading the captured tables' definitions", e);
-        let (resume, schema) = match captured {
-            None => (resolve_start(&mut conn, &start, &report).await?, Vec::new()),
-            Some(captured) => {
-                let mut attempt = 0;
-                loop {
-                    let before = crate::schema_history::load_from_server(&mut conn, captured).await.map_err(load)?;
-                    let resume = resolve_start(&mut conn, &start, &report).await?;
-                    let after = crate::schema_history::load_from_server(&mut conn, captured).await.map_err(load)?;
-                    attempt += 1;
-                    if before == after || attempt >= 5 {
-                        break (resume, after);
-                    }
-                    tracing::info!("A DDL ran while the start position was taken; reading the schema again");
-                }
+        let mut attempt = 0;
+        loop {
+            let before = crate::schema_history::load_from_server(conn, captured).await.map_err(load)?;
+            let resume = resolve_start(conn, start, report).await?;
+            let after = crate::schema_history::load_from_server(conn, captured).await.map_err(load)?;
+            attempt += 1;
+            if before == after || attempt >= 5 {
+                return Ok((resume, after));
             }
-        };
+            tracing::info!("A DDL ran while the start position was taken; reading the schema again");
+        }
+    }
+}
+
+impl ReplicationSource {
+    /// Connects, runs the pre-flight checks, resolves `start` and starts the dump, reading the
+    /// captured tables' definitions with the position when `captured` is given (see
+    /// [`CheckedConnection::resolve`]).
+    ///
+    /// # Errors
+    /// Connection and authentication failures, failed pre-flight checks (all reported at
+    /// once), a start position the server cannot serve.
+    pub async fn start_with_schema(
+        cfg: SourceConfig,
+        start: StartFrom,
+        captured: Option<crate::schema_history::Captured<'_>>,
+    ) -> Result<(ReplicationSource, Vec<crate::schema_history::TrackedTable>), SourceError> {
+        let mut checked = CheckedConnection::open(&cfg).await?;
+        let (resume, schema) = checked.resolve(&start, captured).await?;
+        Ok((ReplicationSource::open(cfg, checked, resume).await?, schema))
+    }
+
+    /// Starts the dump at `resume` on a checked connection.
+    ///
+    /// # Errors
+    /// The server refuses the dump (a purged file, an unknown GTID).
+    pub async fn open(
+        cfg: SourceConfig,
+        checked: CheckedConnection,
+        resume: ResumePoint,
+    ) -> Result<ReplicationSource, SourceError> {
+        let CheckedConnection { conn, server_version, lower_case_table_names, .. } = checked;
         let mut src = ReplicationSource {
             cfg,
             stream: None,
@@ -204,12 +263,12 @@ impl ReplicationSource {
             file: resume.file.clone(),
             tx: TxTracker::new(resume),
             server_version,
-            mariadb,
+            mariadb: conn.is_mariadb(),
             lower_case_table_names,
         };
         src.open_stream(conn).await?;
         tracing::info!(server = %src.server_version, start = %src.tx.resume, "Streaming the binlog");
-        Ok((src, schema))
+        Ok(src)
     }
 
     /// The server's `lower_case_table_names` (0: names compare as written).
@@ -343,8 +402,8 @@ impl ReplicationSource {
             let mut msg = format!("the server cannot stream from {}: {e}", self.tx.resume);
             if let Some(f) = earliest {
                 msg.push_str(&format!(
-                    ". The earliest binlog it still has is {f}: changes between are lost to replication; \
-                     take a new snapshot, or start from --start-file {f} --start-position 4 knowingly"
+                    ". The earliest binlog it still has is {f}: if the history in between was purged, those changes \
+                     are lost to replication; take a new snapshot, or start from {f}:4 knowingly"
                 ));
             }
             return SourceError::Purged(msg);
@@ -442,13 +501,20 @@ async fn connect(opts: &ConnectOptions) -> Result<Connection, SourceError> {
         .map_err(|e| SourceError::protocol(format!("connecting to {}:{} as {}", opts.host, opts.port, opts.user), e))
 }
 
-/// Resolves a start request into a concrete position on this server.
-async fn resolve_start(
+/// Resolves a start request into a concrete position on this server, refusing what it cannot
+/// serve: a file it no longer has (or a position past its end), GTIDs of the other flavour,
+/// GTIDs it has not reached, and GTIDs whose successors it has purged.
+///
+/// # Errors
+/// [`SourceError::Start`] for those, [`SourceError::Protocol`] when a query fails.
+pub async fn resolve_start(
     conn: &mut Connection,
     start: &StartFrom,
     report: &check::Report,
 ) -> Result<ResumePoint, SourceError> {
     let logs = check::binary_logs(conn).await.map_err(|e| SourceError::protocol("listing binary logs", e))?;
+    let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
+    let flavour = if report.mariadb { "MariaDB" } else { "MySQL" };
     Ok(match start {
         StartFrom::Current => {
             let (file, position) = check::current_position(conn)
@@ -459,26 +525,159 @@ async fn resolve_start(
         }
         StartFrom::Earliest => {
             let Some((file, _)) = logs.first() else {
-                return Err(SourceError::Preflight(
-                    "the server lists no binary logs (SHOW BINARY LOGS is empty)".into(),
-                ));
+                return Err(SourceError::Start("the server lists no binary logs (SHOW BINARY LOGS is empty)".into()));
             };
             ResumePoint { file: file.clone(), position: 4, gtid: None }
         }
         StartFrom::Position { file, position } => {
-            if !logs.iter().any(|(f, _)| f == file) {
-                let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
+            let Some((_, size)) = logs.iter().find(|(f, _)| f == file) else {
                 return Err(SourceError::Purged(format!(
                     "binlog {file} is not on the server (purged, or never existed); the earliest it has is {earliest}"
+                )));
+            };
+            if position > size {
+                return Err(SourceError::Start(format!(
+                    "{file}:{position} is past the end of {file}, which the server lists with {size} bytes"
                 )));
             }
             ResumePoint { file: file.clone(), position: *position, gtid: None }
         }
         StartFrom::MysqlGtid(set) => {
+            if report.mariadb {
+                return Err(SourceError::Start(format!(
+                    "{set} is a MySQL GTID set, but the server is MariaDB: its GTIDs read domain-server-seq (its \
+                     @@gtid_binlog_pos now is {}); give a MariaDB GTID list, or a file and position",
+                    report.gtid_position.as_ref().map_or_else(|| "empty".to_string(), ToString::to_string)
+                )));
+            }
+            // Not tested against a MySQL server (none runs here): the sets come from the
+            // documented variables, and the comparison is unit-tested.
+            let set_of = |v: Option<String>| v.unwrap_or_default().parse::<GtidSet>().unwrap_or_default();
+            let executed = set_of(check::scalar(conn, "SELECT @@GLOBAL.gtid_executed").await.ok().flatten());
+            let purged = set_of(check::scalar(conn, "SELECT @@GLOBAL.gtid_purged").await.ok().flatten());
+            if let Some(why) = mysql_gtid_problem(set, &executed, &purged) {
+                return Err(SourceError::Start(why));
+            }
             ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mysql(set.clone())) }
         }
         StartFrom::MariadbGtid(list) => {
+            let Some(GtidState::Mariadb(newest)) = &report.gtid_position else {
+                return Err(SourceError::Start(format!(
+                    "{list} is a MariaDB GTID list, but the server is {flavour}{}",
+                    if report.mariadb { " without GTIDs in its binlog yet" } else { ": its GTIDs read uuid:1-5" }
+                )));
+            };
+            // the GTID state at the start of the oldest binlog: what was purged before it
+            let oldest = match logs.first() {
+                Some((file, _)) => check::scalar(
+                    conn,
+                    &format!("SELECT BINLOG_GTID_POS({}, 4)", sluice_protocol::replication::sql_string_literal(file)),
+                )
+                .await
+                .ok()
+                .flatten()
+                .and_then(|p| p.parse::<MariadbGtidList>().ok())
+                .unwrap_or_default(),
+                None => MariadbGtidList::new(),
+            };
+            if let Some(why) = mariadb_gtid_problem(list, newest, &oldest, earliest) {
+                return Err(SourceError::Start(why));
+            }
             ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mariadb(list.clone())) }
         }
     })
+}
+
+/// Why a MySQL server cannot stream from `requested` (everything not in it), given its
+/// `gtid_executed` and `gtid_purged`; None when it can.
+fn mysql_gtid_problem(requested: &GtidSet, executed: &GtidSet, purged: &GtidSet) -> Option<String> {
+    if !requested.is_subset(executed) {
+        return Some(format!(
+            "the server has not executed all of {requested} (its gtid_executed is {executed}): it has not reached \
+             this position; is this the right server?"
+        ));
+    }
+    if !purged.is_subset(requested) {
+        return Some(format!(
+            "the server has purged transactions that follow {requested} (its gtid_purged is {purged}): changes \
+             after it are lost to replication; take a new snapshot, or start from a later position knowingly"
+        ));
+    }
+    None
+}
+
+/// Why a MariaDB server cannot stream after `requested`, given its newest GTID per domain
+/// (`gtid_binlog_pos`) and the position at the start of its oldest binlog; None when it can.
+fn mariadb_gtid_problem(
+    requested: &MariadbGtidList,
+    newest: &MariadbGtidList,
+    oldest: &MariadbGtidList,
+    earliest_file: &str,
+) -> Option<String> {
+    for g in requested.iter() {
+        match newest.get(g.domain_id) {
+            None => {
+                return Some(format!(
+                    "the server has no GTID in domain {} (its gtid_binlog_pos is {newest}): it has not reached {g}; \
+                     is this the right server?",
+                    g.domain_id
+                ))
+            }
+            Some(n) if n.seq_no < g.seq_no => {
+                return Some(format!(
+                    "the server has not reached {g}: its newest GTID in domain {} is {n} (gtid_binlog_pos \
+                     {newest}); is this the right server, or is it a replica that is behind?",
+                    g.domain_id
+                ))
+            }
+            _ => {}
+        }
+        if oldest.get(g.domain_id).is_some_and(|o| g.seq_no < o.seq_no) {
+            return Some(format!(
+                "the server no longer has the transactions after {g}: its oldest binlog {earliest_file} starts at \
+                 {oldest}; changes between are lost to replication: take a new snapshot, or start from \
+                 {earliest_file}:4 knowingly"
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mariadb_gtids_ahead_behind_and_purged() {
+        let l = |s: &str| s.parse::<MariadbGtidList>().unwrap();
+        let (newest, oldest) = (l("0-1-500,1-1-20"), l("0-1-100"));
+        assert_eq!(mariadb_gtid_problem(&l("0-1-300"), &newest, &oldest, "b.000002"), None);
+        assert_eq!(mariadb_gtid_problem(&l("0-1-100,1-1-20"), &newest, &oldest, "b.000002"), None);
+        let ahead = mariadb_gtid_problem(&l("0-1-501"), &newest, &oldest, "b.000002").unwrap();
+        assert!(
+            ahead.starts_with("the server has not reached 0-1-501: its newest GTID in domain 0 is 0-1-500"),
+            "{ahead}"
+        );
+        assert!(!ahead.contains("purged") && !ahead.contains("lost"), "{ahead}");
+        let domain = mariadb_gtid_problem(&l("7-1-1"), &newest, &oldest, "b.000002").unwrap();
+        assert!(domain.contains("no GTID in domain 7"), "{domain}");
+        let purged = mariadb_gtid_problem(&l("0-1-99"), &newest, &oldest, "b.000002").unwrap();
+        assert!(
+            purged.contains("no longer has the transactions after 0-1-99") && purged.contains("b.000002:4"),
+            "{purged}"
+        );
+    }
+
+    #[test]
+    fn mysql_gtid_sets_ahead_and_purged() {
+        let s = |t: &str| t.parse::<GtidSet>().unwrap();
+        let u = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let executed = s(&format!("{u}:1-100"));
+        let purged = s(&format!("{u}:1-10"));
+        assert_eq!(mysql_gtid_problem(&s(&format!("{u}:1-50")), &executed, &purged), None);
+        let ahead = mysql_gtid_problem(&s(&format!("{u}:1-150")), &executed, &purged).unwrap();
+        assert!(ahead.contains("has not executed all of") && ahead.contains("has not reached"), "{ahead}");
+        let gone = mysql_gtid_problem(&s(&format!("{u}:1-5")), &executed, &purged).unwrap();
+        assert!(gone.contains("has purged transactions that follow"), "{gone}");
+    }
 }

@@ -103,3 +103,49 @@ fn a_full_disk_is_an_output_error() {
         assert!(err.contains("No space left on device"), "{extra:?}: the cause is named: {err}");
     }
 }
+
+/// What used to print nothing and exit 0, or exit 66 ("input not found") without an offset:
+/// a cut-off `.gz`, a start past the end, ranges that end before they begin, patterns that can
+/// match no table.
+#[test]
+fn impossible_ranges_and_damaged_input_are_said() {
+    let file = binlog();
+    let dir = tempfile::tempdir().unwrap();
+    // a .gz cut in the middle: a data error (65) naming where reading stopped
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(&std::fs::read(&file).unwrap()).unwrap();
+        e.finish().unwrap()
+    };
+    let cut = dir.path().join("cut.gz");
+    std::fs::write(&cut, &gz[..gz.len() / 2]).unwrap();
+    let out = sluice().arg("dump").arg(&cut).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("cannot read on at offset") && err.contains("the file ends early"), "{err}");
+    assert!(!out.stdout.is_empty(), "the events before the cut are printed");
+
+    let f = file.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = sluice().args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), out.stdout.len())
+    };
+    let (code, err, printed) = run(&["dump", "--start-position", "99999999", f]);
+    assert_eq!((code, printed), (Some(0), 0), "{err}");
+    assert!(err.contains("--start-position 99999999 is at or past the end of the file"), "{err}");
+    for (args, says) in [
+        (vec!["dump", "--start-position", "900", "--stop-position", "500", f], "is not before --stop-position 500"),
+        (
+            vec!["dump", "--start-datetime", "2024-05-02 00:00:00", "--stop-datetime", "2024-05-01 00:00:00", f],
+            "is not before --stop-datetime",
+        ),
+        (vec!["dump", "-t", "cdc_test.", f], "--table \"cdc_test.\" has an empty part"),
+        (vec!["dump", "-t", "a.b.c", f], "--table \"a.b.c\" has 2 dots"),
+        (vec!["dump", "-d", "shop.x", f], "--database \"shop.x\" can match no database"),
+    ] {
+        let (code, err, printed) = run(&args);
+        assert_eq!((code, printed), (Some(2), 0), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

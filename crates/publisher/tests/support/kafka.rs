@@ -68,6 +68,18 @@ impl Services {
         assert!(out.status.success(), "broker up: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// Stops the registry (its data stays).
+    pub fn stop_registry(&self) {
+        let out = lib_sh("registry", &["stop", &self.name]);
+        assert!(out.status.success(), "registry stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Starts the stopped registry again on its port with its data (ids and versions kept).
+    pub fn start_registry_again(&self) {
+        let out = lib_sh("registry", &["up", &self.name]);
+        assert!(out.status.success(), "registry up: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// A scenario directory with a `sluice.toml` for these services: source `source_name`,
     /// starting at the earliest binlog, small batches, and `extra` TOML appended (later keys
     /// of a section must come in their own `[section]` table, so `extra` holds whole tables).
@@ -111,15 +123,26 @@ url = "{registry}"
 
 /// Starts `sluice run --config CONFIG`, its log appended to `log`.
 pub fn start_sluice(config: &Path, log: &Path) -> Child {
+    start_sluice_with(config, log, &[])
+}
+
+/// As [`start_sluice`], with extra environment variables (`SLUICE_*` overrides).
+pub fn start_sluice_with(config: &Path, log: &Path, env: &[(&str, &str)]) -> Child {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "--config"])
         .arg(config)
         .env("SLUICE_LOG", "info")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .unwrap()
+}
+
+/// The log so far.
+pub fn log_text(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
 }
 
 /// Polls `f` every half second for up to `secs`; panics with the sluice log when it never holds.

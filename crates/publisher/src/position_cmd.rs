@@ -1,0 +1,168 @@
+//! `sluice position show|set --config FILE`: the committed checkpoint of a source, and the
+//! safe way to move it (after a DDL Sluice cannot follow, a purged binlog, or to skip a stretch
+//! of history knowingly) without hand-made records on the positions topic.
+//!
+//! `set` resolves the new start at the server exactly as a first start does, reads the
+//! captured tables' definitions there at that moment (a new schema history, superseding the
+//! old one), and commits both with the checkpoint in one Kafka transaction under the source's
+//! transactional id. It refuses while `sluice run` for the source is connected to the server;
+//! an instance that is not (it is retrying) is fenced by the commit and stops at its next one.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::config::Config;
+use crate::exit;
+use crate::kafka::{now_ms, positions_topic, read_checkpoint, KafkaSink};
+use crate::position::StartFrom;
+use crate::run::RunError;
+use crate::source::{CheckedConnection, SourceError};
+
+/// Arguments of `sluice position`.
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice position show --config sluice.toml
+  sluice position set --config sluice.toml --to current
+  sluice position set --config sluice.toml --to mysql-bin.000042:4
+  sluice position set --config sluice.toml --to 0-1-1000
+
+`set` is for an operator who knows what the move skips or repeats: changes between the old and
+the new position are not published (moving forward) or published again (moving back). Stop
+`sluice run` first. Exit 0 when done, 1 when the source or Kafka cannot do it, 2 for a bad
+configuration or position.")]
+pub struct PositionArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Print the committed checkpoint (where `sluice run` resumes) and how far the server is
+    /// past it.
+    Show {
+        /// The configuration file (`SLUICE_<SECTION>__<KEY>` environment variables override it).
+        #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
+        config: PathBuf,
+    },
+    /// Move the checkpoint: the next `sluice run` resumes at the new position, with the
+    /// captured tables' definitions read from the server now.
+    Set {
+        /// The configuration file (`SLUICE_<SECTION>__<KEY>` environment variables override it).
+        #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
+        config: PathBuf,
+        /// The new position, as `source.start` spells it: `current`, `earliest`,
+        /// `FILE:POSITION`, or a GTID set.
+        #[arg(long, value_name = "START")]
+        to: StartFrom,
+    },
+}
+
+/// Runs `sluice position`; returns the exit code.
+pub fn run(args: PositionArgs) -> u8 {
+    let (Action::Show { config } | Action::Set { config, .. }) = &args.action;
+    let cfg = match Config::load(config, std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::eline!("sluice position: {e}");
+            return exit::USAGE;
+        }
+    };
+    let rt = match crate::source::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::eline!("sluice position: cannot start the runtime: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match &args.action {
+            Action::Show { .. } => show(&cfg).await,
+            Action::Set { to, .. } => set(&cfg, to).await,
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => exit::OK,
+        Err(m) => {
+            crate::eline!("sluice position: {m}");
+            exit::FAILURE
+        }
+    }
+}
+
+/// The committed checkpoint, read without creating anything.
+async fn committed_checkpoint(cfg: &Config) -> Result<Option<crate::kafka::Checkpoint>, String> {
+    let cfg2 = cfg.clone();
+    tokio::task::spawn_blocking(move || {
+        if crate::kafka::positions_topic_exists(&cfg2)? {
+            read_checkpoint(&cfg2)
+        } else {
+            Ok(None)
+        }
+    })
+    .await
+    .map_err(|e| format!("reading the checkpoint: {e}"))?
+    .map_err(|e| format!("reading the checkpoint from {} on {}: {e}", positions_topic(cfg), cfg.kafka.brokers))
+}
+
+async fn show(cfg: &Config) -> Result<(), String> {
+    let Some(c) = committed_checkpoint(cfg).await? else {
+        crate::oline!(
+            "source {:?}: no checkpoint on {}; the first `sluice run` starts at source.start = \"{}\"",
+            cfg.source.name,
+            positions_topic(cfg),
+            cfg.source.start
+        );
+        return Ok(());
+    };
+    let connect = crate::source::connect_options(cfg)?;
+    let logs = match sluice_protocol::Connection::connect(connect).await {
+        Ok(mut conn) => crate::check::binary_logs(&mut conn).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match logs {
+        Ok(logs) => {
+            let (_, line) = crate::check_cmd::describe_checkpoint(&c, &logs, now_ms());
+            crate::oline!("source {:?}: {}", cfg.source.name, line.trim_start_matches("[ok] checkpoint: "));
+        }
+        Err(e) => {
+            crate::oline!(
+                "source {:?}: {} (the server could not be asked how far past it is: {e})",
+                cfg.source.name,
+                c
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn set(cfg: &Config, to: &StartFrom) -> Result<(), String> {
+    let source_cfg = crate::run::source_config(cfg).map_err(|e| e.to_string())?;
+    let mut checked = match CheckedConnection::open(&source_cfg).await {
+        Ok(c) => c,
+        Err(e) if e.is_predecessor_registered() => {
+            return Err(format!(
+                "`sluice run` for source {:?} is connected to the server (replica {}): stop it first (a stopped or \
+                 killed one is dropped by the server within a heartbeat; then try again)",
+                cfg.source.name, source_cfg.report_host
+            ))
+        }
+        Err(e @ SourceError::Preflight(_)) => return Err(e.to_string()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let start = crate::run::resolve_at(cfg, &mut checked, to).await.map_err(|e| e.to_string())?;
+    drop(checked);
+    let mut sink = KafkaSink::connect(cfg).await.map_err(|e| e.to_string())?;
+    let before = committed_checkpoint(cfg).await?;
+    let committed = crate::schema_history::committed(cfg, None).await.map_err(|e| e.to_string())?;
+    let resume = start.resume().clone();
+    crate::run::commit_start(cfg, &mut sink, committed, start, || {}).await.map_err(|e: RunError| e.to_string())?;
+    let was = before.map_or_else(|| "no checkpoint".to_string(), |c| c.to_string());
+    crate::oline!(
+        "source {:?}: checkpoint set to {resume} (was {was}); the next `sluice run` resumes there",
+        cfg.source.name
+    );
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! Records over Kafka's size limit: a row whose record is larger than the producer's
+//! `message.max.bytes` (librdkafka refuses it before sending) stops `sluice run` with exit 1 and
+//! a message naming the table, the key, the size and the settings to change, instead of
+//! restarting forever (it did, at 339 MB RSS); with the limit raised the same row flows through.
+//! Real MariaDB, broker and registry.
+//!
+//! A refusal by the broker (a topic's smaller `max.message.bytes`) takes the delivery-report
+//! path instead; noida-db does not enforce `max.message.bytes`, so this test cannot exercise it.
+
+mod support;
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use support::kafka::{log_text, start_sluice, start_sluice_with, wait_for, Services, TopicReader};
+
+/// Waits for the child to exit (at most `secs`); its exit code.
+fn exit_code(child: &mut Child, secs: u64, log: &std::path::Path) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    panic!("sluice run did not stop within {secs} s:\n{}", log_text(log));
+}
+
+#[test]
+fn records_over_the_size_limit_stop_with_their_name() {
+    let Some(services) = Services::start("run-large", &[]) else { return };
+    let sql = |text: &str| services.mariadb.sql_text(text);
+    sql("CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT PRIMARY KEY, b LONGBLOB);
+         INSERT INTO shop.t VALUES (1, 'small');");
+    let mut reader = TopicReader::new(&services);
+
+    // the producer's own limit (librdkafka's default, 1000000 bytes), with a checkpoint in place
+    let (config, log) = services.config("large", "topic_prefix = \"la\"", "");
+    let mut child = start_sluice(&config, &log);
+    wait_for(60, || reader.read("la.shop.t").len() == 1, "the small row", &log);
+    sql("INSERT INTO shop.t VALUES (2, REPEAT('x', 2000000));");
+    assert_eq!(exit_code(&mut child, 60, &log), Some(1));
+    let text = log_text(&log);
+    assert!(!text.contains("Restarting from the last committed checkpoint"), "no restart loop:\n{text}");
+    let stop =
+        text.lines().find(|l| l.contains("is larger than")).unwrap_or_else(|| panic!("no stop message:\n{text}"));
+    for part in [
+        "a record of 2000",
+        "for table shop.t (topic la.shop.t, key id=2)",
+        "the producer (message.max.bytes = 1000000)",
+        "raise message.max.bytes in [kafka.properties]",
+        "max.message.bytes",
+    ] {
+        assert!(stop.contains(part), "{part:?} in {stop}");
+    }
+    // a restart stops the same way at the same row: nothing is skipped
+    let mut child = start_sluice(&config, &log);
+    assert_eq!(exit_code(&mut child, 60, &log), Some(1));
+    assert_eq!(reader.read("la.shop.t").len(), 1);
+
+    // raised limits let it through (topics Sluice creates take the producer's limit)
+    let (config, log) = services.config(
+        "large-ok",
+        "topic_prefix = \"lb\"\n[kafka.properties]\n\"message.max.bytes\" = \"8000000\"",
+        "",
+    );
+    let mut child = start_sluice_with(&config, &log, &[("SLUICE_SOURCE__SERVER_ID", "51003")]);
+    wait_for(90, || reader.read("lb.shop.t").len() == 2, "both rows in lb.shop.t", &log);
+    let big = reader.read("lb.shop.t").into_iter().find(|r| r.int_key() == 2).unwrap();
+    match big.image("after").and_then(|a| a.get("b").cloned()) {
+        Some(apache_avro::types::Value::Bytes(b)) => assert_eq!(b.len(), 2_000_000),
+        other => panic!("the blob: {other:?}"),
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

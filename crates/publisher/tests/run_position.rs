@@ -1,0 +1,90 @@
+//! `sluice position show|set`: the safe way to move a source's checkpoint. The case it exists
+//! for: under `binlog_row_metadata=MINIMAL` a DDL Sluice cannot follow (here MariaDB's
+//! `ADD SYSTEM VERSIONING`, which adds hidden columns) stops `sluice run` at the table's next
+//! row, and the message says to move the checkpoint past the change; `position set --to
+//! current` does that (reading the tables' definitions from the server again), without any
+//! hand-made record on the positions topic. It refuses while `sluice run` is connected.
+//! Real MariaDB, broker and registry.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use support::kafka::{log_text, start_sluice, wait_for, Services, TopicReader};
+
+fn position(args: &[&str], config: &Path) -> support::Run {
+    let mut a = vec!["position"];
+    a.extend_from_slice(args);
+    let config = config.to_str().unwrap();
+    a.extend_from_slice(&["--config", config]);
+    support::sluice(&a)
+}
+
+fn exit_code(child: &mut Child, secs: u64, log: &Path) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    panic!("sluice run did not stop within {secs} s:\n{}", log_text(log));
+}
+
+fn created(ids: &[i64]) -> BTreeMap<i64, Vec<String>> {
+    ids.iter().map(|&i| (i, vec!["c".to_string()])).collect()
+}
+
+#[test]
+fn position_set_moves_past_a_ddl_sluice_cannot_follow() {
+    let Some(services) = Services::start("run-position", &["--binlog-row-metadata=MINIMAL"]) else { return };
+    let sql = |text: &str| services.mariadb.sql_text(text);
+    sql("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v INT); INSERT INTO shop.t VALUES (1, 1);");
+    let (config, log) = services.config("pos", "", "");
+    let mut reader = TopicReader::new(&services);
+
+    // nothing committed yet
+    let run = position(&["show"], &config).ok();
+    assert!(run.stdout.contains("source \"pos\": no checkpoint on sluice.__positions"), "{}", run.stdout);
+
+    let mut child = start_sluice(&config, &log);
+    wait_for(60, || reader.per_key("sluice.shop.t", "v") == created(&[1]), "row 1", &log);
+    // refused while sluice run is connected
+    let run = position(&["set", "--to", "current"], &config);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is connected to the server") && run.stderr.contains("stop it first"),
+        "{}",
+        run.stderr
+    );
+    let run = position(&["show"], &config).ok();
+    assert!(run.stdout.starts_with("source \"pos\": mysql-bin.000001:"), "{}", run.stdout);
+    assert!(run.stdout.contains("bytes of binlog past it"), "{}", run.stdout);
+
+    // the DDL it cannot follow, then a row of the table: a clear stop
+    sql("ALTER TABLE shop.t ADD SYSTEM VERSIONING; INSERT INTO shop.t VALUES (2, 2);");
+    assert_eq!(exit_code(&mut child, 60, &log), Some(1));
+    let text = log_text(&log);
+    assert!(text.contains("sluice position set --config FILE --to current"), "the stop says what to do:\n{text}");
+
+    // the operator takes the table back and moves the checkpoint past the change
+    sql("ALTER TABLE shop.t DROP SYSTEM VERSIONING;");
+    std::thread::sleep(Duration::from_secs(3)); // the server drops the stopped replica within a heartbeat
+    let run = position(&["set", "--to", "current"], &config);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("source \"pos\": checkpoint set to mysql-bin.000001:"), "{}", run.stdout);
+    assert!(run.stdout.contains("(was mysql-bin.000001:"), "{}", run.stdout);
+    // a position that cannot be is refused as usage, naming the forms
+    let run = position(&["set", "--to", "yesterday"], &config);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+
+    sql("INSERT INTO shop.t VALUES (3, 3);");
+    let mut child = start_sluice(&config, &log);
+    wait_for(60, || reader.per_key("sluice.shop.t", "v") == created(&[1, 3]), "row 3 after the move", &log);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
