@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 use crate::event::{
     mariadb_uncompress, parse_transaction_payload, ChecksumAlg, Event, FormatDescription, Query, PREALLOC_MAX,
 };
-use crate::header::{EventHeader, EventType, HEADER_LEN, LOG_EVENT_BINLOG_IN_USE_F};
+use crate::event_type::EventType;
+use crate::header::{EventHeader, HEADER_LEN, LOG_EVENT_BINLOG_IN_USE_F};
 use crate::rows::{RowsEvent, RowsKind};
 use crate::table_map::TableMap;
 

@@ -5,7 +5,7 @@
 //! event type ([`Error::At`]), so a message reads from the outside in:
 //! `mysql-bin.000003 at 4711 (WRITE_ROWS_V1): table shop.orders column 3 (price DECIMAL): truncated ...`.
 
-use crate::header::EventType;
+use crate::event_type::EventType;
 
 /// Bytes as `fe 62 69` (for messages).
 fn hex_bytes(b: &[u8]) -> String {

@@ -16,7 +16,8 @@ use sluice_protocol::gtid::{GtidSet, MariadbGtid, MariadbGtidList, MysqlGtid, Ts
 use sluice_protocol::Reader;
 
 use crate::error::{Error, Result};
-use crate::header::{EventType, HEADER_LEN};
+use crate::event_type::EventType;
+use crate::header::HEADER_LEN;
 use crate::rows::RowsEvent;
 use crate::table_map::TableMap;
 
@@ -231,7 +232,8 @@ impl<'a> Query<'a> {
 
     /// True for `BEGIN` (a transaction starts).
     pub fn is_begin(&self) -> bool {
-        self.query.eq_ignore_ascii_case("BEGIN") || self.query.eq_ignore_ascii_case("XA START")
+        self.query.eq_ignore_ascii_case("BEGIN")
+            || self.query.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("XA START"))
     }
 
     /// True for `COMMIT` (a non-transactional-engine group or XA ends).

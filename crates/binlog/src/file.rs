@@ -1,18 +1,18 @@
-//! Binlog files: the magic, gzip, stdin, and splitting a byte stream into events.
+//! Binlog files: the magic, gzip, stdin, and cutting a byte stream into events.
 //!
 //! [`BinlogReader`] reads one file (or stdin) in constant memory: it keeps one event's bytes
 //! at a time (plus the decompressed payload of a compressed transaction) and hands each to
-//! its [`EventDecoder`]. Events inside a TRANSACTION_PAYLOAD come out one by one after the
-//! payload event itself, marked `in_payload`.
+//! its [`EventWalker`], which decodes it; events inside a TRANSACTION_PAYLOAD come out one by
+//! one after the payload event itself, marked `in_payload`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use crate::decoder::{split_events, DecodedEvent, EventDecoder};
-use crate::error::Error as BinlogError;
+use crate::decoder::EventDecoder;
 use crate::error::{Error, Result};
-use crate::header::{EventHeader, EventType, HEADER_LEN};
+use crate::header::{EventHeader, HEADER_LEN};
+use crate::walk::{framing_error, EventWalker, Located, Offset};
 
 /// The 4 bytes every binlog file starts with.
 pub const BINLOG_MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
@@ -20,28 +20,13 @@ pub const BINLOG_MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
 /// The largest event accepted (MySQL's `max_allowed_packet` ceiling is 1 GiB).
 pub const MAX_EVENT_SIZE: u32 = 1 << 30;
 
-/// An event with where it came from.
-#[derive(Debug)]
-pub struct Located<'a> {
-    /// File name as given.
-    pub file: &'a str,
-    /// Offset of the event in the file (for events inside a compressed transaction: the
-    /// offset of the TRANSACTION_PAYLOAD event that holds them).
-    pub offset: u64,
-    /// True for an event from inside a TRANSACTION_PAYLOAD.
-    pub in_payload: bool,
-    /// The decoded event.
-    pub event: DecodedEvent<'a>,
-}
-
 /// Reads the events of one binlog file.
 pub struct BinlogReader {
     name: String,
     src: Box<dyn BufRead>,
     next_offset: u64,
     buf: Vec<u8>,
-    decoder: EventDecoder,
-    payload: PendingPayload,
+    walker: EventWalker,
     failed: bool,
     /// The file is gzip-compressed: a read error is then a damaged or truncated file.
     gzip: bool,
@@ -82,12 +67,11 @@ impl BinlogReader {
             Box::new(br)
         };
         let mut rd = BinlogReader {
+            walker: EventWalker::new(name.clone(), decoder),
             name,
             src,
             next_offset: 0,
             buf: Vec::with_capacity(64 * 1024),
-            decoder,
-            payload: PendingPayload::default(),
             failed: false,
             gzip,
         };
@@ -107,12 +91,12 @@ impl BinlogReader {
 
     /// The decoder (its format, table maps and counters).
     pub fn decoder(&self) -> &EventDecoder {
-        &self.decoder
+        self.walker.decoder()
     }
 
     /// Gives the decoder back (to continue with the next file of a sequence).
     pub fn into_decoder(self) -> EventDecoder {
-        self.decoder
+        self.walker.into_decoder()
     }
 
     /// Offset just past the last event read: where a reader would resume.
@@ -181,16 +165,12 @@ impl BinlogReader {
             return Ok(None);
         }
         // Events still waiting inside a decompressed transaction payload come first.
-        if self.payload.has_next() {
-            let Self { payload, decoder, name, failed, .. } = self;
-            let offset = payload.offset();
-            return match payload.next(decoder) {
-                Ok(event) => Ok(Some(Located { file: name, offset, in_payload: true, event })),
-                Err(e) => {
-                    *failed = true;
-                    Err(e.at(name, offset, EventType::TransactionPayload))
-                }
-            };
+        if self.walker.has_inner() {
+            let r = self.walker.next_inner();
+            if r.is_err() {
+                self.failed = true;
+            }
+            return r.map(Some);
         }
 
         let offset = self.next_offset;
@@ -201,21 +181,15 @@ impl BinlogReader {
         }
         if n < HEADER_LEN {
             self.failed = true;
-            return Err(Error::invalid(
-                "event",
-                format!("the file ends {n} bytes into an event header (truncated file)"),
-            )
-            .at(&self.name, offset, head.get(4).map_or(EventType::Unknown(0), |&b| EventType::from_u8(b))));
+            let why = format!("the file ends {n} bytes into an event header (truncated file)");
+            return Err(framing_error(&self.name, offset, head.get(4).copied(), why));
         }
         let header = EventHeader::parse(&head)?;
         let size = header.event_size;
         if (size as usize) < HEADER_LEN || size > MAX_EVENT_SIZE {
             self.failed = true;
-            return Err(Error::invalid("event header", format!("event size {size} is impossible (corrupt file?)")).at(
-                &self.name,
-                offset,
-                header.event_type,
-            ));
+            let why = format!("event size {size} is impossible (corrupt file?)");
+            return Err(Error::invalid("event header", why).at(&self.name, offset, header.event_type));
         }
         self.buf.clear();
         self.buf.extend_from_slice(&head);
@@ -225,86 +199,16 @@ impl BinlogReader {
         let got = self.append_up_to(want).map_err(|e| self.read_error(e, offset))?;
         if got < want {
             self.failed = true;
-            return Err(Error::invalid(
-                "event",
-                format!("the file ends after {got} of the event's {want} body bytes (truncated file)"),
-            )
-            .at(&self.name, offset, header.event_type));
+            let why = format!("the file ends after {got} of the event's {want} body bytes (truncated file)");
+            return Err(Error::invalid("event", why).at(&self.name, offset, header.event_type));
         }
         self.next_offset = offset + u64::from(size);
-
-        let Self { buf, decoder, name, payload, failed, .. } = self;
-        match decoder.decode(buf) {
-            Ok(event) => {
-                payload.refill(decoder, offset);
-                Ok(Some(Located { file: name, offset, in_payload: false, event }))
-            }
-            Err(e) => {
-                *failed = true;
-                Err(e.at(name, offset, header.event_type))
-            }
+        let Self { buf, walker, failed, .. } = self;
+        let r = walker.walk(buf, Offset::At(offset));
+        if r.is_err() {
+            *failed = true;
         }
-    }
-}
-
-/// The events of the last TRANSACTION_PAYLOAD still to be handed out, one at a time. Files
-/// and the replication stream share it: after each outer event, [`PendingPayload::refill`]
-/// takes the decompressed payload (if any) from the decoder; while
-/// [`PendingPayload::has_next`], [`PendingPayload::next`] decodes the next inner event.
-#[derive(Debug, Default)]
-pub struct PendingPayload {
-    buf: Vec<u8>,
-    pos: usize,
-    offset: u64,
-}
-
-impl PendingPayload {
-    /// Takes the payload the decoder just decompressed, if the last event was a
-    /// TRANSACTION_PAYLOAD found at `offset`.
-    pub fn refill(&mut self, decoder: &mut EventDecoder, offset: u64) {
-        if let Some(p) = decoder.take_payload() {
-            self.buf = p;
-            self.pos = 0;
-            self.offset = offset;
-        }
-    }
-
-    /// True while inner events remain.
-    pub fn has_next(&self) -> bool {
-        self.pos < self.buf.len()
-    }
-
-    /// Offset of the TRANSACTION_PAYLOAD event holding the inner events.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    /// Drops what is left (after a reconnect, say).
-    pub fn clear(&mut self) {
-        self.buf.clear();
-        self.pos = 0;
-    }
-
-    /// Decodes the next inner event.
-    ///
-    /// # Errors
-    /// A malformed inner event; the rest of the payload is dropped.
-    pub fn next<'a>(&'a mut self, decoder: &mut EventDecoder) -> Result<DecodedEvent<'a>, BinlogError> {
-        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
-        let raw = match split_events(rest).next() {
-            Some(Ok(raw)) => raw,
-            Some(Err(e)) => {
-                self.pos = self.buf.len();
-                return Err(e);
-            }
-            None => &[],
-        };
-        self.pos += raw.len().max(1);
-        let res = decoder.decode_inner(raw);
-        if res.is_err() {
-            self.pos = self.buf.len();
-        }
-        res
+        r.map(Some)
     }
 }
 

@@ -4,9 +4,13 @@
 //! [`EventDecoder`] serves binlog files and the replication stream.
 //!
 //! Where things happen:
-//! - [`file`]: binlog files (magic, gzip, several files in order) split into raw events;
-//! - [`header`] / [`event`]: the common header, the FORMAT_DESCRIPTION that drives everything
-//!   after it, checksums, and every event body;
+//! - [`file`]: binlog files (magic, gzip, stdin) cut into raw events;
+//! - [`walk`]: **where raw bytes become located events**, for files and replication streams
+//!   alike (offsets, file names across ROTATEs, compressed transaction payloads expanded);
+//! - [`header`] / [`event_type`] / [`event`]: the common header, the type codes, the
+//!   FORMAT_DESCRIPTION that drives everything after it, checksums, and every event body;
+//! - [`transaction`]: which transaction an event belongs to, and the resume point after the
+//!   last complete one;
 //! - [`table_map`]: TABLE_MAP events and their optional metadata (names, charsets, keys, ...);
 //! - [`rows`]: WRITE/UPDATE/DELETE/PARTIAL_UPDATE rows events: bitmaps and row images;
 //! - [`value`]: **where a byte becomes a value**, one column at a time, with
@@ -21,19 +25,23 @@ pub mod decimal;
 pub mod decoder;
 pub mod error;
 pub mod event;
+pub mod event_type;
 pub mod file;
 pub mod header;
 pub mod jsonb;
 pub mod rows;
 pub mod table_map;
 pub mod temporal;
+pub mod transaction;
 pub mod value;
+pub mod walk;
 
 pub use column::{Column, ColumnType};
 pub use decoder::{DecodedEvent, EventDecoder};
 pub use error::{Error, Result};
 pub use event::Event;
-pub use header::{EventHeader, EventType};
+pub use event_type::EventType;
+pub use header::EventHeader;
 pub use sluice_protocol::gtid;
 pub use table_map::TableMap;
 pub use value::Value;

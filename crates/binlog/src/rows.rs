@@ -25,7 +25,7 @@ use sluice_protocol::Reader;
 
 use crate::column::{Column, ColumnType};
 use crate::error::{Error, Result};
-use crate::header::EventType;
+use crate::event_type::EventType;
 use crate::jsonb;
 use crate::table_map::{bit_lsb, TableMap};
 use crate::value::{decode_value, Value};

@@ -452,6 +452,11 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a secret read from somewhere safe (a file, the environment, a prompt).
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
     /// The value, for handing to a client library.
     pub fn expose(&self) -> &str {
         &self.0
@@ -746,24 +751,34 @@ impl Config {
             _ => Err(ConfigError::Invalid { path: path.into(), problems: found.problems }),
         }
     }
+}
 
-    /// The source password from its file or environment variable (empty when neither is set).
+impl SourceSection {
+    /// The password from its file or environment variable (empty when neither is set).
     ///
     /// # Errors
     /// An unreadable password file.
-    pub fn source_password(&self) -> Result<Secret, ConfigError> {
-        read_secret(&self.source.password_file, &self.source.password_env)
+    pub fn password(&self) -> Result<Secret, ConfigError> {
+        read_secret(&self.password_file, &self.password_env)
     }
 
+    /// The host name `sluice run` reports to the server: `sluice-<name>`, so that a
+    /// predecessor of the same source is told from a different replica with the same server id.
+    pub fn report_host(&self) -> String {
+        format!("sluice-{}", self.name)
+    }
+}
+
+impl KafkaSection {
     /// The SASL password from its file or environment variable, if configured.
     ///
     /// # Errors
     /// An unreadable password file.
     pub fn sasl_password(&self) -> Result<Option<Secret>, ConfigError> {
-        if self.kafka.sasl_password_file.is_none() && self.kafka.sasl_password_env.is_none() {
+        if self.sasl_password_file.is_none() && self.sasl_password_env.is_none() {
             return Ok(None);
         }
-        read_secret(&self.kafka.sasl_password_file, &self.kafka.sasl_password_env).map(Some)
+        read_secret(&self.sasl_password_file, &self.sasl_password_env).map(Some)
     }
 }
 

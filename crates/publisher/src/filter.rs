@@ -1,31 +1,66 @@
-//! Include filters by database and table, with `*` and `?` wildcards.
+//! Which tables and columns are captured: **one matcher** for `sluice dump`'s `--database` and
+//! `--table`, `sluice run`'s `[filter]` (include, exclude, exclude_columns) and the topic
+//! routes, so a pattern means the same everywhere.
 //!
-//! Used by `sluice dump` (`--database`, `--table`) and, later, by the publisher's routing.
-//! A table pattern with a dot matches `db.table`; without one it matches the table name in
-//! any database. Matching is case-sensitive, like table names on Linux servers.
+//! A table pattern is `db.table` or `table` (any database), each part with `*` (any run) and
+//! `?` (one character) wildcards; database and table names cannot contain a dot, which is why a
+//! pattern with more than one is refused where it is read. Matching is case-sensitive, like
+//! table names on Linux servers.
+
+use crate::config::FilterSection;
 
 /// Databases and tables to keep; empty lists keep everything.
 #[derive(Debug, Clone, Default)]
 pub struct TableFilter {
     databases: Vec<String>,
-    tables: Vec<String>,
+    include: Vec<String>,
+    exclude: Vec<String>,
+    exclude_columns: Vec<String>,
 }
 
 impl TableFilter {
-    /// A filter from `--database` and `--table` patterns.
+    /// `sluice dump`'s `--database` and `--table` patterns (a table passes when its database
+    /// matches one of the first, if any, and it matches one of the second, if any).
     pub fn new(databases: Vec<String>, tables: Vec<String>) -> TableFilter {
-        TableFilter { databases, tables }
+        TableFilter { databases, include: tables, ..TableFilter::default() }
+    }
+
+    /// `[filter]`: include (default all), exclude (wins), and the columns left out.
+    pub fn from_config(f: &FilterSection) -> TableFilter {
+        TableFilter {
+            databases: Vec::new(),
+            include: f.include.clone(),
+            exclude: f.exclude.clone(),
+            exclude_columns: f.exclude_columns.clone(),
+        }
     }
 
     /// True when `db.table` passes.
     pub fn matches(&self, db: &str, table: &str) -> bool {
-        let db_ok = self.databases.is_empty() || self.databases.iter().any(|p| wildcard(p, db));
-        let table_ok = self.tables.is_empty()
-            || self.tables.iter().any(|p| match p.split_once('.') {
-                Some((pd, pt)) => wildcard(pd, db) && wildcard(pt, table),
-                None => wildcard(p, table),
-            });
-        db_ok && table_ok
+        (self.databases.is_empty() || self.databases.iter().any(|p| wildcard(p, db)))
+            && (self.include.is_empty() || self.include.iter().any(|p| table_matches(p, db, table)))
+            && !self.exclude.iter().any(|p| table_matches(p, db, table))
+    }
+
+    /// The column-name patterns `exclude_columns` names for `db.table` (its entries are
+    /// `db.table.column`, each part a wildcard pattern).
+    pub fn excluded_columns(&self, db: &str, table: &str) -> Vec<String> {
+        self.exclude_columns
+            .iter()
+            .filter_map(|p| {
+                let mut parts = p.splitn(3, '.');
+                let (d, t, c) = (parts.next()?, parts.next()?, parts.next()?);
+                (wildcard(d, db) && wildcard(t, table)).then(|| c.to_string())
+            })
+            .collect()
+    }
+}
+
+/// True when `db.table` matches a table pattern (`db.table`, or a table name in any database).
+pub fn table_matches(pattern: &str, db: &str, table: &str) -> bool {
+    match pattern.split_once('.') {
+        Some((pd, pt)) => wildcard(pd, db) && wildcard(pt, table),
+        None => wildcard(pattern, table),
     }
 }
 
@@ -85,5 +120,22 @@ mod tests {
         assert!(f.matches("crm", "x"));
         assert!(!f.matches("shop", "x"));
         assert!(TableFilter::default().matches("a", "b"));
+        assert!(table_matches("shop.*", "shop", "orders"));
+        assert!(!table_matches("shop.*", "crm", "orders"));
+        assert!(table_matches("orders", "any", "orders"));
+    }
+
+    #[test]
+    fn config_filters_and_excluded_columns() {
+        let f = TableFilter::from_config(&FilterSection {
+            include: vec!["shop.*".into()],
+            exclude: vec!["shop.tmp_*".into()],
+            exclude_columns: vec!["shop.customers.password*".into(), "*.*.ssn".into(), "crm.x.y".into()],
+        });
+        assert!(f.matches("shop", "orders"));
+        assert!(!f.matches("shop", "tmp_1"), "exclude wins");
+        assert!(!f.matches("crm", "orders"));
+        assert_eq!(f.excluded_columns("shop", "customers"), ["password*", "ssn"]);
+        assert_eq!(f.excluded_columns("shop", "orders"), ["ssn"]);
     }
 }

@@ -1,49 +1,15 @@
 //! `sluice`: MySQL/MariaDB change data capture, and an offline binlog decoder.
 //!
 //! This file owns the command line: parsing (clap), logging set-up (tracing), and the exit
-//! codes. Each command lives in its own module.
+//! codes each command's outcome maps to. The commands are in the library (`sluice::cmd`).
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod check;
-mod check_cmd;
-mod config;
-mod console;
-// Parts of the Avro layer (snapshots, partial images) are not used by `sluice run` yet.
-#[allow(dead_code)]
-mod avro;
-mod dump;
-mod filter;
-mod kafka;
-mod metrics;
-mod position;
-mod position_cmd;
-mod registry;
-mod render;
-mod run;
-mod schema_history;
-mod source;
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// Exit codes, so scripts can tell failures apart.
-pub mod exit {
-    /// Everything worked.
-    pub const OK: u8 = 0;
-    /// Something failed that is not one of the cases below.
-    pub const FAILURE: u8 = 1;
-    /// The command line or configuration is wrong (clap also uses 2).
-    pub const USAGE: u8 = 2;
-    /// The input is not a readable binlog: corrupt, truncated, or an unsupported format.
-    pub const DATA: u8 = 65;
-    /// An input file could not be opened.
-    pub const NO_INPUT: u8 = 66;
-    /// Writing the output failed.
-    pub const IO: u8 = 74;
-}
+use sluice::cmd::{self, Exit};
 
 /// Sluice: MySQL/MariaDB change data capture into Kafka, and an offline binlog decoder.
 ///
@@ -93,14 +59,14 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Decode binlog files (or a live server) into JSON lines, SQL or flashback SQL.
-    Dump(Box<dump::DumpArgs>),
+    Dump(Box<cmd::dump::DumpArgs>),
     /// Validate a configuration file, connect to the source, and check that it is set up for
     /// change capture (binlog format, row image, metadata, GTIDs, privileges, server id).
-    Check(check_cmd::CheckArgs),
+    Check(cmd::check::CheckArgs),
     /// Stream row changes into Kafka as Avro records, exactly once (see sluice.example.toml).
-    Run(run::RunArgs),
+    Run(cmd::run::RunArgs),
     /// Show the committed checkpoint of a source, or move it (`sluice position set --to ...`).
-    Position(position_cmd::PositionArgs),
+    Position(cmd::position::PositionArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -119,16 +85,28 @@ fn init_logging(format: LogFormat, filter: &str) {
     }
 }
 
+/// The exit code of an outcome (the help's list, for scripts).
+fn code(exit: Exit) -> u8 {
+    match exit {
+        Exit::Ok => 0,
+        Exit::Failure => 1,
+        Exit::Usage => 2,
+        Exit::Data => 65,
+        Exit::NoInput => 66,
+        Exit::Output => 74,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, &cli.log);
-    let code = match cli.command {
-        Command::Dump(args) => dump::run(*args),
-        Command::Check(args) => check_cmd::run(args),
-        Command::Run(args) => run::run(args),
-        Command::Position(args) => position_cmd::run(args),
+    let exit = match cli.command {
+        Command::Dump(args) => cmd::dump::run(*args),
+        Command::Check(args) => cmd::check::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Position(args) => cmd::position::run(args),
     };
-    ExitCode::from(code)
+    ExitCode::from(code(exit))
 }
 
 #[cfg(test)]

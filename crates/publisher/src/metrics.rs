@@ -278,7 +278,7 @@ impl Metrics {
 
     /// The server's binlogs (`SHOW BINARY LOGS`) now: sets the bytes behind the checkpoint.
     pub fn server_logs(&self, logs: &[(String, u64)]) {
-        let behind = self.checkpoint.lock().ok().and_then(|c| crate::check::bytes_behind(logs, &c.0, c.1));
+        let behind = self.checkpoint.lock().ok().and_then(|c| crate::position::bytes_past(logs, &c.0, c.1));
         if let Some(b) = behind {
             self.lag_bytes.set(i64::try_from(b).unwrap_or(i64::MAX));
         }
@@ -393,29 +393,6 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
         );
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "The metrics endpoint stopped");
-    }
-}
-
-/// Refreshes `sluice_lag_bytes` every `every` from `SHOW BINARY LOGS` on a connection of its
-/// own (the replication connection is busy streaming), reconnecting as needed, until the
-/// process ends. Failures only leave the gauge as it was (logged at debug level): the
-/// replication stream reports what matters.
-pub async fn watch_server(connect: sluice_protocol::ConnectOptions, metrics: Arc<Metrics>, every: Duration) {
-    loop {
-        match sluice_protocol::Connection::connect(connect.clone()).await {
-            Ok(mut conn) => loop {
-                match crate::check::binary_logs(&mut conn).await {
-                    Ok(logs) => metrics.server_logs(&logs),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "SHOW BINARY LOGS for the lag in bytes failed");
-                        break;
-                    }
-                }
-                tokio::time::sleep(every).await;
-            },
-            Err(e) => tracing::debug!(error = %e, "Connecting for the lag in bytes failed"),
-        }
-        tokio::time::sleep(every).await;
     }
 }
 

@@ -1,9 +1,11 @@
 //! Positions in a binlog, the shared vocabulary of every command: where to start
 //! ([`StartFrom`], as `source.start` and `--start-gtid` spell it), the GTID state of a server
-//! or a stream ([`GtidState`]), and the point just after a complete transaction that a restart
-//! resumes from ([`ResumePoint`]).
+//! or a stream ([`GtidState`]), the point just after a complete transaction that a restart
+//! resumes from ([`ResumePoint`], both from the binlog crate's transaction tracker), the
+//! checkpoint that records it in Kafka ([`Checkpoint`]), and how far a server's binlog is past a
+//! position ([`bytes_past`]).
 //!
-//! Imports nothing of the publisher: everything above uses it.
+//! Imports nothing of the publisher but the clock: everything above uses it.
 //!
 //! References: MariaDB GTIDs (<https://mariadb.com/kb/en/gtid/>), MySQL GTID sets
 //! (<https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-concepts.html>).
@@ -11,7 +13,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
 use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
+pub use sluice_binlog::transaction::{GtidState, ResumePoint};
 
 /// Where to start streaming when there is no checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,46 +103,30 @@ impl<'de> serde::Deserialize<'de> for StartFrom {
     }
 }
 
-/// The GTID state at a resume point.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GtidState {
-    /// MySQL: the executed set.
-    Mysql(GtidSet),
-    /// MariaDB: the last GTID per domain.
-    Mariadb(MariadbGtidList),
-}
-
-impl GtidState {
-    /// `mysql` or `mariadb`, as checkpoints name the flavour.
-    pub fn flavor(&self) -> &'static str {
-        match self {
-            GtidState::Mysql(_) => "mysql",
-            GtidState::Mariadb(_) => "mariadb",
-        }
-    }
-}
-
-impl fmt::Display for GtidState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GtidState::Mysql(s) => write!(f, "{s}"),
-            GtidState::Mariadb(l) => write!(f, "{l}"),
-        }
-    }
-}
-
-/// A position to resume from: just after a complete transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResumePoint {
-    /// Binlog file; empty for a start by GTID before the stream has named its file.
+/// The checkpoint record's value (JSON on `<prefix>.__positions`, keyed by the source name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Binlog file of the resume point.
     pub file: String,
-    /// Offset of the next event in it.
+    /// Offset in it.
     pub position: u64,
-    /// GTID state, when the stream started from GTIDs or the server uses them.
-    pub gtid: Option<GtidState>,
+    /// GTID state at the resume point, as text (None when streaming by file and position).
+    pub gtid: Option<String>,
+    /// `mysql` or `mariadb`: how to read `gtid`.
+    #[serde(default)]
+    pub gtid_flavor: Option<String>,
+    /// When the checkpoint was written, ms since the epoch.
+    pub ts_ms: i64,
+    /// Format version (1).
+    pub version: u32,
+    /// The schema-history version in force at this position (see `schema`); absent in
+    /// checkpoints written before Sluice tracked schemas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u64>,
 }
 
-impl fmt::Display for ResumePoint {
+impl fmt::Display for Checkpoint {
+    /// Where it resumes: `file:position`, with the GTID state when it has one.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.gtid, self.file.is_empty()) {
             (Some(g), true) => write!(f, "GTID {g}"),
@@ -146,6 +134,71 @@ impl fmt::Display for ResumePoint {
             (None, _) => write!(f, "{}:{}", self.file, self.position),
         }
     }
+}
+
+/// A checkpoint whose GTID text does not read as its flavour's GTIDs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the checkpoint's GTID {gtid:?} ({flavor}) is unreadable: {reason}")]
+pub struct BadCheckpoint {
+    /// The text.
+    pub gtid: String,
+    /// `mysql` or `mariadb`.
+    pub flavor: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl Checkpoint {
+    /// The checkpoint of a resume point, written now.
+    pub fn of(resume: &ResumePoint) -> Checkpoint {
+        let (gtid, gtid_flavor) = match &resume.gtid {
+            Some(g) => (Some(g.to_string()), Some(g.flavor().to_string())),
+            None => (None, None),
+        };
+        Checkpoint {
+            file: resume.file.clone(),
+            position: resume.position,
+            gtid,
+            gtid_flavor,
+            ts_ms: crate::process::now_ms(),
+            version: 1,
+            schema_version: None,
+        }
+    }
+
+    /// The same checkpoint, with the schema-history version in force.
+    #[must_use]
+    pub fn with_schema_version(mut self, version: u64) -> Checkpoint {
+        self.schema_version = Some(version);
+        self
+    }
+
+    /// Where it says to resume: by GTID when it has GTIDs, else by file and position.
+    ///
+    /// # Errors
+    /// GTID text that does not read as its flavour.
+    pub fn start(&self) -> Result<StartFrom, BadCheckpoint> {
+        let bad = |flavor: &str, e: String| BadCheckpoint {
+            gtid: self.gtid.clone().unwrap_or_default(),
+            flavor: flavor.to_string(),
+            reason: e,
+        };
+        Ok(match (&self.gtid, self.gtid_flavor.as_deref()) {
+            (Some(g), Some("mysql")) => StartFrom::MysqlGtid(g.parse().map_err(|e| bad("mysql", format!("{e}")))?),
+            (Some(g), Some("mariadb")) => {
+                StartFrom::MariadbGtid(g.parse().map_err(|e| bad("mariadb", format!("{e}")))?)
+            }
+            _ => StartFrom::Position { file: self.file.clone(), position: self.position },
+        })
+    }
+}
+
+/// Bytes of binlog a server has written past `file:position`, by its `SHOW BINARY LOGS` (name
+/// and size, oldest first); None when `file` is no longer there.
+pub fn bytes_past(logs: &[(String, u64)], file: &str, position: u64) -> Option<u64> {
+    let i = logs.iter().position(|(f, _)| f == file)?;
+    let rest = logs.get(i + 1..).unwrap_or_default();
+    Some(logs.get(i)?.1.saturating_sub(position) + rest.iter().map(|(_, s)| s).sum::<u64>())
 }
 
 #[cfg(test)]
@@ -196,5 +249,39 @@ mod tests {
         assert_eq!(r.to_string(), "b.000002:900 (GTID 0-1-3365)");
         let r = ResumePoint { file: "b.000002".into(), position: 900, gtid: None };
         assert_eq!(r.to_string(), "b.000002:900");
+    }
+
+    #[test]
+    fn checkpoint_json() {
+        let c = Checkpoint::of(&ResumePoint { file: "mysql-bin.000003".into(), position: 1234, gtid: None });
+        let j = serde_json::to_value(&c).unwrap();
+        assert_eq!(j["file"], "mysql-bin.000003");
+        assert_eq!(j["position"], 1234);
+        assert_eq!(j["version"], 1);
+        assert!(j["gtid"].is_null());
+        let back: Checkpoint = serde_json::from_value(j.clone()).unwrap();
+        assert_eq!(back, c);
+        assert!(j.get("schema_version").is_none());
+        // with a schema version, and a checkpoint written before the field existed
+        let v = serde_json::to_value(c.clone().with_schema_version(7)).unwrap();
+        assert_eq!(v["schema_version"], 7);
+        let old: Checkpoint = serde_json::from_str(
+            r#"{"file":"b.000001","position":4,"gtid":null,"gtid_flavor":null,"ts_ms":1,"version":1}"#,
+        )
+        .unwrap();
+        assert_eq!(old.schema_version, None);
+        assert_eq!(old.start().unwrap(), StartFrom::Position { file: "b.000001".into(), position: 4 });
+        let g = Checkpoint { gtid: Some("0-1-9".into()), gtid_flavor: Some("mariadb".into()), ..old.clone() };
+        assert!(matches!(g.start().unwrap(), StartFrom::MariadbGtid(_)));
+        let bad = Checkpoint { gtid: Some("x".into()), gtid_flavor: Some("mariadb".into()), ..old };
+        assert!(bad.start().unwrap_err().to_string().contains("\"x\" (mariadb) is unreadable"));
+    }
+
+    #[test]
+    fn bytes_past_a_position() {
+        let logs = [("b.000001".to_string(), 1000), ("b.000002".to_string(), 500), ("b.000003".to_string(), 300)];
+        assert_eq!(bytes_past(&logs, "b.000002", 200), Some(600));
+        assert_eq!(bytes_past(&logs, "b.000003", 300), Some(0));
+        assert_eq!(bytes_past(&logs, "a.000009", 4), None);
     }
 }

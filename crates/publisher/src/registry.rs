@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::config::RegistrySection;
+use crate::disposition::Disposition;
 
 /// What went wrong talking to the registry.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,9 @@ pub enum RegistryError {
         /// The body.
         body: String,
     },
+    /// The client could not be set up (an unreadable password file, no HTTP client).
+    #[error("{0}")]
+    Setup(String),
     /// The registry could not be reached (worth retrying).
     #[error("cannot reach the Schema Registry at {url}: {message}")]
     Unreachable {
@@ -56,6 +60,15 @@ impl RegistryError {
     pub fn is_transient(&self) -> bool {
         matches!(self, RegistryError::Unreachable { .. })
             || matches!(self, RegistryError::Refused { status, .. } if *status >= 500)
+    }
+
+    /// What the caller does next: a registry away or failing (5xx) restarts, a refusal stops.
+    pub fn disposition(&self) -> Disposition {
+        if self.is_transient() {
+            Disposition::Restart
+        } else {
+            Disposition::Stop
+        }
     }
 }
 
@@ -76,11 +89,13 @@ impl RegistryClient {
     ///
     /// # Errors
     /// An unreadable password file.
-    pub fn new(cfg: &RegistrySection) -> Result<RegistryClient, String> {
+    pub fn new(cfg: &RegistrySection) -> Result<RegistryClient, RegistryError> {
         let password = match &cfg.password_file {
             Some(f) => Some(
                 std::fs::read_to_string(f)
-                    .map_err(|e| format!("cannot read registry.password_file {}: {e}", f.display()))?
+                    .map_err(|e| {
+                        RegistryError::Setup(format!("cannot read registry.password_file {}: {e}", f.display()))
+                    })?
                     .trim_end_matches(['\n', '\r'])
                     .to_string(),
             ),
@@ -89,7 +104,7 @@ impl RegistryClient {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()
-            .map_err(|e| format!("creating the HTTP client: {e}"))?;
+            .map_err(|e| RegistryError::Setup(format!("creating the HTTP client: {e}")))?;
         Ok(RegistryClient {
             base: cfg.url.trim_end_matches('/').to_string(),
             http,
@@ -118,7 +133,7 @@ impl RegistryClient {
                 Ok(_) => "ok",
                 Err(RegistryError::Incompatible { .. }) => "incompatible",
                 Err(RegistryError::Refused { .. }) => "refused",
-                Err(RegistryError::Unreachable { .. }) => "unreachable",
+                Err(RegistryError::Unreachable { .. } | RegistryError::Setup(_)) => "unreachable",
             };
             m.request(outcome, started.elapsed());
         }

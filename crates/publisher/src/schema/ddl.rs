@@ -1,61 +1,14 @@
-//! The tracked schema: **which column names and types a TABLE_MAP without metadata means**.
+//! DDL in the binlog, applied to the tracked schema: each QUERY event's statement parsed with
+//! sqlparser's MySQL dialect (what it lacks rewritten into what it parses first), then CREATE
+//! TABLE, ALTER TABLE, RENAME TABLE, DROP TABLE and DROP DATABASE applied. A statement on a
+//! captured table that cannot be parsed or applied marks the table unknown, never a guess.
 //!
-//! A TABLE_MAP always carries each column's wire type, type metadata and nullability, but its
-//! names, signedness, charsets, ENUM/SET members and primary key only when the server writes
-//! optional metadata (`binlog_row_metadata=FULL`; MINIMAL, the default, gives signedness and
-//! charsets but no names; MariaDB's NO_LOG gives none). For those tables Sluice keeps its own
-//! copy of the schema, as of the binlog position being read:
-//!
-//! - **initial state**: with no checkpoint yet, the captured tables' definitions are read from
-//!   `information_schema` on the replication source's own connection, at the moment the start
-//!   position is taken ([`load_from_server`]);
-//! - **DDL**: each QUERY event's statement is parsed (sqlparser's `MySqlDialect`) and CREATE
-//!   TABLE (also `LIKE`, partitioned), ALTER TABLE (column and primary-key changes, also
-//!   `ADD COLUMN (a INT, b INT)`, `ONLINE`/`IGNORE`/`WAIT n`; RENAME TO; `CONVERT TO
-//!   CHARACTER SET`; table options, indexes and partition maintenance leave the columns),
-//!   RENAME TABLE, DROP TABLE and DROP DATABASE are applied ([`SchemaHistory::apply_query`]);
-//!   what sqlparser lacks is rewritten into what it parses first ([`rewrite_for_parser`]);
-//!   database and table names compare as the server compares them (in lower case under
-//!   `lower_case_table_names` 1 or 2, read from the server at each start); names
-//!   resolve against the event's default database; statements on uncaptured tables are
-//!   ignored. A statement on a captured table that cannot be parsed or applied marks the table
-//!   *unknown*: later rows of it without names in their TABLE_MAP stop with an error naming
-//!   the statement, never a guess;
-//! - **persistence**: every change is a record on the compacted `<prefix>.__schemas` topic,
-//!   keyed `<source name>/<db>.<table>` (a tombstone for a dropped table), written in the Kafka
-//!   transaction whose checkpoint covers the DDL; the checkpoint carries the history version.
-//!   On start, reading the whole topic `read_committed` gives exactly the schema as of the
-//!   checkpoint ([`read_from_kafka`]), so a restart never applies today's schema to
-//!   yesterday's events;
-//! - **use**: [`SchemaHistory::resolve`] fills a TABLE_MAP's missing metadata from the
-//!   tracked definition after checking the column count and every column's type family; a
-//!   mismatch is an error naming table, column, both types and the binlog position.
-//!
-//! Limitation: starting with no checkpoint at a position in the past (`earliest`, a file
-//! position, a GTID set) uses the *current* schema for older events. If a DDL happened since,
-//! the TABLE_MAP comparison catches the difference in column count or type family and stops
-//! instead of misaligning columns; a change that keeps every type family (a rename, two
-//! swapped INT columns) cannot be seen, which is why `binlog_row_metadata=FULL` remains the
-//! recommendation.
-//!
-//! References: <https://dev.mysql.com/doc/refman/8.4/en/replication-options-binary-log.html#sysvar_binlog_row_metadata>,
-//! <https://mariadb.com/kb/en/replication-and-binary-log-system-variables/#binlog_row_metadata>,
-//! `Table_map_event` optional metadata
-//! (<https://dev.mysql.com/doc/dev/mysql-server/latest/classbinary__log_1_1Table__map__event.html>),
-//! ALTER TABLE syntax (<https://dev.mysql.com/doc/refman/8.4/en/alter-table.html>,
+//! References: ALTER TABLE syntax (<https://dev.mysql.com/doc/refman/8.4/en/alter-table.html>,
 //! <https://mariadb.com/kb/en/alter-table/>), sqlparser's AST (<https://docs.rs/sqlparser>).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::BTreeSet;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::{Message, Offset, TopicPartitionList};
-use serde::{Deserialize, Serialize};
-use sluice_binlog::charset::{charset_of, BINARY_COLLATION};
-use sluice_binlog::column::ColumnType;
-use sluice_binlog::TableMap;
+use sluice_binlog::charset::charset_of;
 use sqlparser::ast::{
     AlterColumnOperation, AlterTableOperation, ColumnDef, ColumnOption, CreateTableLikeKind, CreateTableOptions,
     DataType, EnumMember, Expr, MySQLColumnPosition, ObjectName, ObjectType, RenameTableNameKind, SqlOption, Statement,
@@ -65,204 +18,9 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
-use crate::config::Config;
-use crate::kafka::{Checkpoint, KafkaContext, KafkaSink, SinkError};
-
-/// One column as tracked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrackedColumn {
-    /// Name as declared.
-    pub name: String,
-    /// The SQL type as declared (for messages), e.g. `DECIMAL(10,2) UNSIGNED`.
-    pub sql_type: String,
-    /// The base type name, lower case: `int`, `varchar`, `decimal`, `enum`, ...
-    pub type_name: String,
-    /// UNSIGNED (numeric types).
-    #[serde(default)]
-    pub unsigned: bool,
-    /// Character set name (`utf8mb4`, `latin1`, `binary` for binary strings); None for
-    /// non-character types, or when not known.
-    #[serde(default)]
-    pub charset: Option<String>,
-    /// ENUM members in order.
-    #[serde(default)]
-    pub enum_values: Option<Vec<String>>,
-    /// SET members in order.
-    #[serde(default)]
-    pub set_values: Option<Vec<String>>,
-    /// Whether the column may be NULL.
-    #[serde(default = "yes")]
-    pub nullable: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// One table as tracked: the value of its `__schemas` record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrackedTable {
-    /// Database.
-    pub database: String,
-    /// Table.
-    pub table: String,
-    /// Columns in table order.
-    pub columns: Vec<TrackedColumn>,
-    /// Primary-key column names, in key order.
-    #[serde(default)]
-    pub primary_key: Vec<String>,
-    /// The table's default character set (for columns added without one).
-    #[serde(default)]
-    pub default_charset: Option<String>,
-    /// The history version of this definition.
-    pub version: u64,
-    /// Where it comes from: `file:position` of the DDL, or `server` for the initial load.
-    pub since: String,
-    /// Set when a statement on the table could not be applied: the statement and why. The
-    /// columns are then not to be used.
-    #[serde(default)]
-    pub unknown: Option<String>,
-}
-
-impl TrackedTable {
-    /// `ALTER TABLE ... CONVERT TO CHARACTER SET cs`: every character column (not the binary
-    /// strings) takes the charset; to `binary`, text types become their binary ones as MySQL
-    /// makes them. (MySQL may also widen a TEXT type to keep its length in characters; the
-    /// TABLE_MAP's own length metadata decodes it either way.)
-    fn convert_to(&mut self, cs: &str) {
-        for c in &mut self.columns {
-            let character = matches!(
-                c.type_name.as_str(),
-                "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
-            );
-            if !character || c.charset.as_deref() == Some("binary") {
-                continue;
-            }
-            c.charset = Some(cs.to_string());
-            if cs == "binary" {
-                let binary = match c.type_name.as_str() {
-                    "char" => "binary",
-                    "varchar" => "varbinary",
-                    "tinytext" => "tinyblob",
-                    "text" => "blob",
-                    "mediumtext" => "mediumblob",
-                    "longtext" => "longblob",
-                    other => other,
-                };
-                c.type_name = binary.to_string();
-            }
-        }
-    }
-
-    fn key(&self) -> String {
-        format!("{}.{}", self.database, self.table)
-    }
-
-    fn column_index(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
-    }
-}
-
-/// The tracked schema of the captured tables, with its history version.
-#[derive(Debug, Default)]
-pub struct SchemaHistory {
-    tables: BTreeMap<String, TrackedTable>,
-    version: u64,
-    /// Tables changed since the last [`SchemaHistory::flush`] (absent from `tables`: dropped).
-    dirty: BTreeSet<String>,
-    /// Filled TABLE_MAPs: (the TABLE_MAP as read, history version) → the filled copy.
-    resolved: HashMap<String, (Arc<TableMap>, u64, Arc<TableMap>)>,
-    /// The server compares database and table names case-insensitively
-    /// (`lower_case_table_names` 1 or 2): they are tracked in lower case, so `ALTER TABLE
-    /// Shop.Orders` finds the table a TABLE_MAP calls `shop.orders`.
-    fold_names: bool,
-}
-
-/// What a captured-table predicate looks like (`db`, `table`).
-pub type Captured<'a> = &'a dyn Fn(&str, &str) -> bool;
+use super::{family, fold_name, Captured, SchemaHistory, TrackedColumn, TrackedTable};
 
 impl SchemaHistory {
-    /// A history holding `tables` at `version`; `dirty` marks them all to be written with the
-    /// next commit (an initial load) or none (read back from Kafka).
-    pub fn new(tables: Vec<TrackedTable>, version: u64, dirty: bool) -> SchemaHistory {
-        let mut h = SchemaHistory { version, ..SchemaHistory::default() };
-        for t in tables {
-            h.version = h.version.max(t.version);
-            if dirty {
-                h.dirty.insert(t.key());
-            }
-            h.tables.insert(t.key(), t);
-        }
-        h
-    }
-
-    /// The history version: it grows with every applied change.
-    pub fn version(&self) -> u64 {
-        self.version
-    }
-
-    /// The tracked definition of `db.table`.
-    #[cfg(test)]
-    pub fn get(&self, qualified: &str) -> Option<&TrackedTable> {
-        self.tables.get(&self.fold(qualified))
-    }
-
-    /// True when changes wait for the next commit.
-    pub fn has_pending(&self) -> bool {
-        !self.dirty.is_empty()
-    }
-
-    /// Takes the server's `lower_case_table_names`: with 1 or 2, database and table names
-    /// are tracked in lower case (what is tracked already is renamed so).
-    pub fn set_lower_case_table_names(&mut self, value: u32) {
-        self.fold_names = value != 0;
-        if self.fold_names {
-            let tables = std::mem::take(&mut self.tables);
-            for (_, mut t) in tables {
-                t.database = t.database.to_lowercase();
-                t.table = t.table.to_lowercase();
-                self.tables.insert(t.key(), t);
-            }
-            self.dirty = std::mem::take(&mut self.dirty).into_iter().map(|k| k.to_lowercase()).collect();
-            self.resolved.clear();
-        }
-    }
-
-    /// A database or table name as tracked.
-    fn fold(&self, name: &str) -> String {
-        fold_name(self.fold_names, name)
-    }
-
-    fn put(&mut self, mut t: TrackedTable, since: &str, version: u64) {
-        t.database = self.fold(&t.database);
-        t.table = self.fold(&t.table);
-        t.version = version;
-        t.since = since.to_string();
-        self.dirty.insert(t.key());
-        self.tables.insert(t.key(), t);
-    }
-
-    fn remove(&mut self, key: &str) {
-        if self.tables.remove(key).is_some() {
-            self.dirty.insert(key.to_string());
-        }
-    }
-
-    fn mark_unknown(&mut self, db: &str, table: &str, why: String, since: &str, version: u64) {
-        tracing::warn!(table = %format!("{db}.{table}"), at = since, "{why}");
-        let t = TrackedTable {
-            database: db.to_string(),
-            table: table.to_string(),
-            columns: Vec::new(),
-            primary_key: Vec::new(),
-            default_charset: None,
-            version,
-            since: since.to_string(),
-            unknown: Some(why),
-        };
-        self.put(t, since, version);
-    }
-
     /// Applies the statement of a QUERY event. `default_db` is the event's default database,
     /// `database_charset` the `collation_database` it logged (the charset of tables created
     /// without one), `at` the event's `file:position`. Returns the tables whose definition
@@ -485,140 +243,6 @@ impl SchemaHistory {
             self.put(t, ctx.at, version);
         }
     }
-
-    /// Writes the changes since the last flush to `<prefix>.__schemas` in the open Kafka
-    /// batch (opening one when needed). Call right before committing.
-    ///
-    /// # Errors
-    /// As [`KafkaSink::send`].
-    pub async fn flush(&mut self, sink: &mut KafkaSink, topic: &str, source: &str) -> Result<(), SinkError> {
-        if self.dirty.is_empty() {
-            return Ok(());
-        }
-        for k in &self.dirty {
-            let key = format!("{source}/{k}");
-            match self.tables.get(k) {
-                Some(t) => {
-                    let v = serde_json::to_vec(t).map_err(|e| SinkError::Fatal(e.to_string()))?;
-                    sink.send(topic, Some(key.as_bytes()), Some(&v)).await?;
-                }
-                None => sink.send(topic, Some(key.as_bytes()), None).await?,
-            }
-        }
-        self.dirty.clear();
-        Ok(())
-    }
-
-    /// The TABLE_MAP to decode and publish rows of `tm` with: `tm` itself when it carries
-    /// column names (the tracked definition follows it), else a copy filled from the tracked
-    /// definition. `file` and `offset` locate the rows event, for messages.
-    ///
-    /// # Errors
-    /// The operator message when the table is not tracked, unknown, or does not match.
-    pub fn resolve(&mut self, tm: &Arc<TableMap>, file: &str, offset: u64) -> Result<Arc<TableMap>, String> {
-        let name = self.fold(&tm.qualified_name());
-        if let Some((orig, v, filled)) = self.resolved.get(&name) {
-            if *v == self.version && (Arc::ptr_eq(orig, tm) || **orig == **tm) {
-                return Ok(Arc::clone(filled));
-            }
-        }
-        let at = format!("{file}:{offset}");
-        if tm.has_column_names {
-            self.learn(&name, tm, &at);
-            return Ok(Arc::clone(tm));
-        }
-        let filled = Arc::new(fill(tm, self.tables.get(&name), &at)?);
-        self.resolved.insert(name, (Arc::clone(tm), self.version, Arc::clone(&filled)));
-        Ok(filled)
-    }
-}
-
-impl SchemaHistory {
-    /// A TABLE_MAP with names is the truth: when the tracked definition is missing, unknown,
-    /// or disagrees with it (names, count, type families), it replaces it, so a later switch to
-    /// MINIMAL metadata, or a DDL Sluice could not parse, is healed by the next FULL TABLE_MAP.
-    fn learn(&mut self, name: &str, tm: &Arc<TableMap>, at: &str) {
-        let consistent = self.tables.get(name).is_some_and(|t| {
-            t.unknown.is_none()
-                && t.columns.len() == tm.columns.len()
-                && t.columns.iter().zip(&tm.columns).all(|(tc, c)| {
-                    c.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(&tc.name))
-                        && family_matches(c.ty, &tc.type_name)
-                })
-        });
-        if !consistent {
-            if let Some(mut t) = tracked_from_table_map(tm, at) {
-                let version = self.version + 1;
-                t.default_charset = self.tables.get(name).and_then(|old| old.default_charset.clone());
-                tracing::info!(table = name, version, at, "The tracked schema follows the TABLE_MAP's column names");
-                self.put(t, at, version);
-                self.version = version;
-            }
-        }
-        self.resolved.insert(name.to_string(), (Arc::clone(tm), self.version, Arc::clone(tm)));
-    }
-}
-
-/// A tracked definition from a TABLE_MAP with full metadata (None for a type Sluice does not
-/// track).
-fn tracked_from_table_map(tm: &TableMap, at: &str) -> Option<TrackedTable> {
-    use ColumnType as T;
-    let mut columns = Vec::with_capacity(tm.columns.len());
-    for c in &tm.columns {
-        let binary = c.collation == Some(BINARY_COLLATION);
-        let type_name = match c.ty {
-            T::Tiny => "tinyint",
-            T::Short => "smallint",
-            T::Int24 => "mediumint",
-            T::Long => "int",
-            T::LongLong => "bigint",
-            T::Float => "float",
-            T::Double => "double",
-            T::NewDecimal | T::Decimal => "decimal",
-            T::Date | T::NewDate => "date",
-            T::Time | T::Time2 => "time",
-            T::DateTime | T::DateTime2 => "datetime",
-            T::Timestamp | T::Timestamp2 => "timestamp",
-            T::Year => "year",
-            T::String if binary => "binary",
-            T::String => "char",
-            T::VarChar | T::VarString if binary => "varbinary",
-            T::VarChar | T::VarString => "varchar",
-            T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob if binary => "blob",
-            T::TinyBlob | T::Blob | T::MediumBlob | T::LongBlob => "text",
-            T::Enum => "enum",
-            T::Set => "set",
-            T::Bit => "bit",
-            T::Json => "json",
-            T::Geometry => "geometry",
-            T::Vector => "vector",
-            _ => return None,
-        };
-        columns.push(TrackedColumn {
-            name: c.name.as_deref()?.to_string(),
-            sql_type: format!("{} (from the TABLE_MAP at {at})", type_name.to_ascii_uppercase()),
-            type_name: type_name.to_string(),
-            unsigned: c.unsigned,
-            charset: c.collation.and_then(charset_of).map(|cs| cs.name().to_string()),
-            enum_values: c.enum_values.as_ref().map(|v| v.iter().map(|s| s.to_string()).collect()),
-            set_values: c.set_values.as_ref().map(|v| v.iter().map(|s| s.to_string()).collect()),
-            nullable: c.nullable,
-        });
-    }
-    let primary_key = match &tm.primary_key {
-        Some(pk) => pk.iter().filter_map(|&(i, _)| columns.get(i).map(|c| c.name.clone())).collect(),
-        None => columns.iter().zip(&tm.columns).filter(|(_, c)| c.primary_key).map(|(t, _)| t.name.clone()).collect(),
-    };
-    Some(TrackedTable {
-        database: tm.database.to_string(),
-        table: tm.table.to_string(),
-        columns,
-        primary_key,
-        default_charset: None,
-        version: 0,
-        since: at.to_string(),
-        unknown: None,
-    })
 }
 
 /// What the statement's names resolve against.
@@ -650,21 +274,12 @@ impl Ctx<'_> {
     }
 }
 
-/// `name` as tracked: in lower case when the server compares names case-insensitively.
-fn fold_name(fold: bool, name: &str) -> String {
-    if fold {
-        name.to_lowercase()
-    } else {
-        name.to_string()
-    }
-}
-
 fn last_ident(name: &ObjectName) -> Result<String, String> {
     name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).ok_or_else(|| format!("unexpected name {name}"))
 }
 
 /// The statement without a trailing `START TRANSACTION`.
-fn strip_start_transaction(sql: &str) -> &str {
+pub(super) fn strip_start_transaction(sql: &str) -> &str {
     let t = sql.trim_end().trim_end_matches(';').trim_end();
     let n = "START TRANSACTION".len();
     match t.len().checked_sub(n).and_then(|i| Some((i, t.get(i..)?))) {
@@ -676,7 +291,7 @@ fn strip_start_transaction(sql: &str) -> &str {
 /// Parses with sqlparser's MySQL dialect; MariaDB extensions it lacks (`ADD COLUMN IF NOT
 /// EXISTS`, ...) get a second try with its generic dialect, which accepts them along with
 /// MySQL's backticks and column positions.
-fn parse(sql: &str) -> Result<Vec<Statement>, sqlparser::parser::ParserError> {
+pub(super) fn parse(sql: &str) -> Result<Vec<Statement>, sqlparser::parser::ParserError> {
     Parser::parse_sql(&MySqlDialect {}, sql)
         .or_else(|e| Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, sql).map_err(|_| e))
 }
@@ -702,7 +317,7 @@ fn looks_like_ddl(sql: &str) -> bool {
 
 /// What [`options_only_alter`] found.
 #[derive(Debug, PartialEq)]
-struct OptionsAlter {
+pub(super) struct OptionsAlter {
     db: String,
     table: String,
     /// A new default charset (`DEFAULT CHARSET=x`, `COLLATE=y`).
@@ -714,7 +329,7 @@ struct OptionsAlter {
 /// For an `ALTER TABLE` whose every specification leaves the column list alone (table
 /// options, index changes, partition maintenance, `CONVERT TO CHARACTER SET`), what it
 /// changes; None for anything else.
-fn options_only_alter(sql: &str, default_db: &str, db_charset: Option<&str>) -> Option<OptionsAlter> {
+pub(super) fn options_only_alter(sql: &str, default_db: &str, db_charset: Option<&str>) -> Option<OptionsAlter> {
     let tokens: Vec<Token> = Tokenizer::new(&MySqlDialect {}, sql)
         .tokenize()
         .ok()?
@@ -929,7 +544,7 @@ fn spanned_tokens(sql: &str) -> Option<Vec<(Token, &str)>> {
 ///   column that is not there then fails to apply, and the table is marked unknown);
 /// - MariaDB's sequence defaults `DEFAULT NEXT VALUE FOR s` / `NEXTVAL(s)`: a default does not
 ///   shape the values, so `DEFAULT NULL` stands in.
-fn rewrite_for_parser(sql: &str) -> Option<String> {
+pub(super) fn rewrite_for_parser(sql: &str) -> Option<String> {
     let tokens = spanned_tokens(sql)?;
     let is_word = |i: usize, k: &str| matches!(tokens.get(i), Some((Token::Word(w), _)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k));
     // indexes of the significant tokens
@@ -1297,7 +912,7 @@ fn unquote(s: &str) -> String {
 }
 
 /// `utf8mb4_general_ci` → `utf8mb4`.
-fn charset_of_collation_name(c: &str) -> String {
+pub(super) fn charset_of_collation_name(c: &str) -> String {
     let c = c.to_ascii_lowercase();
     if c == "binary" {
         return c;
@@ -1471,7 +1086,7 @@ fn primary_key_of(c: &TableConstraint) -> Option<Vec<String>> {
 }
 
 /// A tracked column from a column definition; true when it is declared PRIMARY KEY.
-fn column_from_def(def: &ColumnDef, table_charset: Option<&str>) -> Result<(TrackedColumn, bool), String> {
+pub(super) fn column_from_def(def: &ColumnDef, table_charset: Option<&str>) -> Result<(TrackedColumn, bool), String> {
     let sql_type = def.data_type.to_string();
     let lower = sql_type.to_ascii_lowercase();
     let words: Vec<&str> = lower.split(|c: char| c == '(' || c.is_whitespace()).filter(|w| !w.is_empty()).collect();
@@ -1581,448 +1196,3 @@ fn first_number(s: &str) -> Option<u32> {
     let digits: String = s[start..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }
-
-/// Type families: which TABLE_MAP types a declared type may appear as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    Tiny,
-    Short,
-    Int24,
-    Long,
-    LongLong,
-    Float,
-    Double,
-    Decimal,
-    Date,
-    Time,
-    DateTime,
-    Timestamp,
-    Year,
-    Char,
-    VarChar,
-    Blob,
-    Enum,
-    Set,
-    Bit,
-    Json,
-    Geometry,
-    Vector,
-}
-
-fn family(type_name: &str) -> Option<Family> {
-    use Family as F;
-    Some(match type_name {
-        "tinyint" => F::Tiny,
-        "smallint" => F::Short,
-        "mediumint" => F::Int24,
-        "int" => F::Long,
-        "bigint" => F::LongLong,
-        "float" => F::Float,
-        "double" => F::Double,
-        "decimal" => F::Decimal,
-        "date" => F::Date,
-        "time" => F::Time,
-        "datetime" => F::DateTime,
-        "timestamp" => F::Timestamp,
-        "year" => F::Year,
-        // MariaDB's UUID and INET6 are fixed-length binary strings in row events
-        "char" | "binary" | "uuid" | "inet6" => F::Char,
-        "varchar" | "varbinary" => F::VarChar,
-        "tinytext" | "text" | "mediumtext" | "longtext" | "tinyblob" | "blob" | "mediumblob" | "longblob" => F::Blob,
-        "enum" => F::Enum,
-        "set" => F::Set,
-        "bit" => F::Bit,
-        "json" => F::Json,
-        "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring" | "multipolygon"
-        | "geometrycollection" | "geomcollection" => F::Geometry,
-        "vector" => F::Vector,
-        _ => return None,
-    })
-}
-
-/// True when a TABLE_MAP column type can be a column declared as `type_name`.
-fn family_matches(ty: ColumnType, type_name: &str) -> bool {
-    use ColumnType as T;
-    use Family as F;
-    let Some(f) = family(type_name) else { return false };
-    match f {
-        F::Tiny => ty == T::Tiny,
-        F::Short => ty == T::Short,
-        F::Int24 => ty == T::Int24,
-        F::Long => ty == T::Long,
-        F::LongLong => ty == T::LongLong,
-        F::Float => ty == T::Float,
-        F::Double => ty == T::Double,
-        F::Decimal => matches!(ty, T::NewDecimal | T::Decimal),
-        F::Date => matches!(ty, T::Date | T::NewDate),
-        F::Time => matches!(ty, T::Time | T::Time2),
-        F::DateTime => matches!(ty, T::DateTime | T::DateTime2),
-        F::Timestamp => matches!(ty, T::Timestamp | T::Timestamp2),
-        F::Year => ty == T::Year,
-        F::Char => ty == T::String,
-        F::VarChar => matches!(ty, T::VarChar | T::VarString),
-        F::Blob => matches!(ty, T::Blob | T::TinyBlob | T::MediumBlob | T::LongBlob),
-        F::Enum => ty == T::Enum,
-        F::Set => ty == T::Set,
-        F::Bit => ty == T::Bit,
-        // MariaDB's JSON is a LONGTEXT
-        F::Json => matches!(ty, T::Json | T::Blob | T::LongBlob),
-        F::Geometry => ty == T::Geometry,
-        F::Vector => matches!(ty, T::Vector | T::VarChar),
-    }
-}
-
-/// A collation id of `charset` (the first id the charset table maps to it): decoding needs
-/// the character set, not the collation.
-fn collation_of(charset: &str) -> Option<u16> {
-    let want = match charset {
-        "utf8" => "utf8mb3",
-        c => c,
-    };
-    if want == "binary" {
-        return Some(BINARY_COLLATION);
-    }
-    (1..=2303u16).find(|&id| charset_of(id).is_some_and(|c| c.name() == want))
-}
-
-const WHAT_TO_DO: &str = "set binlog_row_metadata=FULL on the server so TABLE_MAP events carry column names \
-     (it applies to binlogs written from then on), or move the checkpoint past this change: stop sluice run, then \
-     `sluice position set --config FILE --to current` (it reads the tables' definitions from the server again; the \
-     changes in between are not published)";
-
-/// The TABLE_MAP with names and the other missing metadata taken from `tracked`.
-fn fill(tm: &TableMap, tracked: Option<&TrackedTable>, at: &str) -> Result<TableMap, String> {
-    let name = tm.qualified_name();
-    let Some(t) = tracked else {
-        return Err(format!(
-            "{name} at {at}: the TABLE_MAP carries no column names (binlog_row_metadata is not FULL) and Sluice \
-             tracks no schema for the table (it was not captured when the schema was loaded, the replication user \
-             cannot see it in information_schema, or it was created by a statement Sluice did not see); {WHAT_TO_DO}"
-        ));
-    };
-    if let Some(why) = &t.unknown {
-        return Err(format!(
-            "{name} at {at}: the TABLE_MAP carries no column names (binlog_row_metadata is not FULL) and the tracked \
-             schema of the table is unknown since {}: {why}; {WHAT_TO_DO}",
-            t.since
-        ));
-    }
-    let mismatch = |detail: String| {
-        format!(
-            "{name} at {at}: the TABLE_MAP does not match the tracked schema (version {}, since {}): {detail}; the \
-             column names cannot be trusted, so Sluice stops rather than misalign them; {WHAT_TO_DO}",
-            t.version, t.since
-        )
-    };
-    if tm.columns.len() != t.columns.len() {
-        return Err(mismatch(format!(
-            "the TABLE_MAP has {} columns, the tracked schema {} ({})",
-            tm.columns.len(),
-            t.columns.len(),
-            t.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
-        )));
-    }
-    let mut out = tm.clone();
-    for (i, (c, tc)) in out.columns.iter_mut().zip(&t.columns).enumerate() {
-        let col_mismatch = |why: &str| {
-            mismatch(format!(
-                "column {} (index {i}): the TABLE_MAP type is {} ({}), the tracked column is {} {}{why}",
-                i + 1,
-                c.ty.name(),
-                c.ty.code(),
-                tc.name,
-                tc.sql_type
-            ))
-        };
-        if !family_matches(c.ty, &tc.type_name) {
-            return Err(col_mismatch(""));
-        }
-        if c.unsigned && !tc.unsigned {
-            return Err(col_mismatch(" (the TABLE_MAP says UNSIGNED)"));
-        }
-        let tracked_binary = tc.charset.as_deref() == Some("binary");
-        if let Some(coll) = c.collation {
-            if tc.charset.is_some() && (coll == BINARY_COLLATION) != tracked_binary {
-                return Err(col_mismatch(" (binary and character string differ)"));
-            }
-        }
-        if c.ty == ColumnType::Set {
-            if let Some(v) = &tc.set_values {
-                // the server's pack length: one bit per member, 5..=7 bytes round up to 8
-                let bytes = v.len().div_ceil(8).max(1);
-                if usize::from(c.meta) != if bytes > 4 { 8 } else { bytes } {
-                    return Err(col_mismatch(" (the SET member count differs)"));
-                }
-            }
-        }
-        if c.ty == ColumnType::Enum {
-            if let Some(v) = &tc.enum_values {
-                if usize::from(c.meta) != if v.len() > 255 { 2 } else { 1 } {
-                    return Err(col_mismatch(" (the ENUM member count differs)"));
-                }
-            }
-        }
-        c.name = Some(Arc::from(tc.name.as_str()));
-        c.unsigned = c.unsigned || tc.unsigned;
-        if c.collation.is_none() {
-            c.collation = tc.charset.as_deref().and_then(collation_of);
-        }
-        if c.enum_values.is_none() {
-            c.enum_values = tc.enum_values.as_ref().map(|v| v.iter().map(|s| Arc::from(s.as_str())).collect());
-        }
-        if c.set_values.is_none() {
-            c.set_values = tc.set_values.as_ref().map(|v| v.iter().map(|s| Arc::from(s.as_str())).collect());
-        }
-    }
-    if out.primary_key.is_none() && !t.primary_key.is_empty() {
-        let mut pk = Vec::with_capacity(t.primary_key.len());
-        for k in &t.primary_key {
-            let i = t.column_index(k).ok_or_else(|| mismatch(format!("primary-key column {k} is not a column")))?;
-            out.columns[i].primary_key = true;
-            pk.push((i, 0));
-        }
-        out.primary_key = Some(pk);
-    }
-    Ok(out)
-}
-
-/// Where the tracked schema of a pipeline attempt comes from.
-#[derive(Debug)]
-pub enum Committed {
-    /// The history committed with the checkpoint.
-    Resume(SchemaHistory),
-    /// No checkpoint yet (or one from before schema tracking): read the captured tables from
-    /// the server. `previous` is what `__schemas` still holds for this source (after a reset
-    /// of the checkpoint): the new history supersedes it.
-    Load {
-        /// Records of an earlier history.
-        previous: Vec<TrackedTable>,
-    },
-}
-
-impl Committed {
-    /// True when the captured tables must be read from the server.
-    pub fn needs_load(&self) -> bool {
-        matches!(self, Committed::Load { .. })
-    }
-
-    /// The history to start with; `loaded` is what the server said (with
-    /// [`Committed::needs_load`]).
-    pub fn into_history(self, loaded: Vec<TrackedTable>) -> SchemaHistory {
-        match self {
-            Committed::Resume(h) => h,
-            Committed::Load { previous } => SchemaHistory::fresh(loaded, &previous),
-        }
-    }
-}
-
-impl SchemaHistory {
-    /// A history from a server load, replacing `previous` records of the same source: its
-    /// version continues above theirs (so a later resume never sees an older history as
-    /// newer), and the previous tables it does not hold are written as tombstones with the
-    /// first commit.
-    pub fn fresh(loaded: Vec<TrackedTable>, previous: &[TrackedTable]) -> SchemaHistory {
-        let version = previous.iter().map(|t| t.version).max().unwrap_or(0) + 1;
-        let mut h =
-            SchemaHistory::new(loaded.into_iter().map(|t| TrackedTable { version, ..t }).collect(), version, true);
-        h.dirty.extend(previous.iter().map(TrackedTable::key));
-        h
-    }
-}
-
-/// Reads the committed schema history for a pipeline attempt: the one committed with the
-/// checkpoint, or, without a usable one, what an earlier history left in `__schemas`.
-///
-/// # Errors
-/// As [`read_from_kafka`]; fatal when the history is newer than the checkpoint (two
-/// instances sharing a source name).
-pub async fn committed(cfg: &Config, checkpoint: Option<&Checkpoint>) -> Result<Committed, SinkError> {
-    let cfg2 = cfg.clone();
-    let tables = tokio::task::spawn_blocking(move || read_from_kafka(&cfg2))
-        .await
-        .map_err(|e| SinkError::Fatal(format!("reading the schema history: {e}")))??;
-    match checkpoint.map(|c| c.schema_version) {
-        Some(Some(v)) => {
-            let newest = tables.iter().map(|t| t.version).max().unwrap_or(0);
-            if newest > v {
-                return Err(SinkError::Fatal(format!(
-                    "the schema history on {} holds version {newest}, newer than the checkpoint's {v}: another \
-                     instance with source name {:?} wrote it; give each instance its own source.name",
-                    schemas_topic(cfg),
-                    cfg.source.name
-                )));
-            }
-            tracing::info!(version = v, tables = tables.len(), "Read the schema history as of the checkpoint");
-            Ok(Committed::Resume(SchemaHistory::new(tables, v, false)))
-        }
-        Some(None) => {
-            tracing::warn!(
-                "The checkpoint predates schema tracking: the captured tables' definitions are read from the server \
-                 now, and apply to the events after the checkpoint (TABLE_MAP comparisons catch a difference)"
-            );
-            Ok(Committed::Load { previous: tables })
-        }
-        None => Ok(Committed::Load { previous: tables }),
-    }
-}
-
-/// The `__schemas` topic of a configuration.
-pub fn schemas_topic(cfg: &Config) -> String {
-    format!("{}.__schemas", cfg.kafka.topic_prefix)
-}
-
-/// Reads this source's committed schema history from `<prefix>.__schemas` (read_committed,
-/// the whole compacted topic; the last record per key wins, a tombstone removes the table).
-///
-/// # Errors
-/// Abortable when the broker does not answer; fatal for an unreadable record.
-pub fn read_from_kafka(cfg: &Config) -> Result<Vec<TrackedTable>, SinkError> {
-    let topic = schemas_topic(cfg);
-    let prefix = format!("{}/", cfg.source.name);
-    let consumer: BaseConsumer<KafkaContext> = crate::kafka::client_config(cfg)?
-        .set("group.id", format!("sluice-{}-schema-reader", cfg.source.name))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create_with_context(KafkaContext::new(&cfg.kafka.brokers))
-        .map_err(|e| SinkError::Fatal(format!("creating the schema history consumer: {e}")))?;
-    let (low, high) = consumer
-        .fetch_watermarks(&topic, 0, Duration::from_secs(10))
-        .map_err(|e| SinkError::Abortable(format!("reading the watermarks of {topic}: {e}")))?;
-    let mut tables: BTreeMap<String, TrackedTable> = BTreeMap::new();
-    if high <= low {
-        return Ok(Vec::new());
-    }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, Offset::Offset(low)).map_err(|e| SinkError::Fatal(format!("{topic}: {e}")))?;
-    consumer.assign(&tpl).map_err(|e| SinkError::Abortable(format!("assigning {topic}: {e}")))?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if std::time::Instant::now() > deadline {
-            return Err(SinkError::Abortable(format!("reading {topic} did not reach its end within 60 s")));
-        }
-        match consumer.poll(Duration::from_millis(500)) {
-            None => continue,
-            Some(Err(KafkaError::PartitionEOF(_))) => break,
-            Some(Err(e)) => return Err(SinkError::Abortable(format!("reading {topic}: {e}"))),
-            Some(Ok(m)) => {
-                let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) else { continue };
-                let Some(table) = key.strip_prefix(&prefix) else { continue };
-                match m.payload() {
-                    Some(v) => {
-                        let t: TrackedTable = serde_json::from_slice(v).map_err(|e| {
-                            SinkError::Fatal(format!("unreadable schema record at {topic} offset {}: {e}", m.offset()))
-                        })?;
-                        tables.insert(table.to_string(), t);
-                    }
-                    None => {
-                        tables.remove(table);
-                    }
-                }
-            }
-        }
-    }
-    Ok(tables.into_values().collect())
-}
-
-/// Reads the definitions of the captured tables from the server's `information_schema`.
-///
-/// # Errors
-/// Server errors (a missing privilege on the tables shows as missing tables, not an error).
-pub async fn load_from_server(
-    conn: &mut sluice_protocol::Connection,
-    captured: Captured<'_>,
-) -> sluice_protocol::Result<Vec<TrackedTable>> {
-    const SYSTEM: &str = "('mysql','information_schema','performance_schema','sys')";
-    let tables = conn
-        .query(&format!(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_COLLATION FROM information_schema.TABLES \
-             WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN {SYSTEM}"
-        ))
-        .await?
-        .to_strings();
-    let mut out: BTreeMap<(String, String), TrackedTable> = BTreeMap::new();
-    for row in tables {
-        let (Some(Some(db)), Some(Some(table))) = (row.first(), row.get(1)) else { continue };
-        if !captured(db, table) {
-            continue;
-        }
-        let default_charset = row.get(2).cloned().flatten().map(|c| charset_of_collation_name(&c));
-        out.insert(
-            (db.clone(), table.clone()),
-            TrackedTable {
-                database: db.clone(),
-                table: table.clone(),
-                columns: Vec::new(),
-                primary_key: Vec::new(),
-                default_charset,
-                version: 1,
-                since: "server".into(),
-                unknown: None,
-            },
-        );
-    }
-    let cols = conn
-        .query(&format!(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME \
-             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA NOT IN {SYSTEM} \
-             ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION"
-        ))
-        .await?
-        .to_strings();
-    for row in cols {
-        let get = |i: usize| row.get(i).cloned().flatten();
-        let (Some(db), Some(table), Some(name), Some(ty)) = (get(0), get(1), get(2), get(3)) else { continue };
-        let Some(t) = out.get_mut(&(db, table)) else { continue };
-        if t.unknown.is_some() {
-            continue;
-        }
-        let charset = get(5);
-        match column_from_type_text(&name, &ty, charset.as_deref()) {
-            Ok(mut c) => {
-                c.nullable = get(4).as_deref() == Some("YES");
-                t.columns.push(c);
-            }
-            Err(e) => {
-                t.unknown = Some(format!("the server's definition of column {name} ({ty}) is not understood: {e}"));
-                t.columns.clear();
-            }
-        }
-    }
-    let pks = conn
-        .query(&format!(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS \
-             WHERE INDEX_NAME = 'PRIMARY' AND TABLE_SCHEMA NOT IN {SYSTEM} \
-             ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
-        ))
-        .await?
-        .to_strings();
-    for row in pks {
-        let get = |i: usize| row.get(i).cloned().flatten();
-        let (Some(db), Some(table), Some(name)) = (get(0), get(1), get(2)) else { continue };
-        if let Some(t) = out.get_mut(&(db, table)) {
-            t.primary_key.push(name);
-        }
-    }
-    Ok(out.into_values().collect())
-}
-
-/// A tracked column from `information_schema.COLUMNS.COLUMN_TYPE` (`int(10) unsigned`,
-/// `enum('a','b')`, ...), parsed by the same code as DDL.
-fn column_from_type_text(name: &str, column_type: &str, charset: Option<&str>) -> Result<TrackedColumn, String> {
-    // ZEROFILL implies UNSIGNED, which COLUMN_TYPE also says
-    let ty = column_type.replace(" zerofill", "");
-    let sql = format!("CREATE TABLE t (c {ty})");
-    let st = parse(&sql).map_err(|e| e.to_string())?;
-    let Some(Statement::CreateTable(ct)) = st.first() else { return Err("not a column type".into()) };
-    let def = ct.columns.first().ok_or("no column")?;
-    let (mut c, _) = column_from_def(def, charset)?;
-    c.name = name.to_string();
-    if c.charset.is_none() && charset.is_some() {
-        c.charset = charset.map(str::to_ascii_lowercase);
-    }
-    Ok(c)
-}
-
-#[cfg(test)]
-mod tests;

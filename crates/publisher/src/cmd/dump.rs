@@ -4,6 +4,7 @@
 //! XID, BEGIN/COMMIT), applies the position/time/table filters, and hands rows to the chosen
 //! output. Values are rendered by [`crate::render`]; SQL statements by [`sql`].
 
+mod json;
 mod spool;
 mod sql;
 
@@ -12,21 +13,21 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use serde_json::{json, Map, Value as Json};
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::Event;
-use sluice_binlog::file::{BinlogReader, Located};
+use sluice_binlog::file::BinlogReader;
 use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
 use sluice_binlog::temporal::days_from_civil;
+use sluice_binlog::transaction::{gtid_of, ResumePoint, Step, TransactionTracker};
+use sluice_binlog::walk::Located;
 use sluice_binlog::Error as BinlogError;
 
-use crate::config::{SourceUrl, TlsSetting};
-use crate::exit;
+use super::Exit;
+use crate::config::{Secret, SourceUrl, TlsSetting};
 use crate::filter::TableFilter;
 use crate::position::StartFrom;
-use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str};
-use crate::schema_history::SchemaHistory;
-use crate::source::{ReplicationSource, SourceConfig, SourceError, SourceEvent};
+use crate::schema::SchemaHistory;
+use crate::source::{Endpoint, ReplicationSource, SourceConfig, SourceError, SourceEvent};
 use spool::{ReverseSpool, TxSpool};
 
 /// Output format of `sluice dump`.
@@ -214,6 +215,8 @@ struct Dumper<W: Write> {
     out: W,
     filter: TableFilter,
     tx: TxContext,
+    /// The transaction boundaries of files (a live source tracks its own).
+    tracker: TransactionTracker,
     spool: TxSpool,
     flashback: ReverseSpool,
     warned_positional: HashSet<String>,
@@ -267,8 +270,8 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
         if start >= stop {
             p.push(format!(
                 "--start-datetime {}Z is not before --stop-datetime {}Z: nothing would be dumped",
-                iso_utc(start).trim_end_matches('Z'),
-                iso_utc(stop).trim_end_matches('Z')
+                json::iso_utc(start).trim_end_matches('Z'),
+                json::iso_utc(stop).trim_end_matches('Z')
             ));
         }
     }
@@ -279,13 +282,13 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
 }
 
 /// Runs `sluice dump`; returns the exit code.
-pub fn run(args: DumpArgs) -> u8 {
+pub fn run(args: DumpArgs) -> Exit {
     let problems = usage_problems(&args);
     if !problems.is_empty() {
         for m in problems {
             crate::eline!("sluice dump: {m}");
         }
-        return exit::USAGE;
+        return Exit::Usage;
     }
     let filter = TableFilter::new(args.databases.clone(), args.tables.clone());
     let stdout = io::stdout().lock();
@@ -294,6 +297,7 @@ pub fn run(args: DumpArgs) -> u8 {
         out: BufWriter::with_capacity(256 * 1024, stdout),
         filter,
         tx: TxContext::default(),
+        tracker: TransactionTracker::new(ResumePoint { file: String::new(), position: 4, gtid: None }),
         spool: TxSpool::default(),
         flashback: ReverseSpool::default(),
         warned_positional: HashSet::new(),
@@ -306,26 +310,26 @@ pub fn run(args: DumpArgs) -> u8 {
     let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
     let result = result.and_then(|()| d.finish());
     match result {
-        Ok(()) => exit::OK,
+        Ok(()) => Exit::Ok,
         // the reader stopped reading (`| head`): that ends the dump, quietly
-        Err(Failure::Output(e)) if crate::console::is_closed_pipe(&e) => exit::OK,
+        Err(Failure::Output(e)) if crate::console::is_closed_pipe(&e) => Exit::Ok,
         Err(Failure::Output(e)) => {
             tracing::error!(error = %e, "Writing the output failed");
-            exit::IO
+            Exit::Output
         }
         Err(Failure::Sql(e)) => {
             let _ = d.out.flush();
             tracing::error!("{e}");
-            exit::FAILURE
+            Exit::Failure
         }
         Err(Failure::Usage(msg)) => {
             tracing::error!("{msg}");
-            exit::USAGE
+            Exit::Usage
         }
         Err(Failure::Source(e)) => {
             let _ = d.out.flush();
             tracing::error!("{e}");
-            exit::FAILURE
+            Exit::Failure
         }
         Err(Failure::Input(e)) => {
             // what was decoded before the error is real: write it out, including the JSON rows
@@ -337,8 +341,8 @@ pub fn run(args: DumpArgs) -> u8 {
             let _ = d.out.flush();
             tracing::error!("{e}");
             match e {
-                BinlogError::Io { .. } => exit::NO_INPUT,
-                _ => exit::DATA,
+                BinlogError::Io { .. } => Exit::NoInput,
+                _ => Exit::Data,
             }
         }
     }
@@ -416,25 +420,20 @@ impl<W: Write> Dumper<W> {
             }
             (None, None) => String::new(),
         };
-        let mut connect = sluice_protocol::ConnectOptions::new(url.host, url.port, url.user, password);
-        connect.tls = live.tls.mode();
-        connect.ca_file = live.ca.clone();
-        let heartbeat = std::time::Duration::from_secs(live.heartbeat.max(1));
-        connect.read_timeout = Some(heartbeat * 3 + std::time::Duration::from_secs(5));
-        let cfg = SourceConfig {
-            connect,
-            server_id: live.server_id,
-            server_id_setting: "--server-id",
-            report_host: "sluice".into(),
-            heartbeat,
-            follow: live.follow,
-            initial_backoff: std::time::Duration::from_millis(250),
-            max_backoff: std::time::Duration::from_secs(30),
-            max_attempts: live.max_reconnect_attempts,
-            decoder: DecoderOptions {
-                verify_checksum: !self.args.no_verify_checksum,
-                max_decompressed_size: self.args.max_decompressed_mib.saturating_mul(1 << 20),
-            },
+        let password = Secret::new(password);
+        let endpoint = Endpoint {
+            url: &url,
+            password: &password,
+            tls: live.tls,
+            ca_file: live.ca.clone(),
+            heartbeat: std::time::Duration::from_secs(live.heartbeat.max(1)),
+        };
+        let mut cfg = SourceConfig::new(&endpoint, live.server_id, "--server-id", "sluice".into());
+        cfg.follow = live.follow;
+        cfg.max_attempts = live.max_reconnect_attempts;
+        cfg.decoder = DecoderOptions {
+            verify_checksum: !self.args.no_verify_checksum,
+            max_decompressed_size: self.args.max_decompressed_mib.saturating_mul(1 << 20),
         };
         let start = if let Some(file) = &live.start_file {
             StartFrom::Position { file: file.clone(), position: self.args.start_position.unwrap_or(4) }
@@ -469,7 +468,7 @@ impl<W: Write> Dumper<W> {
             }
             (None, _) => None,
         };
-        let rt = crate::source::runtime().map_err(Failure::Output)?;
+        let rt = crate::process::runtime().map_err(Failure::Output)?;
         rt.block_on(async {
             let filter = self.filter.clone();
             let captured = |db: &str, table: &str| filter.matches(db, table);
@@ -482,20 +481,20 @@ impl<W: Write> Dumper<W> {
             let result = loop {
                 let next = tokio::select! {
                     ev = src.next_event() => ev,
-                    _ = shutdown_signal() => {
+                    _ = crate::process::shutdown_signal() => {
                         tracing::info!("Interrupted; stopping at the last complete transaction");
                         break Ok(());
                     }
                 };
                 match next {
-                    Ok(Some(SourceEvent::Event(ev))) => {
+                    Ok(Some(SourceEvent::Event(ev, step))) => {
                         if stop.as_ref().is_some_and(|(file, pos)| {
                             ev.file != file.as_str() || (ev.offset >= *pos && !ev.in_payload)
                         }) {
                             break Ok(());
                         }
                         summary.events += 1;
-                        if let Err(e) = self.handle(&ev, false, &mut summary) {
+                        if let Err(e) = self.handle(&ev, step, false, &mut summary) {
                             break Err(e);
                         }
                         // keep output timely when following
@@ -574,28 +573,17 @@ impl<W: Write> Dumper<W> {
             }
             let skip = start.is_some_and(|s| ev.offset < s)
                 || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t);
-            self.handle(&ev, skip, summary)?;
+            let step = self.tracker.observe(&ev);
+            self.handle(&ev, step, skip, summary)?;
         }
     }
 
-    fn handle(&mut self, ev: &Located<'_>, skip: bool, summary: &mut Summary) -> Result<(), Failure> {
+    fn handle(&mut self, ev: &Located<'_>, step: Step, skip: bool, summary: &mut Summary) -> Result<(), Failure> {
         if self.args.events && !skip {
             self.print_event(ev)?;
         }
-        match &ev.event.event {
-            Event::Gtid(g) => {
-                self.end_transaction(None)?;
-                self.tx.gtid = (!g.anonymous).then(|| g.gtid.to_string());
-            }
-            Event::MariadbGtid(g) => {
-                self.end_transaction(None)?;
-                self.tx.gtid = Some(g.gtid.to_string());
-            }
-            Event::Xid(xid) => {
-                self.end_transaction(Some(*xid))?;
-                self.tx.gtid = None;
-            }
-            Event::Unknown(code) if self.warned_unknown.insert(*code) => {
+        if let Event::Unknown(code) = &ev.event.event {
+            if self.warned_unknown.insert(*code) {
                 tracing::warn!(
                     file = ev.file,
                     offset = ev.offset,
@@ -604,31 +592,49 @@ impl<W: Write> Dumper<W> {
                     "Skipping an event of unknown type (counted in the summary; later ones of this type are not logged)"
                 );
             }
-            Event::Query(q) if q.is_begin() => self.end_transaction(None)?,
-            Event::Query(q) if q.is_commit() || q.is_rollback() => {
+        }
+        match step {
+            Step::Begin => {
+                self.end_transaction(None)?;
+                self.tx.gtid = gtid_of(&ev.event.event).map(|g| g.to_string());
+            }
+            Step::Commit { xid } => {
+                self.end_transaction(xid)?;
+                self.tx.gtid = None;
+            }
+            Step::Rollback => {
                 self.end_transaction(None)?;
                 self.tx.gtid = None;
             }
-            Event::Query(q) if q.error_code == 0 && !skip => {
-                if let Some(h) = &mut self.schemas {
-                    let filter = &self.filter;
-                    let captured = |db: &str, table: &str| filter.matches(db, table);
-                    let at = format!("{}:{}", ev.file, ev.offset);
-                    h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
-                }
-            }
-            Event::Rows(rows) if !skip && self.filter.matches(&rows.table.database, &rows.table.table) => {
-                if self.args.events {
-                    // printed with the event above; counted here
-                    for r in rows.rows() {
-                        r.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, ev.event.header.event_type)))?;
-                        count(rows.kind, summary);
+            // a statement of its own (a DDL): it may change the tracked schema
+            Step::Statement | Step::StatementBegins => {
+                if let (Event::Query(q), false) = (&ev.event.event, skip) {
+                    if let (Some(h), 0) = (&mut self.schemas, q.error_code) {
+                        let filter = &self.filter;
+                        let captured = |db: &str, table: &str| filter.matches(db, table);
+                        let at = format!("{}:{}", ev.file, ev.offset);
+                        h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
                     }
-                } else {
-                    self.rows(ev, rows, summary)?;
+                }
+                if step == Step::Statement {
+                    self.end_transaction(None)?;
                 }
             }
-            _ => {}
+            Step::Inside | Step::Outside => {
+                if let Event::Rows(rows) = &ev.event.event {
+                    if !skip && self.filter.matches(&rows.table.database, &rows.table.table) {
+                        if self.args.events {
+                            // printed with the event above; counted here
+                            for r in rows.rows() {
+                                r.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, ev.event.header.event_type)))?;
+                                count(rows.kind, summary);
+                            }
+                        } else {
+                            self.rows(ev, rows, summary)?;
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -666,27 +672,21 @@ impl<W: Write> Dumper<W> {
     fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, summary: &mut Summary) -> Result<(), Failure> {
         // live, without column metadata: decode with the tracked definition (checked against
         // the TABLE_MAP); when there is none that fits, positionally, as from a file
-        let filled;
         let mut named = rows.table.has_column_names;
         let rows = match self.schemas.as_mut().filter(|_| !named) {
-            Some(h) => match h.resolve(&rows.table, ev.file, ev.offset) {
-                Ok(table) => {
+            Some(h) => match h.resolve_rows(rows, ev.file, ev.offset) {
+                Ok(filled) => {
                     named = true;
-                    filled = {
-                        let mut r = rows.clone();
-                        r.table = table;
-                        r
-                    };
-                    &filled
+                    filled
                 }
                 Err(why) => {
                     if self.warned_positional.insert(rows.table.qualified_name()) {
                         tracing::warn!("{why}; its columns are printed as @1..@N, with the binlog's own metadata");
                     }
-                    rows
+                    std::borrow::Cow::Borrowed(rows)
                 }
             },
-            None => rows,
+            None => std::borrow::Cow::Borrowed(rows),
         };
         let table = &rows.table;
         if self.args.format == Format::Json && !named && self.warned_positional.insert(table.qualified_name()) {
@@ -696,35 +696,10 @@ impl<W: Write> Dumper<W> {
             );
         }
         let header = &ev.event.header;
-        // The JSON line's fields before and after the row number are the same for every row
-        // of the event: written once here, copied per row. The field order is the one
-        // `print_event`'s maps and earlier releases use: type, database, table, timestamp,
-        // ts, position {file, offset, row}, server_id, gtid, before, after, xid.
         let mut line = std::mem::take(&mut self.line);
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut prefix = Vec::new();
-        let mut middle = Vec::new();
-        let mut keys = Vec::new();
-        if self.args.format == Format::Json {
-            keys = json_keys(&table.columns);
-            prefix.extend_from_slice(b"{\"type\":");
-            write_json_str(&mut prefix, rows.kind.sql_verb());
-            prefix.extend_from_slice(b",\"database\":");
-            write_json_str(&mut prefix, &table.database);
-            prefix.extend_from_slice(b",\"table\":");
-            write_json_str(&mut prefix, &table.table);
-            prefix.extend_from_slice(b",\"timestamp\":");
-            write_json_str(&mut prefix, &iso_utc(header.timestamp));
-            prefix.extend_from_slice(format!(",\"ts\":{},\"position\":{{\"file\":", header.timestamp).as_bytes());
-            write_json_str(&mut prefix, ev.file);
-            prefix.extend_from_slice(format!(",\"offset\":{},\"row\":", ev.offset).as_bytes());
-            middle.extend_from_slice(format!("}},\"server_id\":{},\"gtid\":", header.server_id).as_bytes());
-            match self.tx.gtid.as_deref() {
-                Some(g) => write_json_str(&mut middle, g),
-                None => middle.extend_from_slice(b"null"),
-            }
-            middle.extend_from_slice(b",\"before\":");
-        }
+        let lines = (self.args.format == Format::Json)
+            .then(|| json::RowLines::new(rows.kind, table, header, ev.file, ev.offset, self.tx.gtid.as_deref()));
         // one RowChange for the event, refilled per row: no allocation per row
         let mut row = RowChange { before: None, after: None };
         let mut iter = rows.rows();
@@ -737,22 +712,9 @@ impl<W: Write> Dumper<W> {
             count(rows.kind, summary);
             let res = match self.args.format {
                 Format::Json => {
-                    line.clear();
-                    line.extend_from_slice(&prefix);
-                    write_json_num(&mut line, idx);
-                    line.extend_from_slice(&middle);
-                    for (i, image) in [&row.before, &row.after].into_iter().enumerate() {
-                        if i == 1 {
-                            line.extend_from_slice(b",\"after\":");
-                        }
-                        match image {
-                            Some(img) => write_image_json(&mut line, &img.values, &table.columns, &keys, &mut scratch),
-                            None => line.extend_from_slice(b"null"),
-                        }
+                    if let Some(l) = &lines {
+                        l.write(&mut line, idx, &row, &table.columns, &mut scratch);
                     }
-                    // `xid` comes last and is written when the transaction ends: the line is
-                    // held open after `"xid":` until then (see spool::TxSpool).
-                    line.extend_from_slice(b",\"xid\":");
                     self.spool.push_bytes(&line).map_err(Failure::from)
                 }
                 Format::Sql => sql::redo(rows.kind, table, &row)
@@ -773,63 +735,9 @@ impl<W: Write> Dumper<W> {
     }
 
     fn print_event(&mut self, ev: &Located<'_>) -> Result<(), Failure> {
-        let h = &ev.event.header;
-        let mut m = Map::new();
-        m.insert("event".into(), Json::from(ev.event.event.type_name()));
-        m.insert("type_code".into(), Json::from(h.event_type.code()));
-        m.insert("position".into(), json!({ "file": ev.file, "offset": ev.offset, "in_payload": ev.in_payload }));
-        m.insert("timestamp".into(), Json::from(iso_utc(h.timestamp)));
-        m.insert("server_id".into(), Json::from(h.server_id));
-        m.insert("size".into(), Json::from(h.event_size));
-        m.insert("next_position".into(), Json::from(h.log_pos));
-        let data = match &ev.event.event {
-            Event::FormatDescription(f) => {
-                json!({ "server_version": f.server_version, "binlog_version": f.binlog_version, "checksum": format!("{:?}", f.checksum) })
-            }
-            Event::Rotate(r) => json!({ "next_file": r.next_file, "position": r.position }),
-            Event::Query(q) => {
-                json!({ "schema": q.schema, "query": q.query, "error_code": q.error_code, "thread_id": q.thread_id, "sql_mode": q.status.sql_mode, "time_zone": q.status.time_zone, "charset": q.status.charset })
-            }
-            Event::Xid(x) => json!({ "xid": x }),
-            Event::Gtid(g) => {
-                json!({ "gtid": g.gtid.to_string(), "anonymous": g.anonymous, "last_committed": g.last_committed, "sequence_number": g.sequence_number, "transaction_length": g.transaction_length, "immediate_commit_timestamp": g.immediate_commit_timestamp })
-            }
-            Event::PreviousGtids(s) => json!({ "gtid_set": s.to_string() }),
-            Event::TableMap(t) => json!({
-                "table_id": t.table_id, "database": &*t.database, "table": &*t.table,
-                "columns": t.columns.iter().map(|c| json!({ "name": c.display_name(), "type": c.ty.name(), "meta": c.meta, "nullable": c.nullable, "unsigned": c.unsigned, "collation": c.collation, "primary_key": c.primary_key })).collect::<Vec<_>>(),
-            }),
-            Event::Rows(r) => {
-                let mut rows = Vec::new();
-                for row in r.rows() {
-                    let row = row.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, h.event_type)))?;
-                    rows.push(json!({
-                        "before": row.before.as_ref().map(|i| image_json(&i.values, &r.table.columns)),
-                        "after": row.after.as_ref().map(|i| image_json(&i.values, &r.table.columns)),
-                    }));
-                }
-                json!({ "table": r.table.qualified_name(), "table_id": r.table.table_id, "flags": r.flags, "rows": rows })
-            }
-            Event::TransactionPayload(p) => {
-                json!({ "compression_type": p.compression_type, "payload_size": p.payload_size, "uncompressed_size": p.uncompressed_size })
-            }
-            Event::RowsQuery(q) | Event::MariadbAnnotateRows(q) => json!({ "query": q }),
-            Event::Intvar(i) => json!({ "kind": i.kind, "value": i.value }),
-            Event::Rand { seed1, seed2 } => json!({ "seed1": seed1, "seed2": seed2 }),
-            Event::UserVar(u) => json!({ "name": u.name, "is_null": u.value.is_none() }),
-            Event::Heartbeat { file, position } => json!({ "file": file, "position": position }),
-            Event::Incident { kind, message } => json!({ "incident": kind, "message": message }),
-            Event::XaPrepare { one_phase } => json!({ "one_phase": one_phase }),
-            Event::MariadbBinlogCheckpoint(f) => json!({ "file": f }),
-            Event::MariadbGtid(g) => {
-                json!({ "gtid": g.gtid.to_string(), "flags": g.flags, "standalone": g.is_standalone(), "commit_id": g.commit_id })
-            }
-            Event::MariadbGtidList(l) => json!({ "gtid_list": l.to_string() }),
-            _ => Json::Null,
-        };
-        m.insert("data".into(), data);
+        let line = json::event_json(ev).map_err(Failure::Input)?;
         // io::Error::from keeps an I/O cause's kind (a closed pipe stays a closed pipe)
-        serde_json::to_writer(&mut self.out, &Json::Object(m)).map_err(io::Error::from)?;
+        serde_json::to_writer(&mut self.out, &line).map_err(io::Error::from)?;
         self.out.write_all(b"\n")?;
         Ok(())
     }
@@ -843,26 +751,9 @@ fn count(kind: RowsKind, s: &mut Summary) {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM (shared by `dump --follow` and `run`).
-pub(crate) async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 /// The `dump --source` flags that resume after `resume`: by GTID when the stream has GTIDs
 /// (with the file and position as the alternative once the stream has named its file).
-fn resume_flags(resume: &crate::position::ResumePoint) -> String {
+fn resume_flags(resume: &ResumePoint) -> String {
     let file =
         (!resume.file.is_empty()).then(|| format!("--start-file {} --start-position {}", resume.file, resume.position));
     match (&resume.gtid, file) {
@@ -871,12 +762,6 @@ fn resume_flags(resume: &crate::position::ResumePoint) -> String {
         (None, Some(f)) => f,
         (None, None) => "the same start (nothing was streamed)".to_string(),
     }
-}
-
-/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
-fn iso_utc(secs: u32) -> String {
-    let ts = sluice_binlog::temporal::Timestamp { seconds: secs, micros: 0, fsp: 0 };
-    format!("{}Z", ts.to_utc().to_iso8601())
 }
 
 #[cfg(test)]

@@ -12,12 +12,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::Exit;
 use crate::config::Config;
-use crate::exit;
-use crate::kafka::{now_ms, positions_topic, read_checkpoint, KafkaSink};
-use crate::position::StartFrom;
-use crate::run::RunError;
-use crate::source::{CheckedConnection, SourceError};
+use crate::kafka::{positions_topic, positions_topic_exists, read_checkpoint, KafkaSink};
+use crate::pipeline::start::{commit_start, resolve_at};
+use crate::position::{Checkpoint, StartFrom};
+use crate::process::now_ms;
+use crate::source::{CheckedConnection, SourceConfig};
 
 /// Arguments of `sluice position`.
 #[derive(Debug, Args)]
@@ -60,20 +61,20 @@ enum Action {
 }
 
 /// Runs `sluice position`; returns the exit code.
-pub fn run(args: PositionArgs) -> u8 {
+pub fn run(args: PositionArgs) -> Exit {
     let (Action::Show { config } | Action::Set { config, .. }) = &args.action;
     let cfg = match Config::load(config, std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
             crate::eline!("sluice position: {e}");
-            return exit::USAGE;
+            return Exit::Usage;
         }
     };
-    let rt = match crate::source::runtime() {
+    let rt = match crate::process::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             crate::eline!("sluice position: cannot start the runtime: {e}");
-            return exit::FAILURE;
+            return Exit::Failure;
         }
     };
     let result = rt.block_on(async {
@@ -84,27 +85,35 @@ pub fn run(args: PositionArgs) -> u8 {
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
-        Ok(()) => exit::OK,
+        Ok(()) => Exit::Ok,
         Err(m) => {
             crate::eline!("sluice position: {m}");
-            exit::FAILURE
+            Exit::Failure
         }
     }
 }
 
 /// The committed checkpoint, read without creating anything.
-async fn committed_checkpoint(cfg: &Config) -> Result<Option<crate::kafka::Checkpoint>, String> {
-    let cfg2 = cfg.clone();
-    tokio::task::spawn_blocking(move || {
-        if crate::kafka::positions_topic_exists(&cfg2)? {
-            read_checkpoint(&cfg2)
-        } else {
-            Ok(None)
-        }
-    })
+async fn committed_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, String> {
+    let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
+    tokio::task::spawn_blocking(
+        move || {
+            if positions_topic_exists(&k)? {
+                read_checkpoint(&k, &source)
+            } else {
+                Ok(None)
+            }
+        },
+    )
     .await
     .map_err(|e| format!("reading the checkpoint: {e}"))?
-    .map_err(|e| format!("reading the checkpoint from {} on {}: {e}", positions_topic(cfg), cfg.kafka.brokers))
+    .map_err(|e| {
+        format!(
+            "reading the checkpoint from {} on {}: {e}",
+            positions_topic(&cfg.kafka.topic_prefix),
+            cfg.kafka.brokers
+        )
+    })
 }
 
 async fn show(cfg: &Config) -> Result<(), String> {
@@ -112,19 +121,19 @@ async fn show(cfg: &Config) -> Result<(), String> {
         crate::oline!(
             "source {:?}: no checkpoint on {}; the first `sluice run` starts at source.start = \"{}\"",
             cfg.source.name,
-            positions_topic(cfg),
+            positions_topic(&cfg.kafka.topic_prefix),
             cfg.source.start
         );
         return Ok(());
     };
-    let connect = crate::source::connect_options(cfg)?;
+    let connect = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?.connect;
     let logs = match sluice_protocol::Connection::connect(connect).await {
-        Ok(mut conn) => crate::check::binary_logs(&mut conn).await.map_err(|e| e.to_string()),
+        Ok(mut conn) => crate::source::server::binary_logs(&mut conn).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     match logs {
         Ok(logs) => {
-            let (_, line) = crate::check_cmd::describe_checkpoint(&c, &logs, now_ms());
+            let (_, line) = super::check::describe_checkpoint(&c, &logs, now_ms());
             crate::oline!("source {:?}: {}", cfg.source.name, line.trim_start_matches("[ok] checkpoint: "));
         }
         Err(e) => {
@@ -139,7 +148,7 @@ async fn show(cfg: &Config) -> Result<(), String> {
 }
 
 async fn set(cfg: &Config, to: &StartFrom) -> Result<(), String> {
-    let source_cfg = crate::run::source_config(cfg).map_err(|e| e.to_string())?;
+    let source_cfg = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?;
     let mut checked = match CheckedConnection::open(&source_cfg).await {
         Ok(c) => c,
         Err(e) if e.is_predecessor_registered() => {
@@ -149,16 +158,15 @@ async fn set(cfg: &Config, to: &StartFrom) -> Result<(), String> {
                 cfg.source.name, source_cfg.report_host
             ))
         }
-        Err(e @ SourceError::Preflight(_)) => return Err(e.to_string()),
         Err(e) => return Err(e.to_string()),
     };
-    let start = crate::run::resolve_at(cfg, &mut checked, to).await.map_err(|e| e.to_string())?;
+    let start = resolve_at(cfg, &mut checked, to).await.map_err(|e| e.to_string())?;
     drop(checked);
-    let mut sink = KafkaSink::connect(cfg).await.map_err(|e| e.to_string())?;
+    let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await.map_err(|e| e.to_string())?;
     let before = committed_checkpoint(cfg).await?;
-    let committed = crate::schema_history::committed(cfg, None).await.map_err(|e| e.to_string())?;
-    let resume = start.resume().clone();
-    crate::run::commit_start(cfg, &mut sink, committed, start, || {}).await.map_err(|e: RunError| e.to_string())?;
+    let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, None).await.map_err(|e| e.to_string())?;
+    let resume = start.resume.clone();
+    commit_start(cfg, &mut sink, committed, start, || {}).await.map_err(|e| e.to_string())?;
     let was = before.map_or_else(|| "no checkpoint".to_string(), |c| c.to_string());
     crate::oline!(
         "source {:?}: checkpoint set to {resume} (was {was}); the next `sluice run` resumes there",

@@ -1,12 +1,14 @@
 //! Pre-flight checks: is this server set up for row-based change capture, and may this user
 //! replicate from it? Every check runs, and the report lists every problem at once, each with
-//! what to change.
+//! what to change. `sluice check` prints the report; the source refuses to stream while it has
+//! errors.
 
 use std::fmt;
 
 use sluice_protocol::gtid::MariadbGtidList;
 use sluice_protocol::{Connection, Result};
 
+use super::server::{binary_logs, scalar};
 use crate::position::GtidState;
 
 /// How bad a finding is.
@@ -87,61 +89,6 @@ impl Report {
             .map(|f| format!("  {f}"))
             .collect::<Vec<_>>()
             .join("\n")
-    }
-}
-
-/// The first column of the first row of `sql`'s result (None for NULL or no row).
-///
-/// # Errors
-/// Server errors.
-pub async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> {
-    let rs = conn.query(sql).await?;
-    Ok(rs.get_str(0, 0))
-}
-
-/// Bytes of binlog the server has written past `file:position`, by its `SHOW BINARY LOGS`
-/// (name and size, oldest first); None when `file` is no longer there.
-pub fn bytes_behind(logs: &[(String, u64)], file: &str, position: u64) -> Option<u64> {
-    let i = logs.iter().position(|(f, _)| f == file)?;
-    let rest = logs.get(i + 1..).unwrap_or_default();
-    Some(logs.get(i)?.1.saturating_sub(position) + rest.iter().map(|(_, s)| s).sum::<u64>())
-}
-
-/// `SHOW BINARY LOGS`: (file, size) in order.
-///
-/// # Errors
-/// Server errors (binary logging off, missing privilege).
-pub async fn binary_logs(conn: &mut Connection) -> Result<Vec<(String, u64)>> {
-    let rs = conn.query("SHOW BINARY LOGS").await?;
-    Ok(rs
-        .to_strings()
-        .into_iter()
-        .filter_map(|row| {
-            let name = row.first()?.clone()?;
-            let size = row.get(1).and_then(|s| s.as_deref()?.parse().ok()).unwrap_or(0);
-            Some((name, size))
-        })
-        .collect())
-}
-
-/// The server's current binlog file and position (`SHOW MASTER STATUS`).
-///
-/// # Errors
-/// Server errors; an empty answer (binary logging off) is an error too.
-pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
-    let rs = match conn.query("SHOW BINARY LOG STATUS").await {
-        Ok(rs) => rs,
-        // MySQL before 8.2 and MariaDB before 10.5.2 know only the old name
-        Err(_) => conn.query("SHOW MASTER STATUS").await?,
-    };
-    let file = rs.get_str(0, 0);
-    let pos = rs.get_str(0, 1).and_then(|p| p.parse().ok());
-    match (file, pos) {
-        (Some(f), Some(p)) => Ok((f, p)),
-        _ => Err(sluice_protocol::Error::Invalid {
-            what: "SHOW MASTER STATUS",
-            reason: "no current binlog position: is binary logging on?".into(),
-        }),
     }
 }
 

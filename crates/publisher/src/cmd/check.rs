@@ -6,9 +6,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::Exit;
 use crate::config::Config;
-use crate::exit;
-use crate::kafka::{now_ms, positions_topic, Checkpoint};
+use crate::kafka::positions_topic;
+use crate::position::{bytes_past, Checkpoint};
+use crate::process::now_ms;
+use crate::source::{preflight, server, ServerFacts};
 
 /// Arguments of `sluice check`.
 #[derive(Debug, Args)]
@@ -29,27 +32,27 @@ pub struct CheckArgs {
 
 /// Runs `sluice check`; returns the exit code (0 when every check passes, 1 when a check
 /// fails, 2 when the configuration itself is invalid).
-pub fn run(args: CheckArgs) -> u8 {
+pub fn run(args: CheckArgs) -> Exit {
     let cfg = match Config::load(&args.config, std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
             crate::eline!("sluice check: {e}");
-            return exit::USAGE;
+            return Exit::Usage;
         }
     };
     crate::oline!("[ok] config: {} is valid", args.config.display());
-    let connect = match crate::source::connect_options(&cfg) {
-        Ok(c) => c,
+    let connect = match crate::source::SourceConfig::for_run(&cfg) {
+        Ok(c) => c.connect,
         Err(e) => {
             crate::eline!("sluice check: {e}");
-            return exit::USAGE;
+            return Exit::Usage;
         }
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             crate::eline!("sluice check: {e}");
-            return exit::FAILURE;
+            return Exit::Failure;
         }
     };
     rt.block_on(async {
@@ -57,7 +60,7 @@ pub fn run(args: CheckArgs) -> u8 {
             Ok(c) => c,
             Err(e) => {
                 crate::oline!("[ERROR] connect: {}:{} as {}: {e}", connect.host, connect.port, connect.user);
-                return exit::FAILURE;
+                return Exit::Failure;
             }
         };
         crate::oline!(
@@ -68,8 +71,7 @@ pub fn run(args: CheckArgs) -> u8 {
             if conn.is_tls() { " (TLS)" } else { "" }
         );
         let report =
-            crate::check::run(&mut conn, cfg.source.server_id, "source.server_id", &crate::run::report_host(&cfg))
-                .await;
+            preflight::run(&mut conn, cfg.source.server_id, "source.server_id", &cfg.source.report_host()).await;
         let source_ok = match &report {
             Ok(report) => {
                 let mut report = report.clone();
@@ -77,12 +79,12 @@ pub fn run(args: CheckArgs) -> u8 {
                 // check` the id held by this same source means Sluice is running (or just stopped)
                 let predecessor = report.predecessor_registered;
                 for f in &mut report.findings {
-                    if f.check == "server_id" && predecessor && f.level == crate::check::Level::Error {
-                        f.level = crate::check::Level::Ok;
+                    if f.check == "server_id" && predecessor && f.level == preflight::Level::Error {
+                        f.level = preflight::Level::Ok;
                         f.message = format!(
                             "{} is in use by this source's own replica ({}): Sluice is running, or stopped moments ago",
                             cfg.source.server_id,
-                            crate::run::report_host(&cfg)
+                            cfg.source.report_host()
                         );
                     }
                     crate::oline!("{f}");
@@ -94,24 +96,28 @@ pub fn run(args: CheckArgs) -> u8 {
                 false
             }
         };
-        let cfg2 = cfg.clone();
+        let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
         let checkpoint = tokio::task::spawn_blocking(move || {
-            if crate::kafka::positions_topic_exists(&cfg2)? {
-                crate::kafka::read_checkpoint(&cfg2)
+            if crate::kafka::positions_topic_exists(&k)? {
+                crate::kafka::read_checkpoint(&k, &source)
             } else {
                 Ok(None)
             }
         })
         .await;
-        let topic = positions_topic(&cfg);
+        let topic = positions_topic(&cfg.kafka.topic_prefix);
         let checkpoint_ok = match checkpoint {
             Ok(Ok(None)) => {
                 // the first start: can the server serve source.start?
                 let resolved = match &report {
-                    Ok(report) => crate::source::resolve_start(&mut conn, &cfg.source.start, report)
-                        .await
-                        .map(|r| format!(" (now {r})"))
-                        .map_err(|e| e.to_string()),
+                    Ok(report) => {
+                        let facts =
+                            ServerFacts { mariadb: report.mariadb, gtid_position: report.gtid_position.clone() };
+                        server::resolve_start(&mut conn, &cfg.source.start, &facts)
+                            .await
+                            .map(|r| format!(" (now {r})"))
+                            .map_err(|e| e.to_string())
+                    }
                     Err(_) => Ok(String::new()),
                 };
                 match resolved {
@@ -130,7 +136,7 @@ pub fn run(args: CheckArgs) -> u8 {
                     }
                 }
             }
-            Ok(Ok(Some(c))) => match crate::check::binary_logs(&mut conn).await {
+            Ok(Ok(Some(c))) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
                     crate::oline!("{line}");
@@ -152,9 +158,9 @@ pub fn run(args: CheckArgs) -> u8 {
             }
         };
         if source_ok && checkpoint_ok {
-            exit::OK
+            Exit::Ok
         } else {
-            exit::FAILURE
+            Exit::Failure
         }
     })
 }
@@ -169,7 +175,7 @@ pub(crate) fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms
         // a start by GTID: the file is known once the stream names it
         return (true, format!("[ok] checkpoint: {at}; the server finds its file when the stream starts"));
     }
-    let Some(behind) = crate::check::bytes_behind(logs, &c.file, c.position) else {
+    let Some(behind) = bytes_past(logs, &c.file, c.position) else {
         let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
         return (
             false,

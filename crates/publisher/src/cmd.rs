@@ -1,0 +1,29 @@
+//! The commands: each turns its arguments into calls of the library and answers with an
+//! [`Exit`], which `main.rs` maps to the process's exit code.
+//!
+//! - [`run`]: `sluice run`, the restart loop around pipeline attempts;
+//! - [`check`]: `sluice check`, the configuration, the server and the checkpoint;
+//! - [`position`]: `sluice position show|set`, the checkpoint and moving it;
+//! - [`dump`]: `sluice dump`, binlog files or a live server to JSON lines, SQL, flashback SQL.
+
+pub mod check;
+pub mod dump;
+pub mod position;
+pub mod run;
+
+/// How a command ended, as scripts tell outcomes apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything worked.
+    Ok,
+    /// Something failed that is not one of the cases below.
+    Failure,
+    /// The command line or configuration is wrong.
+    Usage,
+    /// The input is not a readable binlog: corrupt, truncated, or an unsupported format.
+    Data,
+    /// An input file could not be opened or read.
+    NoInput,
+    /// Writing the output failed.
+    Output,
+}

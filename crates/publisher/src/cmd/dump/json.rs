@@ -1,0 +1,143 @@
+//! `sluice dump`'s JSON: **where a row change becomes a JSON line** (written straight into a
+//! byte buffer, the parts every row of an event shares written once per event), and the
+//! `--events` objects. Values are rendered by [`crate::render`].
+
+use serde_json::{json, Map, Value as Json};
+use sluice_binlog::column::Column;
+use sluice_binlog::event::Event;
+use sluice_binlog::rows::{RowChange, RowsKind};
+use sluice_binlog::walk::Located;
+use sluice_binlog::{Error as BinlogError, EventHeader, TableMap};
+
+use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str};
+
+/// The JSON lines of one rows event. A line's fields, in the order earlier releases and
+/// `--events` use: type, database, table, timestamp, ts, position {file, offset, row},
+/// server_id, gtid, before, after, xid. Everything but the row number and the images is the
+/// same for every row of the event; `xid` comes last and is written when the transaction ends
+/// (the line is held open after `"xid":` until then, see `spool::TxSpool`).
+pub struct RowLines {
+    prefix: Vec<u8>,
+    middle: Vec<u8>,
+    keys: Vec<Vec<u8>>,
+}
+
+impl RowLines {
+    /// The shared parts of a rows event's lines.
+    pub fn new(
+        kind: RowsKind,
+        table: &TableMap,
+        header: &EventHeader,
+        file: &str,
+        offset: u64,
+        gtid: Option<&str>,
+    ) -> RowLines {
+        let mut prefix = Vec::new();
+        let mut middle = Vec::new();
+        prefix.extend_from_slice(b"{\"type\":");
+        write_json_str(&mut prefix, kind.sql_verb());
+        prefix.extend_from_slice(b",\"database\":");
+        write_json_str(&mut prefix, &table.database);
+        prefix.extend_from_slice(b",\"table\":");
+        write_json_str(&mut prefix, &table.table);
+        prefix.extend_from_slice(b",\"timestamp\":");
+        write_json_str(&mut prefix, &iso_utc(header.timestamp));
+        prefix.extend_from_slice(format!(",\"ts\":{},\"position\":{{\"file\":", header.timestamp).as_bytes());
+        write_json_str(&mut prefix, file);
+        prefix.extend_from_slice(format!(",\"offset\":{offset},\"row\":").as_bytes());
+        middle.extend_from_slice(format!("}},\"server_id\":{},\"gtid\":", header.server_id).as_bytes());
+        match gtid {
+            Some(g) => write_json_str(&mut middle, g),
+            None => middle.extend_from_slice(b"null"),
+        }
+        middle.extend_from_slice(b",\"before\":");
+        RowLines { prefix, middle, keys: json_keys(&table.columns) }
+    }
+
+    /// Writes row `idx`'s line into `line` (cleared first), up to `"xid":`.
+    pub fn write(&self, line: &mut Vec<u8>, idx: usize, row: &RowChange<'_>, columns: &[Column], scratch: &mut String) {
+        line.clear();
+        line.extend_from_slice(&self.prefix);
+        write_json_num(line, idx);
+        line.extend_from_slice(&self.middle);
+        for (i, image) in [&row.before, &row.after].into_iter().enumerate() {
+            if i == 1 {
+                line.extend_from_slice(b",\"after\":");
+            }
+            match image {
+                Some(img) => write_image_json(line, &img.values, columns, &self.keys, scratch),
+                None => line.extend_from_slice(b"null"),
+            }
+        }
+        line.extend_from_slice(b",\"xid\":");
+    }
+}
+
+/// An event as the JSON object `--events` prints: its header fields and the fields of its body.
+///
+/// # Errors
+/// A rows event whose rows do not decode.
+pub fn event_json(ev: &Located<'_>) -> Result<Json, BinlogError> {
+    let h = &ev.event.header;
+    let mut m = Map::new();
+    m.insert("event".into(), Json::from(ev.event.event.type_name()));
+    m.insert("type_code".into(), Json::from(h.event_type.code()));
+    m.insert("position".into(), json!({ "file": ev.file, "offset": ev.offset, "in_payload": ev.in_payload }));
+    m.insert("timestamp".into(), Json::from(iso_utc(h.timestamp)));
+    m.insert("server_id".into(), Json::from(h.server_id));
+    m.insert("size".into(), Json::from(h.event_size));
+    m.insert("next_position".into(), Json::from(h.log_pos));
+    let data = match &ev.event.event {
+        Event::FormatDescription(f) => {
+            json!({ "server_version": f.server_version, "binlog_version": f.binlog_version, "checksum": format!("{:?}", f.checksum) })
+        }
+        Event::Rotate(r) => json!({ "next_file": r.next_file, "position": r.position }),
+        Event::Query(q) => {
+            json!({ "schema": q.schema, "query": q.query, "error_code": q.error_code, "thread_id": q.thread_id, "sql_mode": q.status.sql_mode, "time_zone": q.status.time_zone, "charset": q.status.charset })
+        }
+        Event::Xid(x) => json!({ "xid": x }),
+        Event::Gtid(g) => {
+            json!({ "gtid": g.gtid.to_string(), "anonymous": g.anonymous, "last_committed": g.last_committed, "sequence_number": g.sequence_number, "transaction_length": g.transaction_length, "immediate_commit_timestamp": g.immediate_commit_timestamp })
+        }
+        Event::PreviousGtids(s) => json!({ "gtid_set": s.to_string() }),
+        Event::TableMap(t) => json!({
+            "table_id": t.table_id, "database": &*t.database, "table": &*t.table,
+            "columns": t.columns.iter().map(|c| json!({ "name": c.display_name(), "type": c.ty.name(), "meta": c.meta, "nullable": c.nullable, "unsigned": c.unsigned, "collation": c.collation, "primary_key": c.primary_key })).collect::<Vec<_>>(),
+        }),
+        Event::Rows(r) => {
+            let mut rows = Vec::new();
+            for row in r.rows() {
+                let row = row.map_err(|e| e.at(ev.file, ev.offset, h.event_type))?;
+                rows.push(json!({
+                    "before": row.before.as_ref().map(|i| image_json(&i.values, &r.table.columns)),
+                    "after": row.after.as_ref().map(|i| image_json(&i.values, &r.table.columns)),
+                }));
+            }
+            json!({ "table": r.table.qualified_name(), "table_id": r.table.table_id, "flags": r.flags, "rows": rows })
+        }
+        Event::TransactionPayload(p) => {
+            json!({ "compression_type": p.compression_type, "payload_size": p.payload_size, "uncompressed_size": p.uncompressed_size })
+        }
+        Event::RowsQuery(q) | Event::MariadbAnnotateRows(q) => json!({ "query": q }),
+        Event::Intvar(i) => json!({ "kind": i.kind, "value": i.value }),
+        Event::Rand { seed1, seed2 } => json!({ "seed1": seed1, "seed2": seed2 }),
+        Event::UserVar(u) => json!({ "name": u.name, "is_null": u.value.is_none() }),
+        Event::Heartbeat { file, position } => json!({ "file": file, "position": position }),
+        Event::Incident { kind, message } => json!({ "incident": kind, "message": message }),
+        Event::XaPrepare { one_phase } => json!({ "one_phase": one_phase }),
+        Event::MariadbBinlogCheckpoint(f) => json!({ "file": f }),
+        Event::MariadbGtid(g) => {
+            json!({ "gtid": g.gtid.to_string(), "flags": g.flags, "standalone": g.is_standalone(), "commit_id": g.commit_id })
+        }
+        Event::MariadbGtidList(l) => json!({ "gtid_list": l.to_string() }),
+        _ => Json::Null,
+    };
+    m.insert("data".into(), data);
+    Ok(Json::Object(m))
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
+pub fn iso_utc(secs: u32) -> String {
+    let ts = sluice_binlog::temporal::Timestamp { seconds: secs, micros: 0, fsp: 0 };
+    format!("{}Z", ts.to_utc().to_iso8601())
+}

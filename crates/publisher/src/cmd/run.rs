@@ -1,0 +1,242 @@
+//! `sluice run`: the restart loop around pipeline attempts, and what the process serves beside
+//! them (the metrics endpoint, the lag-in-bytes watcher). An attempt connects the Kafka sink,
+//! reads the committed checkpoint and the schema history, opens the replication stream there
+//! (or records the first start), and hands both to the [`Pipeline`]. An attempt that ends with
+//! an error is followed by what its [`Disposition`] says: restart with backoff, wait for a
+//! predecessor, or stop with exit 1. SIGTERM and Ctrl-C commit at the next transaction boundary.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Exit;
+use crate::avro::Connector;
+use crate::config::Config;
+use crate::disposition::Disposition;
+use crate::filter::TableFilter;
+use crate::kafka::{read_checkpoint, KafkaSink};
+use crate::metrics::{Metrics, ProgressLog};
+use crate::pipeline::start::{commit_start, resolve_configured_start, resolve_early, ResolvedStart};
+use crate::pipeline::tables::Routes;
+use crate::pipeline::{Error, Pipeline, Settings};
+use crate::registry::RegistryClient;
+use crate::source::{CheckedConnection, Endpoint, ReplicationSource, SourceConfig};
+
+/// `sluice run` arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice check --config sluice.toml && sluice run --config sluice.toml
+  SLUICE_KAFKA__BROKERS=kafka-0:9092 sluice run --config sluice.toml --log-format json
+
+Each Kafka transaction holds whole MySQL transactions and the checkpoint of the last one (topic
+<prefix>.__positions); a restart resumes from the last committed checkpoint, so nothing is lost or
+published twice. Without a checkpoint, source.start is resolved once and recorded as the first
+checkpoint before anything is published. SIGTERM or Ctrl-C commits at the next transaction
+boundary and exits 0. Exit 1: a fenced producer (another instance with the same source.name), an
+incompatible schema, an undecodable event, a record larger than Kafka accepts, or a source that
+keeps failing; exit 2: a bad configuration.")]
+pub struct RunArgs {
+    /// The configuration file (TOML; see sluice.example.toml).
+    #[arg(long, short = 'c', env = "SLUICE_CONFIG")]
+    pub config: PathBuf,
+}
+
+/// How long a stop signal waits for the next transaction boundary.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs `sluice run`.
+pub fn run(args: RunArgs) -> Exit {
+    let cfg = match Config::load(&args.config, std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::eline!("sluice run: {e}");
+            return Exit::Usage;
+        }
+    };
+    let rt = match crate::process::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::eline!("sluice run: cannot start the runtime: {e}");
+            return Exit::Failure;
+        }
+    };
+    let code = rt.block_on(serve(&cfg));
+    // blocking Kafka calls of a dropped pipeline may still be waiting on the broker
+    rt.shutdown_timeout(Duration::from_secs(2));
+    code
+}
+
+async fn serve(cfg: &Config) -> Exit {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let flag = Arc::clone(&stop);
+    tokio::spawn(async move {
+        crate::process::shutdown_signal().await;
+        tracing::info!("Stopping at the next transaction boundary");
+        flag.store(true, Ordering::SeqCst);
+        let _ = stop_tx.send(true);
+    });
+    let metrics = Arc::new(Metrics::new(&cfg.source.name));
+    // Resolves after a stop was asked for: at once while nothing streams (connecting, waiting
+    // for Kafka or the source: nothing is in flight), else STOP_GRACE later, when a pipeline
+    // inside a long MySQL transaction is dropped. That loses nothing: its open Kafka
+    // transaction is never committed, and the next start aborts it and replays from the last
+    // committed checkpoint.
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>, m: Arc<Metrics>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+        if m.is_ready() {
+            tokio::time::sleep(STOP_GRACE).await;
+            tracing::warn!(
+                "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without committing; \
+                 the next start replays from the last committed checkpoint"
+            );
+        } else {
+            tracing::info!("Stopped while connecting: nothing was in flight");
+        }
+    };
+    // bound before anything else starts, so a taken port is a configuration error at once
+    if let Some(addr) = cfg.metrics.listen {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                tracing::info!(%addr, "Serving /metrics, /healthz and /readyz");
+                tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
+            }
+            Err(e) => {
+                crate::eline!("sluice run: metrics.listen {addr}: {e}");
+                return Exit::Usage;
+            }
+        }
+    }
+    if let Ok(password) = cfg.source.password() {
+        let s = &cfg.source;
+        let endpoint = Endpoint {
+            url: &s.url,
+            password: &password,
+            tls: s.tls,
+            ca_file: s.ca_file.clone(),
+            heartbeat: s.heartbeat,
+        };
+        let m = Arc::clone(&metrics);
+        let watch = crate::source::server::watch_binary_logs(endpoint.connect_options(), s.heartbeat, move |logs| {
+            m.server_logs(logs);
+        });
+        tokio::spawn(watch);
+    }
+    let mut backoff = Duration::from_secs(1);
+    let mut progress = ProgressLog::default();
+    let mut first_start = tokio::select! {
+        s = resolve_early(cfg) => s,
+        () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => return Exit::Ok,
+    };
+    loop {
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            r = attempt(cfg, &stop, &metrics, &mut progress, &mut first_start) => r,
+            () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => return Exit::Ok,
+        };
+        metrics.set_ready(false);
+        let Err(e) = outcome else { return Exit::Ok };
+        let wait = match e.disposition() {
+            Disposition::Stop => {
+                tracing::error!("{e}");
+                crate::eline!("sluice run: {e}");
+                return Exit::Failure;
+            }
+            _ if stop.load(Ordering::SeqCst) => return Exit::Ok,
+            Disposition::WaitForPredecessor => {
+                // not a failure: the server drops the dead connection at its next heartbeat
+                let wait = cfg.source.heartbeat / 2 + Duration::from_millis(200);
+                tracing::info!(wait = ?wait, "Waiting for the server to drop this source's previous connection");
+                wait
+            }
+            Disposition::Restart | Disposition::Retry => {
+                if started.elapsed() > Duration::from_secs(60) {
+                    backoff = Duration::from_secs(1);
+                }
+                tracing::warn!(error = %e, wait = ?backoff, "Restarting from the last committed checkpoint");
+                metrics.restart();
+                let wait = backoff;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                wait
+            }
+        };
+        let mut rx = stop_rx.clone();
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = rx.wait_for(|s| *s) => return Exit::Ok,
+        }
+    }
+}
+
+/// One pipeline attempt. `first_start` holds the configured start resolved at the server while
+/// no checkpoint exists: it is recorded as the first checkpoint, in a Kafka transaction of its
+/// own, before anything is published, so every later attempt resumes from it.
+async fn attempt(
+    cfg: &Config,
+    stop: &AtomicBool,
+    metrics: &Arc<Metrics>,
+    progress: &mut ProgressLog,
+    first_start: &mut Option<ResolvedStart>,
+) -> Result<(), Error> {
+    let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await?;
+    sink.time_commits(metrics.commit_timer());
+    let k = cfg.kafka.clone();
+    let source = cfg.source.name.clone();
+    let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
+        .await
+        .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
+    let source_cfg = SourceConfig::for_run(cfg)?;
+    // the tracked schema: as committed with the checkpoint, else read from the server at the
+    // moment the start position is taken
+    let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, checkpoint.as_ref()).await?;
+    let filter = TableFilter::from_config(&cfg.filter);
+    let captured = |db: &str, table: &str| filter.matches(db, table);
+    let (mut src, mut schemas) = match &checkpoint {
+        Some(c) => {
+            *first_start = None;
+            let start = c.start()?;
+            tracing::info!(resume = %start, "Resuming from the committed checkpoint");
+            let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);
+            let (src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
+            (src, committed.into_history(loaded))
+        }
+        None => {
+            let start = match first_start.as_ref() {
+                Some(s) => s.clone(),
+                None => first_start.insert(resolve_configured_start(cfg).await?).clone(),
+            };
+            // Record where the first start begins before anything is published: a restart of
+            // this attempt (broker, registry, a fenced or failed transaction) resumes here,
+            // never at a later "current".
+            let resume = start.resume.clone();
+            let (m, file, pos) = (Arc::clone(metrics), resume.file.clone(), resume.position);
+            let schemas = commit_start(cfg, &mut sink, committed, start, move || m.commit(&file, pos)).await?;
+            *first_start = None;
+            tracing::info!(
+                start = %cfg.source.start,
+                position = %resume,
+                "No checkpoint yet: recorded the configured start as the first checkpoint"
+            );
+            let checked = CheckedConnection::open(&source_cfg).await?;
+            (ReplicationSource::open(source_cfg, checked, resume).await?, schemas)
+        }
+    };
+    schemas.set_lower_case_table_names(src.lower_case_table_names());
+    metrics.set_ready(true);
+    let mut registry = RegistryClient::new(&cfg.registry)?;
+    registry.count_requests(metrics.registry());
+    let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
+    let settings = Settings {
+        source_name: &cfg.source.name,
+        kafka: &cfg.kafka,
+        output: &cfg.output,
+        filter: &filter,
+        routes: &routes,
+    };
+    let connector = if src.is_mariadb() { Connector::Mariadb } else { Connector::Mysql };
+    let committed = src.resume_point().clone();
+    let mut pipeline = Pipeline::new(settings, registry, connector, committed, schemas, metrics, progress);
+    pipeline.run(&mut src, &mut sink, stop).await
+}

@@ -1,0 +1,494 @@
+//! The transactional producer: **where a transaction becomes a Kafka commit**, in one place.
+//!
+//! Each Kafka transaction is `begin` → records → one checkpoint record on
+//! `<prefix>.__positions` → `commit`, so the records and the binlog position they end at become
+//! visible together or not at all. librdkafka's transactional calls block (they wait for the
+//! coordinator); they run on tokio's blocking pool with a timeout, retriable errors retried here.
+//! A commit runs while the next batch is encoded ([`KafkaSink::commit`] returns at once; the
+//! outcome surfaces at the next call), and the records sent meanwhile are held until the commit
+//! is through, when librdkafka takes records again.
+//!
+//! The topics a sink writes to are made sure of by [`Topics`] (the admin client).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::ClientConfig;
+
+use super::{
+    classify, client_config, is_retriable, positions_topic, schemas_topic, Error, KafkaContext,
+    LIBRDKAFKA_MESSAGE_MAX_BYTES, PRODUCER_DEFAULTS,
+};
+use crate::config::KafkaSection;
+use crate::position::Checkpoint;
+
+/// How long one transactional call (init, commit, abort) may take.
+const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retries of a retriable transactional error before asking for a restart.
+const RETRIES: u32 = 5;
+
+type TxProducer = ThreadedProducer<KafkaContext>;
+
+/// The producer's settings: the shared ones, Sluice's defaults where `kafka.properties` is
+/// silent, and the transactional ones, which are Sluice's alone (configuration validation
+/// keeps them out of `kafka.properties`).
+///
+/// # Errors
+/// As [`client_config`].
+pub fn producer_config(k: &KafkaSection, source_name: &str) -> Result<ClientConfig, Error> {
+    let mut pc = client_config(k)?;
+    for (key, v) in PRODUCER_DEFAULTS {
+        if !k.properties.contains_key(*key) {
+            pc.set(*key, *v);
+        }
+    }
+    // exactly once rests on these
+    pc.set("transactional.id", format!("sluice-{source_name}"))
+        .set("enable.idempotence", "true")
+        .set("transaction.timeout.ms", k.transaction_timeout.as_millis().to_string());
+    Ok(pc)
+}
+
+/// The topics a sink writes to, made sure of once each: created when missing with the
+/// configured partitions, replication and configs (and `max.message.bytes` raised with the
+/// producer's `message.max.bytes`, so a record the producer accepts is not refused by a topic
+/// Sluice created).
+pub struct Topics {
+    /// None: topics are taken to exist (librdkafka's mock cluster has no CreateTopics).
+    admin: Option<AdminClient<KafkaContext>>,
+    partitions: i32,
+    replication: i32,
+    config: Vec<(String, String)>,
+    known: HashSet<String>,
+}
+
+impl Topics {
+    /// Topics created by an admin client of the `[kafka]` section.
+    ///
+    /// # Errors
+    /// Fatal when the client cannot be created.
+    pub fn new(k: &KafkaSection) -> Result<Topics, Error> {
+        let admin: AdminClient<KafkaContext> = client_config(k)?
+            .create_with_context(KafkaContext::new(&k.brokers))
+            .map_err(|e| Error::Fatal(format!("creating the Kafka admin client: {e}")))?;
+        let mut config: Vec<(String, String)> = k.topic_config.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+        if let Some(v) = k.properties.get("message.max.bytes") {
+            if !k.topic_config.contains_key("max.message.bytes") {
+                config.push(("max.message.bytes".into(), v.clone()));
+            }
+        }
+        Ok(Topics {
+            admin: Some(admin),
+            partitions: k.partitions,
+            replication: k.replication_factor,
+            config,
+            known: HashSet::new(),
+        })
+    }
+
+    /// Topics that exist already (tests over librdkafka's mock cluster).
+    #[cfg(test)]
+    pub fn existing() -> Topics {
+        Topics { admin: None, partitions: 1, replication: 1, config: Vec::new(), known: HashSet::new() }
+    }
+
+    /// Makes sure `topic` exists, with the configured partitions.
+    ///
+    /// # Errors
+    /// Abortable when the broker does not answer, fatal when it refuses.
+    pub async fn ensure(&mut self, topic: &str) -> Result<(), Error> {
+        self.ensure_with(topic, self.partitions, &[]).await
+    }
+
+    async fn ensure_with(&mut self, topic: &str, partitions: i32, extra: &[(String, String)]) -> Result<(), Error> {
+        if self.known.contains(topic) {
+            return Ok(());
+        }
+        if let Some(admin) = &self.admin {
+            let mut nt = NewTopic::new(topic, partitions, TopicReplication::Fixed(self.replication));
+            for (k, v) in self.config.iter().chain(extra) {
+                nt = nt.set(k, v);
+            }
+            let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+            let results = admin
+                .create_topics([&nt], &opts)
+                .await
+                .map_err(|e| Error::Abortable(format!("creating topic {topic}: {e}")))?;
+            for r in results {
+                match r {
+                    Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                    Err((t, code)) => return Err(Error::Fatal(format!("creating topic {t}: {code}"))),
+                }
+            }
+        }
+        self.known.insert(topic.to_string());
+        Ok(())
+    }
+}
+
+/// Records of the next batch, held while the previous batch's commit is in flight (librdkafka
+/// takes no records between `commit_transaction` and the next `begin_transaction`): one byte
+/// arena and each record's place in it, so holding a record allocates nothing of its own.
+#[derive(Default)]
+struct Held {
+    bytes: Vec<u8>,
+    records: Vec<HeldRecord>,
+    topics: Vec<String>,
+}
+
+struct HeldRecord {
+    topic: usize,
+    key: Option<std::ops::Range<usize>>,
+    value: Option<std::ops::Range<usize>>,
+}
+
+impl Held {
+    fn push(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
+        let topic = match self.topics.iter().rposition(|t| t == topic) {
+            Some(i) => i,
+            None => {
+                self.topics.push(topic.to_string());
+                self.topics.len() - 1
+            }
+        };
+        let mut put = |b: &[u8]| {
+            let start = self.bytes.len();
+            self.bytes.extend_from_slice(b);
+            start..self.bytes.len()
+        };
+        let key = key.map(&mut put);
+        let value = value.map(&mut put);
+        self.records.push(HeldRecord { topic, key, value });
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+        self.topics.clear();
+    }
+}
+
+/// The transactional producer and the topics it has made sure exist.
+///
+/// A batch's commit runs on the blocking pool while the pipeline goes on decoding and encoding
+/// the next batch, whose records are held in memory (up to `kafka.batch_max_bytes`) until the
+/// commit is through; a commit waits for the one before it. A failed commit surfaces at the
+/// next call, and the caller replays from the last checkpoint that did commit.
+pub struct KafkaSink {
+    producer: Arc<TxProducer>,
+    topics: Topics,
+    /// The producer's `message.max.bytes` (librdkafka refuses larger records before sending).
+    max_message_bytes: usize,
+    source_name: String,
+    positions_topic: String,
+    /// A batch is open: records were sent since the last commit began.
+    open: bool,
+    /// librdkafka's transaction is in progress (begun, neither committed nor aborted yet).
+    begun: bool,
+    /// Bytes of keys and values in the open batch.
+    txn_bytes: u64,
+    /// The commit in flight.
+    committing: Option<tokio::task::JoinHandle<Result<(), RdKafkaError>>>,
+    /// The open batch's records while `committing`.
+    held: Held,
+    /// At most this many bytes are held; then the batch waits for the commit.
+    hold_max: usize,
+    /// Where each commit's duration goes (`sluice_kafka_commit_seconds`), when set.
+    commit_seconds: Option<prometheus::Histogram>,
+}
+
+impl std::fmt::Debug for KafkaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSink")
+            .field("source", &self.source_name)
+            .field("open", &self.open)
+            .field("committing", &self.committing.is_some())
+            .finish()
+    }
+}
+
+/// Runs a transactional call on this thread, retrying retriable errors (on the blocking pool:
+/// librdkafka's transactional calls wait for the coordinator).
+fn with_retries(
+    what: &str,
+    p: &TxProducer,
+    call: impl Fn(&TxProducer) -> Result<(), RdKafkaError>,
+) -> Result<(), RdKafkaError> {
+    let mut attempt = 0;
+    loop {
+        match call(p) {
+            Err(e) if is_retriable(&e) && attempt < RETRIES => {
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "Retrying: {what}");
+                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+            }
+            r => return r,
+        }
+    }
+}
+
+impl KafkaSink {
+    /// Creates the producer (`transactional.id = sluice-<source>`), makes sure the checkpoint
+    /// and schema-history topics exist, and runs `init_transactions`, which fences any older
+    /// instance with the same id and aborts a transaction it left open.
+    ///
+    /// # Errors
+    /// Abortable for a broker that does not answer (the caller retries), fatal for bad settings.
+    pub async fn connect(k: &KafkaSection, source_name: &str) -> Result<KafkaSink, Error> {
+        let mut topics = Topics::new(k)?;
+        // both compacted, one partition: the order of a source's records is the order of its commits
+        let compact = [("cleanup.policy".to_string(), "compact".to_string())];
+        topics.ensure_with(&positions_topic(&k.topic_prefix), 1, &compact).await?;
+        // the schema history, written in the same transactions as the checkpoints
+        topics.ensure_with(&schemas_topic(&k.topic_prefix), 1, &compact).await?;
+        KafkaSink::start(producer_config(k, source_name)?, topics, k, source_name).await
+    }
+
+    /// The sink over a producer configuration and topics already made sure of.
+    async fn start(pc: ClientConfig, topics: Topics, k: &KafkaSection, source_name: &str) -> Result<KafkaSink, Error> {
+        let producer: TxProducer = pc
+            .create_with_context(KafkaContext::new(&k.brokers))
+            .map_err(|e| Error::Fatal(format!("creating the Kafka producer: {e}")))?;
+        let max_message_bytes =
+            k.properties.get("message.max.bytes").and_then(|v| v.parse().ok()).unwrap_or(LIBRDKAFKA_MESSAGE_MAX_BYTES);
+        let sink = KafkaSink {
+            producer: Arc::new(producer),
+            topics,
+            max_message_bytes,
+            source_name: source_name.to_string(),
+            positions_topic: positions_topic(&k.topic_prefix),
+            open: false,
+            begun: false,
+            txn_bytes: 0,
+            committing: None,
+            held: Held::default(),
+            hold_max: usize::try_from(k.batch_max_bytes).unwrap_or(usize::MAX),
+            commit_seconds: None,
+        };
+        sink.blocking("initializing transactions", |p| p.init_transactions(TXN_CALL_TIMEOUT)).await?;
+        Ok(sink)
+    }
+
+    /// Runs a blocking transactional call off the executor, retrying retriable errors.
+    async fn blocking(
+        &self,
+        what: &'static str,
+        call: impl Fn(&TxProducer) -> Result<(), RdKafkaError> + Send + 'static,
+    ) -> Result<(), Error> {
+        let p = Arc::clone(&self.producer);
+        tokio::task::spawn_blocking(move || with_retries(what, &p, call))
+            .await
+            .map_err(|e| Error::Fatal(format!("{what}: the blocking task failed: {e}")))?
+            .map_err(|e| classify(what, &e))
+    }
+
+    /// Makes sure `topic` exists (created with the configured partitions, replication and
+    /// configs when missing).
+    ///
+    /// # Errors
+    /// As [`KafkaSink::connect`].
+    pub async fn ensure_topic(&mut self, topic: &str) -> Result<(), Error> {
+        self.topics.ensure(topic).await
+    }
+
+    /// Bytes of keys and values in the open batch.
+    pub fn transaction_bytes(&self) -> u64 {
+        self.txn_bytes
+    }
+
+    /// True while a batch is open (records sent since the last commit began).
+    pub fn in_transaction(&self) -> bool {
+        self.open
+    }
+
+    fn begin_now(&mut self) -> Result<(), Error> {
+        self.producer.begin_transaction().map_err(|e| classify("beginning a Kafka transaction", &e))?;
+        self.begun = true;
+        Ok(())
+    }
+
+    /// Adds one record to the open batch, opening one when needed (`value` None: a
+    /// tombstone). While the previous commit is in flight the record is held; otherwise it goes
+    /// to librdkafka, waiting while its queue is full, which bounds memory.
+    ///
+    /// # Errors
+    /// Abortable (the transaction is aborted first) or fatal, for this record or for the
+    /// commit in flight.
+    pub async fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), Error> {
+        self.open = true;
+        self.txn_bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
+        if let Some(c) = &self.committing {
+            if !c.is_finished() && self.held.bytes.len() < self.hold_max {
+                self.held.push(topic, key, value);
+                return Ok(());
+            }
+            self.settle().await?;
+        }
+        if !self.begun {
+            self.begin_now()?;
+        }
+        self.produce(topic, key, value).await
+    }
+
+    async fn produce(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), Error> {
+        loop {
+            let mut rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
+            if let Some(k) = key {
+                rec = rec.key(k);
+            }
+            if let Some(v) = value {
+                rec = rec.payload(v);
+            }
+            match self.producer.send(rec) {
+                Ok(()) => return Ok(()),
+                Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    return Err(Error::TooLarge {
+                        topic: topic.to_string(),
+                        size: key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len),
+                        by: format!("the producer (message.max.bytes = {})", self.max_message_bytes),
+                        key: None,
+                    });
+                }
+                Err((e, _)) => {
+                    let err = classify(&format!("producing to {topic}"), &e);
+                    if matches!(err, Error::Abortable(_)) {
+                        self.abort_after(&err).await?;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Waits for the commit in flight (if any), then begins the next transaction and sends the
+    /// records held meanwhile.
+    async fn settle(&mut self) -> Result<(), Error> {
+        let Some(commit) = self.committing.take() else { return Ok(()) };
+        let what = "committing the Kafka transaction";
+        let r = commit.await.map_err(|e| Error::Fatal(format!("{what}: the blocking task failed: {e}")))?;
+        if let Err(e) = r {
+            self.held.clear();
+            // a record the broker refused for good explains the failed commit best
+            let err = self.producer.context().take_refused().unwrap_or_else(|| classify(what, &e));
+            if matches!(err, Error::Abortable(_)) {
+                self.abort_after(&err).await?;
+            }
+            return Err(err);
+        }
+        self.begun = false;
+        if self.held.records.is_empty() {
+            return Ok(());
+        }
+        self.begin_now()?;
+        let held = std::mem::take(&mut self.held);
+        for r in &held.records {
+            let part = |range: &Option<std::ops::Range<usize>>| range.clone().and_then(|r| held.bytes.get(r));
+            let topic = held.topics.get(r.topic).map_or("", String::as_str);
+            self.produce(topic, part(&r.key), part(&r.value)).await?;
+        }
+        // keep the arena's capacity for the next commit
+        self.held = held;
+        self.held.clear();
+        Ok(())
+    }
+
+    /// Adds the checkpoint record to the open batch (opening one when none is) and starts
+    /// committing it; returns without waiting for the commit (see [`KafkaSink::finish`]).
+    /// `then` runs once the commit is through (never for a batch that does not commit): what
+    /// the batch did counts from then on.
+    ///
+    /// # Errors
+    /// Abortable (the transaction is aborted first) or fatal, for this batch or for the
+    /// previous commit.
+    pub async fn commit(&mut self, checkpoint: &Checkpoint, then: impl FnOnce() + Send + 'static) -> Result<(), Error> {
+        let value = serde_json::to_vec(checkpoint).map_err(|e| Error::Fatal(e.to_string()))?;
+        let topic = self.positions_topic.clone();
+        let key = self.source_name.clone();
+        // the commit before must be through: then this batch's records are all in librdkafka
+        self.settle().await?;
+        self.send(&topic, Some(key.as_bytes()), Some(&value)).await?;
+        let p = Arc::clone(&self.producer);
+        let timer = self.commit_seconds.as_ref().map(prometheus::Histogram::start_timer);
+        self.committing = Some(tokio::task::spawn_blocking(move || {
+            let r = with_retries("committing the Kafka transaction", &p, |p| p.commit_transaction(TXN_CALL_TIMEOUT));
+            if r.is_ok() {
+                drop(timer); // observes the duration
+                then();
+            } else if let Some(t) = timer {
+                t.stop_and_discard();
+            }
+            r
+        }));
+        self.open = false;
+        self.txn_bytes = 0;
+        Ok(())
+    }
+
+    /// Observes each commit's duration (from handing it to the coordinator to its answer,
+    /// retries included) into `histogram`.
+    pub fn time_commits(&mut self, histogram: prometheus::Histogram) {
+        self.commit_seconds = Some(histogram);
+    }
+
+    /// Takes the outcome of a commit that has finished (sending what was held meanwhile);
+    /// does not wait for one still in flight.
+    ///
+    /// # Errors
+    /// As [`KafkaSink::commit`].
+    pub async fn poll(&mut self) -> Result<(), Error> {
+        if self.committing.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+            self.settle().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every commit started is through (and sends what was held meanwhile into a
+    /// new transaction).
+    ///
+    /// # Errors
+    /// As [`KafkaSink::commit`].
+    pub async fn finish(&mut self) -> Result<(), Error> {
+        self.settle().await
+    }
+
+    /// Aborts after `cause`; only a fencing while aborting is worse than the cause itself (the
+    /// caller restarts with a new producer, whose `init_transactions` aborts what is left).
+    async fn abort_after(&mut self, cause: &Error) -> Result<(), Error> {
+        match self.abort().await {
+            Err(e @ Error::Fatal(_)) => Err(e),
+            Err(e) => {
+                tracing::debug!(cause = %cause, error = %e, "Aborting the Kafka transaction failed too");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Drops the open batch: waits for a commit in flight, discards held records, and aborts
+    /// the transaction in progress (no-op when none is).
+    ///
+    /// # Errors
+    /// Fatal when even aborting fails.
+    pub async fn abort(&mut self) -> Result<(), Error> {
+        if let Some(commit) = self.committing.take() {
+            if let Ok(Ok(())) = commit.await {
+                self.begun = false;
+            }
+        }
+        self.held.clear();
+        self.open = false;
+        self.txn_bytes = 0;
+        if !self.begun {
+            return Ok(());
+        }
+        self.begun = false;
+        self.blocking("aborting the Kafka transaction", |p| p.abort_transaction(TXN_CALL_TIMEOUT)).await
+    }
+}

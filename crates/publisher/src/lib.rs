@@ -1,0 +1,38 @@
+//! Sluice: MySQL/MariaDB change data capture into Kafka, and an offline binlog decoder.
+//!
+//! The library behind the `sluice` binary. Dependencies point one way, from the commands down:
+//!
+//! ```text
+//! cmd (run, check, position, dump)
+//!  └─ pipeline (tables, emit, batch, start)          changes in, Kafka transactions out
+//!      ├─ source (preflight, server)                  the replication stream, server queries
+//!      ├─ schema (ddl, store, load)                   the tracked table definitions
+//!      ├─ avro, registry                              records and their schemas
+//!      ├─ kafka (sink, compacted)                     transactions, the compacted-topic reader
+//!      └─ metrics
+//!          └─ position, config, filter, render, disposition, process, console
+//! ```
+//!
+//! Where things happen, each in one place:
+//! - a byte becomes an event: `sluice_binlog::walk`; a value: `sluice_binlog::value`;
+//! - an event's transaction and the resume point: `sluice_binlog::transaction`;
+//! - a value becomes Avro: [`avro`] (`avro/encode.rs`, its bytes in `avro/binary.rs`);
+//! - a row change becomes Kafka records: [`pipeline::emit`];
+//! - a MySQL transaction becomes a Kafka commit: [`pipeline`] with [`kafka::sink`];
+//! - a row change becomes a JSON line: `cmd/dump/json.rs`.
+
+pub mod avro;
+pub mod cmd;
+pub mod config;
+pub mod console;
+pub mod disposition;
+pub mod filter;
+pub mod kafka;
+pub mod metrics;
+pub mod pipeline;
+pub mod position;
+pub mod process;
+pub mod registry;
+pub mod render;
+pub mod schema;
+pub mod source;

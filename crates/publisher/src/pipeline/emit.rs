@@ -1,0 +1,217 @@
+//! A row change becomes its Kafka records: **where a value becomes an Avro record**
+//! (the encoder writes the datum, this frames it with its schema id and sends it). An insert
+//! is one `c` record, an update one `u`, a delete a `d` and (unless turned off) a tombstone
+//! with the same key; an update that changes the primary key is the delete of the old key
+//! and the create of the new one, so keyed consumers drop the old row.
+
+use std::borrow::Cow;
+
+use sluice_binlog::rows::{RowChange, RowImage, RowsKind};
+
+use super::tables::CachedTable;
+use super::Error;
+use crate::avro::{AvroEncoder, EventContext, Op, TableSchema};
+use crate::config::{OutputSection, ValueMode};
+use crate::kafka::KafkaSink;
+use crate::registry::frame_header;
+
+/// Encodes and sends the records of one change.
+pub struct Out<'a> {
+    /// The encoder.
+    pub encoder: &'a AvroEncoder,
+    /// The table version the change belongs to.
+    pub table: &'a CachedTable,
+    /// What records look like.
+    pub output: &'a OutputSection,
+    /// The change's `source` and `transaction` blocks.
+    pub ctx: &'a EventContext,
+}
+
+/// The reused buffers records are framed and encoded into (librdkafka copies them).
+#[derive(Default)]
+pub struct Buffers {
+    key_before: Vec<u8>,
+    key_after: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Out<'_> {
+    /// Sends the records of one row change of a rows event of `kind`; returns how many.
+    ///
+    /// # Errors
+    /// An image that does not fit the schema (named by table and column), a record Kafka
+    /// refuses, or the sink's transaction failing.
+    pub async fn change(
+        &self,
+        sink: &mut KafkaSink,
+        kind: RowsKind,
+        row: &RowChange<'_>,
+        buffers: &mut Buffers,
+    ) -> Result<usize, Error> {
+        let (before, after) = (row.before.as_ref(), row.after.as_ref());
+        let Buffers { key_before, key_after, value } = buffers;
+        Ok(match kind {
+            RowsKind::Write => {
+                let key = self.key(after, key_after)?.then_some(&key_after[..]);
+                self.emit(sink, Op::Create, key, None, after, value).await?
+            }
+            RowsKind::Delete => {
+                let key = self.key(before, key_before)?.then_some(&key_before[..]);
+                self.emit(sink, Op::Delete, key, before, None, value).await?
+            }
+            RowsKind::Update | RowsKind::PartialUpdate => {
+                let kb = self.key(before, key_before)?.then_some(&key_before[..]);
+                // MINIMAL after images hold only the changed columns: a key column they lack
+                // is unchanged, so it comes from the before image
+                let ka = match (before, after) {
+                    (Some(b), Some(a)) => self.key(Some(&with_key_from(a, b, &self.table.schema)), key_after)?,
+                    _ => self.key(after, key_after)?,
+                }
+                .then_some(&key_after[..]);
+                if kb != ka {
+                    // the primary key changed: keyed consumers must drop the old row
+                    self.emit(sink, Op::Delete, kb, before, None, value).await?
+                        + self.emit(sink, Op::Create, ka, None, after, value).await?
+                } else {
+                    self.emit(sink, Op::Update, kb, before, after, value).await?
+                }
+            }
+        })
+    }
+
+    /// Writes the framed key of an image into `buf`; false for a null key.
+    fn key(&self, image: Option<&RowImage<'_>>, buf: &mut Vec<u8>) -> Result<bool, Error> {
+        buf.clear();
+        let (Some(image), Some(id)) = (image, self.table.key_id) else { return Ok(false) };
+        frame_header(id, buf);
+        Ok(self.encoder.write_key(&self.table.schema, image, buf)?)
+    }
+
+    /// Sends the change's record under `key` (and a tombstone after a delete); returns how
+    /// many records.
+    async fn emit(
+        &self,
+        sink: &mut KafkaSink,
+        op: Op,
+        key: Option<&[u8]>,
+        before: Option<&RowImage<'_>>,
+        after: Option<&RowImage<'_>>,
+        value: &mut Vec<u8>,
+    ) -> Result<usize, Error> {
+        let s = &self.table.schema;
+        value.clear();
+        frame_header(self.table.value_id, value);
+        match self.output.value_mode {
+            ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, value)?,
+            ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
+        }
+        sink.send(&self.table.topic, key, Some(value)).await.map_err(|e| self.too_large(e, op, before, after))?;
+        if op == Op::Delete && self.output.tombstones && key.is_some() {
+            sink.send(&self.table.topic, key, None).await?;
+            return Ok(2);
+        }
+        Ok(1)
+    }
+
+    /// A record the producer refused as too large, named by its table and key; other errors
+    /// as they are.
+    fn too_large(
+        &self,
+        e: crate::kafka::Error,
+        op: Op,
+        before: Option<&RowImage<'_>>,
+        after: Option<&RowImage<'_>>,
+    ) -> Error {
+        let crate::kafka::Error::TooLarge { size, by, .. } = &e else { return e.into() };
+        let image = if op == Op::Delete { before } else { after.or(before) };
+        let key = match (&self.table.schema.key, image) {
+            (Some(fields), Some(img)) => {
+                let cols = &self.table.tm.columns;
+                let parts: Vec<String> = fields
+                    .iter()
+                    .filter_map(|f| {
+                        let col = cols.get(f.column)?;
+                        let v = img.values.get(f.column)?.as_ref()?;
+                        Some(format!("{}={}", col.display_name(), crate::render::value_json(v, col)))
+                    })
+                    .collect();
+                parts.join(", ")
+            }
+            _ => "none (the table has no key)".to_string(),
+        };
+        Error::TooLarge {
+            table: self.table.tm.qualified_name(),
+            topic: self.table.topic.clone(),
+            key,
+            size: *size,
+            by: by.clone(),
+        }
+    }
+}
+
+/// `image` with the key columns it lacks taken from `from` (only for computing the key: the
+/// published images keep their own absent columns). Borrowed when nothing is missing.
+fn with_key_from<'i, 'a>(image: &'i RowImage<'a>, from: &RowImage<'a>, schema: &TableSchema) -> Cow<'i, RowImage<'a>> {
+    let missing = |c: usize| matches!(image.values.get(c), Some(None));
+    let key = schema.key.iter().flatten();
+    if !key.clone().any(|f| missing(f.column)) {
+        return Cow::Borrowed(image);
+    }
+    let mut out = image.clone();
+    for f in key {
+        if let (Some(slot @ None), Some(Some(v))) = (out.values.get_mut(f.column), from.values.get(f.column)) {
+            *slot = Some(v.clone());
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sluice_binlog::TableMap;
+
+    use super::*;
+    use crate::avro::SchemaOptions;
+
+    #[test]
+    fn minimal_after_image_keys_come_from_the_before_image() {
+        use sluice_binlog::{Column, ColumnType, Value};
+        // (a INT, b INT, v INT), PRIMARY KEY (a, b)
+        let columns = ["a", "b", "v"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut c = Column::new(i, ColumnType::Long, 0, i == 2);
+                c.name = Some(Arc::from(*n));
+                c
+            })
+            .collect();
+        let tm = TableMap {
+            table_id: 1,
+            flags: 0,
+            database: Arc::from("db"),
+            table: Arc::from("t"),
+            columns,
+            has_column_names: true,
+            primary_key: Some(vec![(0, 0), (1, 0)]),
+        };
+        let schema =
+            TableSchema::new(&tm, &SchemaOptions { partial_images: true, ..SchemaOptions::default() }).unwrap();
+        let img = |v: [Option<i64>; 3]| RowImage { values: v.iter().map(|x| x.map(Value::Int)).collect() };
+        let before = img([Some(1), Some(2), None]);
+        // only v changed: the key is the before image's
+        let after = img([None, None, Some(5)]);
+        let k = with_key_from(&after, &before, &schema);
+        assert_eq!(k.values, img([Some(1), Some(2), Some(5)]).values);
+        assert_eq!(after.values[0], None, "the published after image keeps its absent columns");
+        // b changed: a from the before image, b from the after image
+        let b_changed = img([None, Some(7), None]);
+        let k = with_key_from(&b_changed, &before, &schema);
+        assert_eq!(k.values, img([Some(1), Some(7), None]).values);
+        // a full image is used as it is
+        let full = img([Some(3), Some(4), Some(5)]);
+        assert!(matches!(with_key_from(&full, &before, &schema), Cow::Borrowed(_)));
+    }
+}

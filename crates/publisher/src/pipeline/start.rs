@@ -1,0 +1,77 @@
+//! The first start: without a checkpoint, `source.start` is resolved at the server once (for
+//! `current` and `earliest` as soon as `sluice run` begins, before Kafka is contacted) and
+//! committed as the first checkpoint, with the captured tables' definitions, in a Kafka
+//! transaction of its own before anything is published; every restart then resumes there.
+//! `sluice position set` commits a new start the same way.
+
+use super::Error;
+use crate::config::Config;
+use crate::filter::TableFilter;
+use crate::kafka::{schemas_topic, KafkaSink};
+use crate::position::{Checkpoint, ResumePoint, StartFrom};
+use crate::schema::{Committed, SchemaHistory, TrackedTable};
+use crate::source::{CheckedConnection, SourceConfig};
+
+/// The configured start (`source.start`), resolved at the server into a position, with the
+/// captured tables' definitions as of that position.
+#[derive(Debug, Clone)]
+pub struct ResolvedStart {
+    /// The position.
+    pub resume: ResumePoint,
+    /// The captured tables' definitions there.
+    pub tables: Vec<TrackedTable>,
+}
+
+/// Resolves `source.start` at the server (see [`ResolvedStart`]).
+pub async fn resolve_configured_start(cfg: &Config) -> Result<ResolvedStart, Error> {
+    let mut checked = CheckedConnection::open(&SourceConfig::for_run(cfg)?).await?;
+    let start = resolve_at(cfg, &mut checked, &cfg.source.start).await?;
+    tracing::info!(start = %cfg.source.start, position = %start.resume, "Resolved the configured start at the server");
+    Ok(start)
+}
+
+/// Resolves `start` on a checked connection, with the captured tables' definitions.
+pub async fn resolve_at(
+    cfg: &Config,
+    checked: &mut CheckedConnection,
+    start: &StartFrom,
+) -> Result<ResolvedStart, Error> {
+    let filter = TableFilter::from_config(&cfg.filter);
+    let captured = |db: &str, table: &str| filter.matches(db, table);
+    let (resume, tables) = checked.resolve(start, Some(&captured)).await?;
+    Ok(ResolvedStart { resume, tables })
+}
+
+/// Commits `start` as the source's checkpoint, in a Kafka transaction of its own, with the
+/// tables' definitions as a new schema history that supersedes what `committed` holds; returns
+/// that history once the commit is through.
+pub async fn commit_start(
+    cfg: &Config,
+    sink: &mut KafkaSink,
+    committed: Committed,
+    start: ResolvedStart,
+    then: impl FnOnce() + Send + 'static,
+) -> Result<SchemaHistory, Error> {
+    let mut schemas = committed.into_history(start.tables);
+    schemas.flush(sink, &schemas_topic(&cfg.kafka.topic_prefix), &cfg.source.name).await?;
+    sink.commit(&Checkpoint::of(&start.resume).with_schema_version(schemas.version()), then).await?;
+    sink.finish().await?;
+    Ok(schemas)
+}
+
+/// Resolves a relative `source.start` (`current`, `earliest`) as `sluice run` begins, before
+/// Kafka is contacted: a broker that answers only later must not move the start past the
+/// changes written meanwhile. Unused when a checkpoint turns out to exist; a source that does
+/// not answer yet is resolved when it does.
+pub async fn resolve_early(cfg: &Config) -> Option<ResolvedStart> {
+    if !matches!(cfg.source.start, StartFrom::Current | StartFrom::Earliest) {
+        return None;
+    }
+    match resolve_configured_start(cfg).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot resolve source.start yet; it is resolved once the source answers");
+            None
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! What Sluice asks a server outside the replication stream, in one place: variables, the
+//! binary logs and the current position (`SHOW BINARY LOGS`, `SHOW BINARY LOG STATUS`), the
+//! resolution of a start into a position the server can serve (GTIDs checked against what it
+//! has, by flavour), and the watcher that keeps the lag in bytes up to date.
+//!
+//! References: <https://mariadb.com/kb/en/show-binary-logs/>,
+//! <https://mariadb.com/kb/en/binlog_gtid_pos/>,
+//! <https://dev.mysql.com/doc/refman/8.4/en/replication-options-gtids.html>.
+
+use std::time::Duration;
+
+use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
+use sluice_protocol::{ConnectOptions, Connection, Result};
+
+use super::SourceError;
+use crate::position::{GtidState, ResumePoint, StartFrom};
+
+/// What resolving a start needs to know of the server (from the pre-flight checks).
+#[derive(Debug, Clone, Default)]
+pub struct ServerFacts {
+    /// The server is MariaDB.
+    pub mariadb: bool,
+    /// Its current GTID position, when it has one.
+    pub gtid_position: Option<GtidState>,
+}
+
+/// The first column of the first row of `sql`'s result (None for NULL or no row).
+///
+/// # Errors
+/// Server errors.
+pub async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> {
+    let rs = conn.query(sql).await?;
+    Ok(rs.get_str(0, 0))
+}
+
+/// `SHOW BINARY LOGS`: (file, size) in order.
+///
+/// # Errors
+/// Server errors (binary logging off, missing privilege).
+pub async fn binary_logs(conn: &mut Connection) -> Result<Vec<(String, u64)>> {
+    let rs = conn.query("SHOW BINARY LOGS").await?;
+    Ok(rs
+        .to_strings()
+        .into_iter()
+        .filter_map(|row| {
+            let name = row.first()?.clone()?;
+            let size = row.get(1).and_then(|s| s.as_deref()?.parse().ok()).unwrap_or(0);
+            Some((name, size))
+        })
+        .collect())
+}
+
+/// The server's current binlog file and position (`SHOW MASTER STATUS`).
+///
+/// # Errors
+/// Server errors; an empty answer (binary logging off) is an error too.
+pub async fn current_position(conn: &mut Connection) -> Result<(String, u64)> {
+    let rs = match conn.query("SHOW BINARY LOG STATUS").await {
+        Ok(rs) => rs,
+        // MySQL before 8.2 and MariaDB before 10.5.2 know only the old name
+        Err(_) => conn.query("SHOW MASTER STATUS").await?,
+    };
+    let file = rs.get_str(0, 0);
+    let pos = rs.get_str(0, 1).and_then(|p| p.parse().ok());
+    match (file, pos) {
+        (Some(f), Some(p)) => Ok((f, p)),
+        _ => Err(sluice_protocol::Error::Invalid {
+            what: "SHOW MASTER STATUS",
+            reason: "no current binlog position: is binary logging on?".into(),
+        }),
+    }
+}
+
+/// Resolves a start request into a concrete position on this server, refusing what it cannot
+/// serve: a file it no longer has (or a position past its end), GTIDs of the other flavour,
+/// GTIDs it has not reached, and GTIDs whose successors it has purged.
+///
+/// # Errors
+/// [`SourceError::Start`] for those, [`SourceError::Protocol`] when a query fails.
+pub async fn resolve_start(
+    conn: &mut Connection,
+    start: &StartFrom,
+    facts: &ServerFacts,
+) -> Result<ResumePoint, SourceError> {
+    let logs = binary_logs(conn).await.map_err(|e| SourceError::protocol("listing binary logs", e))?;
+    let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
+    let flavour = if facts.mariadb { "MariaDB" } else { "MySQL" };
+    Ok(match start {
+        StartFrom::Current => {
+            let (file, position) =
+                current_position(conn).await.map_err(|e| SourceError::protocol("reading the current position", e))?;
+            let gtid = facts.gtid_position.clone();
+            ResumePoint { file, position, gtid }
+        }
+        StartFrom::Earliest => {
+            let Some((file, _)) = logs.first() else {
+                return Err(SourceError::Start("the server lists no binary logs (SHOW BINARY LOGS is empty)".into()));
+            };
+            ResumePoint { file: file.clone(), position: 4, gtid: None }
+        }
+        StartFrom::Position { file, position } => {
+            let Some((_, size)) = logs.iter().find(|(f, _)| f == file) else {
+                return Err(SourceError::Purged(format!(
+                    "binlog {file} is not on the server (purged, or never existed); the earliest it has is {earliest}"
+                )));
+            };
+            if position > size {
+                return Err(SourceError::Start(format!(
+                    "{file}:{position} is past the end of {file}, which the server lists with {size} bytes"
+                )));
+            }
+            ResumePoint { file: file.clone(), position: *position, gtid: None }
+        }
+        StartFrom::MysqlGtid(set) => {
+            if facts.mariadb {
+                return Err(SourceError::Start(format!(
+                    "{set} is a MySQL GTID set, but the server is MariaDB: its GTIDs read domain-server-seq (its \
+                     @@gtid_binlog_pos now is {}); give a MariaDB GTID list, or a file and position",
+                    facts.gtid_position.as_ref().map_or_else(|| "empty".to_string(), ToString::to_string)
+                )));
+            }
+            // Not tested against a MySQL server (none runs here): the sets come from the
+            // documented variables, and the comparison is unit-tested.
+            let set_of = |v: Option<String>| v.unwrap_or_default().parse::<GtidSet>().unwrap_or_default();
+            let executed = set_of(scalar(conn, "SELECT @@GLOBAL.gtid_executed").await.ok().flatten());
+            let purged = set_of(scalar(conn, "SELECT @@GLOBAL.gtid_purged").await.ok().flatten());
+            if let Some(why) = mysql_gtid_problem(set, &executed, &purged) {
+                return Err(SourceError::Start(why));
+            }
+            ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mysql(set.clone())) }
+        }
+        StartFrom::MariadbGtid(list) => {
+            let Some(GtidState::Mariadb(newest)) = &facts.gtid_position else {
+                return Err(SourceError::Start(format!(
+                    "{list} is a MariaDB GTID list, but the server is {flavour}{}",
+                    if facts.mariadb { " without GTIDs in its binlog yet" } else { ": its GTIDs read uuid:1-5" }
+                )));
+            };
+            // the GTID state at the start of the oldest binlog: what was purged before it
+            let oldest = match logs.first() {
+                Some((file, _)) => scalar(
+                    conn,
+                    &format!("SELECT BINLOG_GTID_POS({}, 4)", sluice_protocol::replication::sql_string_literal(file)),
+                )
+                .await
+                .ok()
+                .flatten()
+                .and_then(|p| p.parse::<MariadbGtidList>().ok())
+                .unwrap_or_default(),
+                None => MariadbGtidList::new(),
+            };
+            if let Some(why) = mariadb_gtid_problem(list, newest, &oldest, earliest) {
+                return Err(SourceError::Start(why));
+            }
+            ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mariadb(list.clone())) }
+        }
+    })
+}
+
+/// Why a MySQL server cannot stream from `requested` (everything not in it), given its
+/// `gtid_executed` and `gtid_purged`; None when it can.
+fn mysql_gtid_problem(requested: &GtidSet, executed: &GtidSet, purged: &GtidSet) -> Option<String> {
+    if !requested.is_subset(executed) {
+        return Some(format!(
+            "the server has not executed all of {requested} (its gtid_executed is {executed}): it has not reached \
+             this position; is this the right server?"
+        ));
+    }
+    if !purged.is_subset(requested) {
+        return Some(format!(
+            "the server has purged transactions that follow {requested} (its gtid_purged is {purged}): changes \
+             after it are lost to replication; take a new snapshot, or start from a later position knowingly"
+        ));
+    }
+    None
+}
+
+/// Why a MariaDB server cannot stream after `requested`, given its newest GTID per domain
+/// (`gtid_binlog_pos`) and the position at the start of its oldest binlog; None when it can.
+fn mariadb_gtid_problem(
+    requested: &MariadbGtidList,
+    newest: &MariadbGtidList,
+    oldest: &MariadbGtidList,
+    earliest_file: &str,
+) -> Option<String> {
+    for g in requested.iter() {
+        match newest.get(g.domain_id) {
+            None => {
+                return Some(format!(
+                    "the server has no GTID in domain {} (its gtid_binlog_pos is {newest}): it has not reached {g}; \
+                     is this the right server?",
+                    g.domain_id
+                ))
+            }
+            Some(n) if n.seq_no < g.seq_no => {
+                return Some(format!(
+                    "the server has not reached {g}: its newest GTID in domain {} is {n} (gtid_binlog_pos \
+                     {newest}); is this the right server, or is it a replica that is behind?",
+                    g.domain_id
+                ))
+            }
+            _ => {}
+        }
+        if oldest.get(g.domain_id).is_some_and(|o| g.seq_no < o.seq_no) {
+            return Some(format!(
+                "the server no longer has the transactions after {g}: its oldest binlog {earliest_file} starts at \
+                 {oldest}; changes between are lost to replication: take a new snapshot, or start from \
+                 {earliest_file}:4 knowingly"
+            ));
+        }
+    }
+    None
+}
+
+/// Calls `on_logs` with the server's binary logs (`SHOW BINARY LOGS`) every `every`, on a
+/// connection of its own (the replication connection is busy streaming), reconnecting as
+/// needed, until the process ends. Failures only skip a turn (logged at debug level): the
+/// replication stream reports what matters.
+pub async fn watch_binary_logs(connect: ConnectOptions, every: Duration, on_logs: impl Fn(&[(String, u64)])) {
+    loop {
+        match Connection::connect(connect.clone()).await {
+            Ok(mut conn) => loop {
+                match binary_logs(&mut conn).await {
+                    Ok(logs) => on_logs(&logs),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "SHOW BINARY LOGS for the lag in bytes failed");
+                        break;
+                    }
+                }
+                tokio::time::sleep(every).await;
+            },
+            Err(e) => tracing::debug!(error = %e, "Connecting for the lag in bytes failed"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mariadb_gtids_ahead_behind_and_purged() {
+        let l = |s: &str| s.parse::<MariadbGtidList>().unwrap();
+        let (newest, oldest) = (l("0-1-500,1-1-20"), l("0-1-100"));
+        assert_eq!(mariadb_gtid_problem(&l("0-1-300"), &newest, &oldest, "b.000002"), None);
+        assert_eq!(mariadb_gtid_problem(&l("0-1-100,1-1-20"), &newest, &oldest, "b.000002"), None);
+        let ahead = mariadb_gtid_problem(&l("0-1-501"), &newest, &oldest, "b.000002").unwrap();
+        assert!(
+            ahead.starts_with("the server has not reached 0-1-501: its newest GTID in domain 0 is 0-1-500"),
+            "{ahead}"
+        );
+        assert!(!ahead.contains("purged") && !ahead.contains("lost"), "{ahead}");
+        let domain = mariadb_gtid_problem(&l("7-1-1"), &newest, &oldest, "b.000002").unwrap();
+        assert!(domain.contains("no GTID in domain 7"), "{domain}");
+        let purged = mariadb_gtid_problem(&l("0-1-99"), &newest, &oldest, "b.000002").unwrap();
+        assert!(
+            purged.contains("no longer has the transactions after 0-1-99") && purged.contains("b.000002:4"),
+            "{purged}"
+        );
+    }
+
+    #[test]
+    fn mysql_gtid_sets_ahead_and_purged() {
+        let s = |t: &str| t.parse::<GtidSet>().unwrap();
+        let u = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let executed = s(&format!("{u}:1-100"));
+        let purged = s(&format!("{u}:1-10"));
+        assert_eq!(mysql_gtid_problem(&s(&format!("{u}:1-50")), &executed, &purged), None);
+        let ahead = mysql_gtid_problem(&s(&format!("{u}:1-150")), &executed, &purged).unwrap();
+        assert!(ahead.contains("has not executed all of") && ahead.contains("has not reached"), "{ahead}");
+        let gone = mysql_gtid_problem(&s(&format!("{u}:1-5")), &executed, &purged).unwrap();
+        assert!(gone.contains("has purged transactions that follow"), "{gone}");
+    }
+}
