@@ -65,11 +65,21 @@ mariadb_start() {
     mariadb_stop "$name"
     rm -rf "$d"
     mkdir -p "$d/data" "$d/tmp"
-    # a temporary directory of its own: servers installed side by side in /tmp have been seen to
-    # trip over each other's temporary tables ("Could not remove temporary table ... error: 2")
-    if ! mariadb-install-db --no-defaults --datadir="$d/data" --tmpdir="$d/tmp" --user=root \
-        --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1; then
-        _mariadb_log "mariadb-install-db failed; see $d/install.log"
+    # One install at a time, retried: concurrent bootstrap servers have been seen to crash
+    # (signal 11) on 2 cores, and to trip over each other's temporary tables in a shared /tmp
+    # ("Could not remove temporary table ... error: 2"), hence a temporary directory of its own.
+    local installed="" attempt
+    for attempt in 1 2 3; do
+        rm -rf "$d/data" && mkdir -p "$d/data"
+        if (flock 9; mariadb-install-db --no-defaults --datadir="$d/data" --tmpdir="$d/tmp" --user=root \
+            --auth-root-authentication-method=normal --skip-test-db) >"$d/install.log" 2>&1 \
+            9>"$(mariadb_workdir)/.mariadb-install.lock"; then
+            installed=1
+            break
+        fi
+        _mariadb_log "mariadb-install-db failed (attempt $attempt); see $d/install.log"
+    done
+    if [ -z "$installed" ]; then
         tail -n 20 "$d/install.log" >&2
         return 1
     fi

@@ -21,9 +21,12 @@ use sluice_binlog::event::{ChecksumAlg, Event};
 use sluice_binlog::rows::RowChange;
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, StartPosition, TlsMode};
 
-// the runtime `sluice dump` and `sluice run` stream on (`source::runtime`)
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // the runtime `sluice dump` and `sluice run` stream on
+    sluice::process::runtime()?.block_on(stream())
+}
+
+async fn stream() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, host, port, user, file, rest @ ..] = args.as_slice() else {
         return Err("usage: live_stream drain|decode HOST PORT USER FILE [POSITION]".into());

@@ -14,10 +14,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
-/// The sink's own producer defaults (`kafka::PRODUCER_DEFAULTS` in the `sluice` binary, which an
-/// example cannot import): keep the two equal, or the comparison is not like for like.
-const PRODUCER_DEFAULTS: &[(&str, &str)] =
-    &[("partitioner", "murmur2_random"), ("compression.type", "lz4"), ("linger.ms", "50")];
+// The sink's own producer defaults, so the comparison is like for like.
+use sluice::kafka::PRODUCER_DEFAULTS;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -26,10 +26,7 @@ mod recorded_tests;
 
 use std::sync::Arc;
 
-// The API the publisher pipeline uses (next); until then only the tests do.
-#[allow(unused_imports)]
 pub use encode::{AvroEncoder, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
-#[allow(unused_imports)]
 pub use schema::{SchemaOptions, TableSchema, ZeroDates};
 
 /// The envelope's `source` block (`schemas/source.avsc`).

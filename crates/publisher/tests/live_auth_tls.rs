@@ -1,62 +1,13 @@
 //! Live scenario: authentication (mysql_native_password, ed25519, a wrong password) and TLS
-//! (`--tls verify-ca` with a CA the test generates with the openssl CLI; a wrong CA refused),
+//! (`--tls verify-ca` with a CA from `integration/lib/tls.sh`; a wrong CA refused),
 //! each run asserting the streamed values against `SELECT` on the server. One server (with
 //! TLS) for the whole file; the scenarios run in order.
 
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use support::{of_table, sluice, Run, Server};
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A CA, an unrelated CA, and a server certificate for 127.0.0.1/localhost signed by the first.
-fn gen_certs(dir: &Path) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    for ca in ["ca", "other-ca"] {
-        let (key, pem, subj) = (format!("{ca}.key"), format!("{ca}.pem"), format!("/CN=sluice live test {ca}"));
-        let mut a = vec!["req", "-x509"];
-        a.extend_from_slice(&ec);
-        a.extend_from_slice(&["-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subj]);
-        a.extend_from_slice(&["-addext", "basicConstraints=critical,CA:TRUE"]);
-        a.extend_from_slice(&["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
-        openssl(dir, &a);
-    }
-    let mut a = vec!["req"];
-    a.extend_from_slice(&ec);
-    a.extend_from_slice(&["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]);
-    openssl(dir, &a);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
-}
 
 /// Dumps everything as `user` with the password from a file, plus extra arguments.
 fn dump_as(db: &Server, user: &str, password_file: &Path, extra: &[&str]) -> Run {
@@ -91,7 +42,8 @@ fn check_values(run: &Run, db: &Server) {
 fn authentication_and_tls() {
     let dir = support::scratch("auth-tls");
     // certificates first: the server loads them at start
-    gen_certs(&dir);
+    let out = support::lib_sh("tls", &["certs", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "tls.sh: {}", String::from_utf8_lossy(&out.stderr));
     let p = |f: &str| dir.join(f).display().to_string();
     let (ca_arg, cert_arg, key_arg) = (
         format!("--ssl-ca={}", p("ca.pem")),

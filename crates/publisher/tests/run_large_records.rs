@@ -5,7 +5,8 @@
 //! Real MariaDB, broker and registry.
 //!
 //! A refusal by the broker (a topic's smaller `max.message.bytes`) takes the delivery-report
-//! path instead; noida-db does not enforce `max.message.bytes`, so this test cannot exercise it.
+//! path instead; noida-db does not enforce `max.message.bytes`, so that path is tested with
+//! librdkafka's mock cluster (`kafka/sink.rs`, `a_record_the_broker_refuses_as_too_large_is_named`).
 
 mod support;
 

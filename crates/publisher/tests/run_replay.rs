@@ -745,16 +745,6 @@ fn show_failures(what: &str, failures: &[String]) {
     );
 }
 
-/// A `sluice run` child, killed when the test ends early (a panic), so no publisher outlives it.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
     let started = Instant::now();
@@ -777,8 +767,8 @@ fn run_publishes_the_workload_and_the_topics_replay_to_the_tables() {
     .unwrap();
 
     // publishing while the workload runs: its DDL comes between row events
-    let mut child = Running(start_sluice(&config, &log));
-    let mut strict = Running(start_sluice(&strict_config, &strict_log));
+    let mut child = start_sluice(&config, &log);
+    let mut strict = start_sluice(&strict_config, &strict_log);
     run_workload(&services.mariadb);
     let mut reader = TopicReader::new(&services);
     eprintln!("services and workload: {:.1} s", started.elapsed().as_secs_f64());

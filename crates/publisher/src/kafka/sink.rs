@@ -492,3 +492,147 @@ impl KafkaSink {
         self.blocking("aborting the Kafka transaction", |p| p.abort_transaction(TXN_CALL_TIMEOUT)).await
     }
 }
+
+/// The sink's commit, refusal, fence and retry paths against librdkafka's in-process mock
+/// cluster: a mock because it injects the broker's answers (a record refused as too large, a
+/// fenced epoch, a coordinator still loading) that a real broker gives only by accident. It
+/// has no transactional visibility or CreateTopics, so exactly-once itself is tested against
+/// the real broker (tests/run_chaos.rs, run_e2e.rs); topics are created on the mock directly.
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+    use super::*;
+    use crate::disposition::Disposition;
+
+    fn section(brokers: &str) -> KafkaSection {
+        toml::from_str(&format!(
+            "brokers = \"{brokers}\"\ntopic_prefix = \"m\"\n[properties]\n\"message.timeout.ms\" = \"5000\"\n"
+        ))
+        .unwrap()
+    }
+
+    /// A sink of source `src` on `mock`, with its topics made there.
+    async fn sink(mock: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>) -> (KafkaSink, KafkaSection) {
+        let k = section(&mock.bootstrap_servers());
+        for t in ["m.__positions", "m.__schemas", "m.shop.t"] {
+            mock.create_topic(t, 1, 1).unwrap();
+        }
+        let s = KafkaSink::start(producer_config(&k, "src").unwrap(), Topics::existing(), &k, "src").await.unwrap();
+        (s, k)
+    }
+
+    fn checkpoint() -> Checkpoint {
+        Checkpoint::of(&crate::position::ResumePoint { file: "b.000001".into(), position: 400, gtid: None })
+    }
+
+    /// Counts the commits that went through (the callback runs only for those).
+    fn counter() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
+        let n = Arc::new(AtomicUsize::new(0));
+        let m = Arc::clone(&n);
+        (n, move || {
+            m.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_commits_with_its_checkpoint() {
+        let mock = MockCluster::new(1).unwrap();
+        let (mut s, _) = sink(&mock).await;
+        s.send("m.shop.t", Some(b"k1"), Some(b"v1")).await.unwrap();
+        s.send("m.shop.t", Some(b"k1"), None).await.unwrap();
+        assert!(s.in_transaction());
+        assert_eq!(s.transaction_bytes(), 6);
+        let (n, then) = counter();
+        s.commit(&checkpoint(), then).await.unwrap();
+        assert!(!s.in_transaction(), "the next records open the next batch");
+        // the next batch's records are held while the commit is in flight, then sent
+        s.send("m.shop.t", Some(b"k2"), Some(b"v2")).await.unwrap();
+        let (n2, then2) = counter();
+        s.commit(&checkpoint(), then2).await.unwrap();
+        s.finish().await.unwrap();
+        assert_eq!((n.load(Ordering::SeqCst), n2.load(Ordering::SeqCst)), (1, 1));
+    }
+
+    /// A record the broker refuses as too large: the commit fails with the record's topic, size
+    /// and key (from the delivery report), not an abortable error that restarts forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_the_broker_refuses_as_too_large_is_named() {
+        let mock = MockCluster::new(1).unwrap();
+        let (mut s, _) = sink(&mock).await;
+        mock.request_errors(RDKafkaApiKey::Produce, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE; 8]);
+        s.send("m.shop.t", Some(b"\0\0\0\0\x01key"), Some(&[7u8; 300])).await.unwrap();
+        let (n, then) = counter();
+        let r = async {
+            s.commit(&checkpoint(), then).await?;
+            s.finish().await
+        }
+        .await;
+        match r {
+            Err(Error::TooLarge { topic, size, by, key }) => {
+                assert_eq!(topic, "m.shop.t");
+                assert_eq!(size, 308);
+                assert!(by.starts_with("the broker"), "{by}");
+                assert_eq!(key.as_deref(), Some(&b"\0\0\0\0\x01key"[..]));
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        assert_eq!(n.load(Ordering::SeqCst), 0, "a failed commit is not counted");
+    }
+
+    /// A newer instance with the same transactional id fenced this one: stop, do not retry.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fenced_commit_stops() {
+        let mock = MockCluster::new(1).unwrap();
+        let (mut s, _) = sink(&mock).await;
+        mock.request_errors(RDKafkaApiKey::EndTxn, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED]);
+        s.send("m.shop.t", Some(b"k"), Some(b"v")).await.unwrap();
+        let (n, then) = counter();
+        s.commit(&checkpoint(), then).await.unwrap();
+        let e = s.finish().await.unwrap_err();
+        assert_eq!(e.disposition(), Disposition::Stop, "{e}");
+        assert!(e.to_string().contains("another instance with the same source name"), "{e}");
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+    }
+
+    /// A coordinator that is still loading answers the commit with a retriable error a few
+    /// times: the commit is retried and goes through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_retriable_commit_error_is_retried() {
+        let mock = MockCluster::new(1).unwrap();
+        let (mut s, _) = sink(&mock).await;
+        mock.request_errors(
+            RDKafkaApiKey::EndTxn,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 2],
+        );
+        s.send("m.shop.t", Some(b"k"), Some(b"v")).await.unwrap();
+        let (n, then) = counter();
+        s.commit(&checkpoint(), then).await.unwrap();
+        s.finish().await.unwrap();
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    /// A record the broker rejects for good (not a size): the transaction cannot commit; the
+    /// caller restarts from the checkpoint, and the sink can abort and start a new batch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_abortable_failure_restarts_and_the_sink_recovers() {
+        let mock = MockCluster::new(1).unwrap();
+        let (mut s, _) = sink(&mock).await;
+        mock.request_errors(RDKafkaApiKey::Produce, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD; 8]);
+        s.send("m.shop.t", Some(b"k"), Some(b"v")).await.unwrap();
+        let (n, then) = counter();
+        let r = async {
+            s.commit(&checkpoint(), then).await?;
+            s.finish().await
+        }
+        .await;
+        let e = r.unwrap_err();
+        assert_eq!(e.disposition(), Disposition::Restart, "{e}");
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+        s.abort().await.unwrap();
+        assert!(!s.in_transaction());
+    }
+}

@@ -122,14 +122,14 @@ url = "{registry}"
 }
 
 /// Starts `sluice run --config CONFIG`, its log appended to `log`.
-pub fn start_sluice(config: &Path, log: &Path) -> Child {
+pub fn start_sluice(config: &Path, log: &Path) -> Running {
     start_sluice_with(config, log, &[])
 }
 
 /// As [`start_sluice`], with extra environment variables (`SLUICE_*` overrides).
-pub fn start_sluice_with(config: &Path, log: &Path, env: &[(&str, &str)]) -> Child {
+pub fn start_sluice_with(config: &Path, log: &Path, env: &[(&str, &str)]) -> Running {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", "--config"])
         .arg(config)
         .env("SLUICE_LOG", "info")
@@ -137,7 +137,32 @@ pub fn start_sluice_with(config: &Path, log: &Path, env: &[(&str, &str)]) -> Chi
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .unwrap()
+        .unwrap();
+    Running(child)
+}
+
+/// A `sluice run` child process, killed when dropped: a test that fails half-way leaves no
+/// publisher running behind it.
+pub struct Running(pub Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The log so far.
