@@ -4,7 +4,8 @@
 //!
 //! A transaction (an "event group") is one of:
 //! - `BEGIN` ... `XID` / `COMMIT` / `ROLLBACK`, with a GTID event before the `BEGIN` when the
-//!   server has GTIDs (MySQL's GTID_LOG_EVENT, MariaDB's GTID_EVENT);
+//!   server has GTIDs (MySQL's GTID_LOG_EVENT); MariaDB's GTID_EVENT takes the place of the
+//!   `BEGIN` (its "standalone" flag marks the groups of a single statement instead);
 //! - a statement of its own: a DDL (which commits implicitly), or any other statement outside
 //!   `BEGIN` (a non-transactional one, or a MariaDB "standalone" group), with or without a
 //!   GTID event before it. It is complete by itself: the boundary comes after it.
@@ -197,7 +198,14 @@ impl TransactionTracker {
     pub fn observe(&mut self, ev: &Located<'_>) -> Step {
         let h = &ev.event.header;
         let step = match &ev.event.event {
-            e @ (Event::Gtid(_) | Event::MariadbGtid(_)) => {
+            // MariaDB writes no BEGIN: its GTID event opens the transaction, unless it is
+            // "standalone" (a statement of its own follows: a DDL)
+            e @ Event::MariadbGtid(g) => {
+                self.state = if g.is_standalone() { State::Gtid } else { State::Open };
+                self.gtid = gtid_of(e);
+                Step::Begin
+            }
+            e @ Event::Gtid(_) => {
                 self.state = State::Gtid;
                 self.gtid = gtid_of(e);
                 Step::Begin
@@ -283,9 +291,16 @@ mod tests {
         })
     }
 
+    /// A MariaDB GTID event opening a transaction (MariaDB writes no BEGIN after it).
     fn gtid(seq: u64) -> Event<'static> {
         let g = MariadbGtid { domain_id: 0, server_id: 1, seq_no: seq };
         Event::MariadbGtid(MariadbGtidEvent { gtid: g, flags: 0, commit_id: None })
+    }
+
+    /// A MariaDB GTID event of a statement of its own (a DDL follows).
+    fn standalone(seq: u64) -> Event<'static> {
+        let g = MariadbGtid { domain_id: 0, server_id: 1, seq_no: seq };
+        Event::MariadbGtid(MariadbGtidEvent { gtid: g, flags: MariadbGtidEvent::FL_STANDALONE, commit_id: None })
     }
 
     /// Feeds events ending at 100, 200, ... of `b.000001`; the steps and the resume offsets.
@@ -321,12 +336,12 @@ mod tests {
             Some("0-1-5"),
             vec![
                 gtid(6),
-                query("BEGIN"),
+                query("SAVEPOINT `a`"),
                 Event::Xid(9),
-                gtid(7),
+                standalone(7),
                 query("ALTER TABLE t ADD c INT"),
                 gtid(8),
-                query("BEGIN"),
+                query("SAVEPOINT `b`"),
             ],
         );
         assert_eq!(

@@ -175,6 +175,9 @@ impl SourceUrl {
     pub fn parse(text: &str, password_hint: &str) -> Result<SourceUrl, String> {
         let shown = redact_url(text);
         const FORM: &str = "mysql://USER@HOST:PORT";
+        if !text.contains("://") {
+            return Err(format!("{shown:?} must start with mysql:// or mariadb:// ({FORM})"));
+        }
         let url = url::Url::parse(text.trim()).map_err(|e| format!("{shown:?} is not a URL like {FORM} ({e})"))?;
         if !matches!(url.scheme(), "mysql" | "mariadb") {
             return Err(format!("{shown:?} must start with mysql:// or mariadb://, not {}://", url.scheme()));
@@ -222,14 +225,41 @@ impl<'de> Deserialize<'de> for SourceUrl {
     }
 }
 
-/// `text` with the password of a `scheme://user:password@host` URL masked, for messages.
+/// `text` with every password it may carry masked, for messages: the password of each
+/// `[scheme://]user:password@host` and each `password=value` (as URL queries write them).
 pub fn redact_url(text: &str) -> String {
-    let Some((scheme, rest)) = text.split_once("://") else { return text.to_string() };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else { return text.to_string() };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => text.to_string(),
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    // userinfo: from the start of the word (after white space or a quote) to an '@'
+    while let Some(at) = rest.find('@') {
+        let word_start = rest[..at].rfind(|c: char| c.is_whitespace() || "\"'`(<,=".contains(c)).map_or(0, |i| i + 1);
+        let word = &rest[word_start..at];
+        let userinfo_start = word.find("://").map_or(0, |i| i + 3);
+        out.push_str(&rest[..word_start + userinfo_start]);
+        let userinfo = &word[userinfo_start..];
+        match userinfo.split_once(':') {
+            Some((user, _)) => {
+                out.push_str(user);
+                out.push_str(":***");
+            }
+            None => out.push_str(userinfo),
+        }
+        out.push('@');
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
+    let mut masked = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(i) = rest.to_ascii_lowercase().find("password=") {
+        let end = i + "password=".len();
+        masked.push_str(&rest[..end]);
+        masked.push_str("***");
+        let after = &rest[end..];
+        let stop = after.find(|c: char| c == '&' || c.is_whitespace() || "\"'".contains(c)).unwrap_or(after.len());
+        rest = &after[stop..];
+    }
+    masked.push_str(rest);
+    masked
 }
 
 /// `[kafka]`
@@ -644,9 +674,10 @@ impl Config {
         path: &Path,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError::Syntax { path: path.into(), message: e.to_string() })?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
+            path: path.into(),
+            message: redact_url(&e.to_string()),
+        })?;
         let mut doc = toml::Value::Table(table);
         let overrides = apply_env(&mut doc, env);
         let mut found = Found { overrides: &overrides, problems: Vec::new() };
@@ -871,6 +902,15 @@ impl RegistrySection {
     fn validate(&self, p: &mut Problems) {
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             p.push("registry.url", format!("{:?} must start with http:// or https://", redact_url(&self.url)));
+        } else if url::Url::parse(&self.url).is_ok_and(|u| u.password().is_some()) {
+            p.push(
+                "registry.url",
+                format!(
+                    "{:?} must not contain a password (it would be shown wherever the URL is): use registry.username \
+                     and registry.password_file",
+                    redact_url(&self.url)
+                ),
+            );
         }
     }
 }
@@ -1137,7 +1177,8 @@ include = ["cdc_test.", "a.b.c", "shop.*"]
         assert_eq!((v6.host.as_str(), v6.to_string()), ("::1", "r@[::1]:3306".to_string()));
         for (bad, says) in [
             ("postgres://x@y", "must start with mysql:// or mariadb://"),
-            ("not a url", "is not a URL like mysql://USER@HOST:PORT"),
+            ("not a url", "must start with mysql:// or mariadb:// (mysql://USER@HOST:PORT)"),
+            ("mysql://[bad", "is not a URL like mysql://USER@HOST:PORT"),
             ("mysql://127.0.0.1:35306", "names no user"),
             (
                 "mysql://repl:hunter2@h:1",
@@ -1151,6 +1192,16 @@ include = ["cdc_test.", "a.b.c", "shop.*"]
         }
         assert_eq!(redact_url("mysql://repl:hunter2@h:1"), "mysql://repl:***@h:1");
         assert_eq!(redact_url("mysql://repl@h:1"), "mysql://repl@h:1");
+        assert_eq!(redact_url("root:hunter2@127.0.0.1:1"), "root:***@127.0.0.1:1");
+        assert_eq!(redact_url("mysql://r@h/db?password=hunter2&x=1"), "mysql://r@h/db?password=***&x=1");
+        assert_eq!(
+            redact_url("3 | url = \"mysql://root:hunter2@h:1\nat http://a:b@c and mail x@y"),
+            "3 | url = \"mysql://root:***@h:1\nat http://a:***@c and mail x@y"
+        );
+        for bad in ["root:hunter2@127.0.0.1:1", "mysql://r@h:1/db?password=hunter2"] {
+            let e = SourceUrl::parse(bad, hint).unwrap_err();
+            assert!(!e.contains("hunter2") && !e.contains("not root://"), "{e}");
+        }
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! `eprintln!` do: `sluice dump F 2>&1 | head -2` would exit 101).
 //!
 //! A closed stdout is the reader's choice (`| head`): `sluice dump` notices it through its
-//! writer's error and ends quietly; report lines are dropped. A closed stderr only loses the
-//! messages: the exit code still tells what happened.
+//! writer's error and ends quietly; report lines ([`Report`]) stop there, other output errors
+//! end a command with the output error's code. A closed stderr only loses the messages: the
+//! exit code still tells what happened.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -15,12 +16,37 @@ pub fn stderr_line(args: fmt::Arguments<'_>) {
     let _ = e.write_fmt(args).and_then(|()| e.write_all(b"\n"));
 }
 
-/// Writes one report line to stdout and flushes it (report lines are few and should show at
-/// once). A write error is ignored: a report's outcome is its exit code, which a reader that
-/// stopped reading (`sluice check | head -1`) still gets.
-pub fn stdout_line(args: fmt::Arguments<'_>) {
-    let mut o = io::stdout().lock();
-    let _ = o.write_fmt(args).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush());
+/// The report lines a command prints on stdout (`sluice check`, `sluice position`), each
+/// flushed at once (they are few and should show as they come). A reader that stops reading
+/// (`sluice check | head -1`) ends the output, not the command: its exit code still says how
+/// the checks went. Any other output error (a full disk) is kept, and the command exits with
+/// the output error's code.
+#[derive(Debug, Default)]
+pub struct Report {
+    closed: bool,
+    failed: Option<io::Error>,
+}
+
+impl Report {
+    /// Writes one line.
+    pub fn line(&mut self, args: fmt::Arguments<'_>) {
+        if self.closed || self.failed.is_some() {
+            return;
+        }
+        let mut o = io::stdout().lock();
+        if let Err(e) = o.write_fmt(args).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()) {
+            if is_closed_pipe(&e) {
+                self.closed = true;
+            } else {
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    /// The output error that is not a closed pipe, if there was one.
+    pub fn failure(&self) -> Option<&io::Error> {
+        self.failed.as_ref()
+    }
 }
 
 /// `eprintln!` that never panics: see [`stderr_line`].
@@ -29,10 +55,10 @@ macro_rules! eline {
     ($($arg:tt)*) => { $crate::console::stderr_line(format_args!($($arg)*)) };
 }
 
-/// `println!` that never panics: see [`stdout_line`].
+/// A line of a [`Report`]: `report!(out, "[ok] {x}")`.
 #[macro_export]
-macro_rules! oline {
-    ($($arg:tt)*) => { $crate::console::stdout_line(format_args!($($arg)*)) };
+macro_rules! report {
+    ($out:expr, $($arg:tt)*) => { $out.line(format_args!($($arg)*)) };
 }
 
 /// True when `e` says the reader of the output has gone away.

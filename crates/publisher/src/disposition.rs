@@ -11,7 +11,7 @@ pub enum Disposition {
     /// committed checkpoint (a broker or registry away, a reconnect that gave up).
     Restart,
     /// Not a failure: this source's own predecessor, stopped or killed moments ago, still
-    /// holds its server id; the server drops it within a heartbeat, then start again.
+    /// holds its server id; the server drops it within a few heartbeat periods, then start again.
     WaitForPredecessor,
     /// Definite: stop with an operator message (exit 1): fenced, refused, undecodable, a
     /// start the server cannot serve, a record too large.

@@ -88,6 +88,28 @@ pub fn schemas_topic(prefix: &str) -> String {
     format!("{prefix}.__schemas")
 }
 
+/// Asks the brokers for their metadata (10 s at most), so that a cluster that does not answer is
+/// said to be unreachable at once, not as the time-out of whatever comes first.
+///
+/// # Errors
+/// Abortable when no broker answers.
+pub async fn probe(k: &KafkaSection) -> Result<(), Error> {
+    let cfg = client_config(k)?;
+    let brokers = k.brokers.clone();
+    // one topic's metadata (whether it exists or not): an answer, without the whole cluster's
+    let topic = positions_topic(&k.topic_prefix);
+    tokio::task::spawn_blocking(move || {
+        let client: rdkafka::consumer::BaseConsumer<KafkaContext> = cfg
+            .create_with_context(KafkaContext::new(&brokers))
+            .map_err(|e| Error::Fatal(format!("creating a Kafka client: {e}")))?;
+        rdkafka::consumer::Consumer::fetch_metadata(&client, Some(&topic), Duration::from_secs(10))
+            .map(|_| ())
+            .map_err(|e| Error::Abortable(format!("the Kafka brokers at {brokers} do not answer (within 10 s): {e}")))
+    })
+    .await
+    .map_err(|e| Error::Fatal(format!("asking the Kafka brokers: {e}")))?
+}
+
 /// The client settings every Kafka client shares: brokers, `kafka.properties`, and the SASL
 /// password from its file or variable.
 ///

@@ -276,6 +276,11 @@ impl Metrics {
         }
     }
 
+    /// The last checkpoint this process committed (file and position), if any.
+    pub fn last_checkpoint(&self) -> Option<(String, u64)> {
+        self.checkpoint.lock().ok().filter(|c| !c.0.is_empty()).map(|c| (c.0.clone(), c.1))
+    }
+
     /// The server's binlogs (`SHOW BINARY LOGS`) now: sets the bytes behind the checkpoint.
     pub fn server_logs(&self, logs: &[(String, u64)]) {
         let behind = self.checkpoint.lock().ok().and_then(|c| crate::position::bytes_past(logs, &c.0, c.1));

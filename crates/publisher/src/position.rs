@@ -70,7 +70,7 @@ impl FromStr for StartFrom {
             let position: u64 = pos.parse().map_err(|_| {
                 BadStart(format!("{t:?}: the position after the colon must be a byte offset like 4, not {pos:?}"))
             })?;
-            if file.is_empty() || file.contains(char::is_whitespace) {
+            if file.is_empty() || file.contains(char::is_whitespace) || file.contains(':') {
                 return Err(BadStart(format!("{t:?}: {file:?} is not a binlog file name like mysql-bin.000042")));
             }
             if position < 4 {
@@ -78,9 +78,13 @@ impl FromStr for StartFrom {
             }
             return Ok(StartFrom::Position { file: file.to_string(), position });
         }
-        t.parse::<MariadbGtidList>()
-            .map(StartFrom::MariadbGtid)
-            .map_err(|_| BadStart(format!("{t:?} is not one of {FORMS}")))
+        let list = t.parse::<MariadbGtidList>().map_err(|_| BadStart(format!("{t:?} is not one of {FORMS}")))?;
+        // one GTID per domain: a second would silently replace the first
+        let given = t.split(',').filter(|g| !g.trim().is_empty()).count();
+        if given != list.iter().count() {
+            return Err(BadStart(format!("{t:?} names a replication domain twice: give one GTID per domain")));
+        }
+        Ok(StartFrom::MariadbGtid(list))
     }
 }
 
@@ -230,6 +234,8 @@ mod tests {
             ("", "is empty"),
             ("mysql-bin.000001:0", "first event is at offset 4"),
             (":4", "is not a binlog file name"),
+            ("mysql-bin.000001:4:4", "is not a binlog file name"),
+            ("0-1-2,0-1-3", "names a replication domain twice"),
             ("3E11FA47-71CA-11E1-9E33-C80AA9429562:x", "is not a MySQL GTID set"),
         ] {
             let e = bad.parse::<StartFrom>().unwrap_err().to_string();

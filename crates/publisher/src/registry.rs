@@ -160,8 +160,10 @@ impl RegistryClient {
         if let Some(u) = &self.username {
             req = req.basic_auth(u, self.password.as_deref());
         }
-        let unreachable =
-            |e: reqwest::Error| RegistryError::Unreachable { url: self.base.clone(), message: e.to_string() };
+        let unreachable = |e: reqwest::Error| RegistryError::Unreachable {
+            url: crate::config::redact_url(&self.base),
+            message: crate::config::redact_url(&e.to_string()),
+        };
         let resp = req.send().await.map_err(unreachable)?;
         let status = resp.status().as_u16();
         let text = resp.text().await.map_err(unreachable)?;

@@ -172,7 +172,7 @@ impl SourceError {
     }
 
     /// True when the only thing in the way is this source's own predecessor still registered
-    /// with the server id (the server drops it within a heartbeat).
+    /// with the server id (the server drops it within a few heartbeat periods).
     pub fn is_predecessor_registered(&self) -> bool {
         matches!(self, SourceError::Preflight(r) if r.only_predecessor_registered())
     }
@@ -271,6 +271,14 @@ impl CheckedConnection {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         Ok(CheckedConnection { conn, report, server_version, lower_case_table_names })
+    }
+
+    /// The replicas connected to the server: server id and reported host.
+    ///
+    /// # Errors
+    /// Server errors.
+    pub async fn replicas(&mut self) -> Result<Vec<(u32, String)>, SourceError> {
+        server::replica_hosts(&mut self.conn).await.map_err(|e| SourceError::protocol("listing the replicas", e))
     }
 
     /// Resolves `start` into a concrete position on this server. With `captured` it also reads
@@ -474,8 +482,9 @@ impl ReplicationSource {
             let mut msg = format!("the server cannot stream from {}: {e}", self.tx.resume_point());
             if let Some(f) = earliest {
                 msg.push_str(&format!(
-                    ". The earliest binlog it still has is {f}: if the history in between was purged, those changes \
-                     are lost to replication; take a new snapshot, or start from {f}:4 knowingly"
+                    ". Its earliest binlog is {f}. If the position is of another server, or its history was purged, \
+                     move the checkpoint knowingly (sluice run: `sluice position set --to ...`; dump: another \
+                     --start-file/--start-gtid); purged changes are lost to replication"
                 ));
             }
             return SourceError::Purged(msg);

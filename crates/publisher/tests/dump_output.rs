@@ -143,6 +143,8 @@ fn impossible_ranges_and_damaged_input_are_said() {
         (vec!["dump", "-t", "cdc_test.", f], "--table \"cdc_test.\" has an empty part"),
         (vec!["dump", "-t", "a.b.c", f], "--table \"a.b.c\" has 2 dots"),
         (vec!["dump", "-d", "shop.x", f], "--database \"shop.x\" can match no database"),
+        (vec!["dump", "--stop-position", "0", f], "stops before the first event"),
+        (vec!["dump", "--events", "--format", "sql", f], "--events prints events as JSON lines"),
     ] {
         let (code, err, printed) = run(&args);
         assert_eq!((code, printed), (Some(2), 0), "{args:?}: {err}");

@@ -62,6 +62,26 @@ fn unusable_starts_are_refused_with_the_reason() {
     let (code, text) = check(&config, &[("SLUICE_SOURCE__START", &kept_gtid)]);
     assert_eq!(code, Some(0), "{kept_gtid}: {text}");
 
+    // a GTID of a server the history never had (the domain exists)
+    let (code, text) = check(&config, &[("SLUICE_SOURCE__START", "0-2-1")]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("0-2-1 is not in the server's binlog history"), "{text}");
+
+    // file positions that are no place to start: not an event, or inside a transaction
+    let (code, text) = check(&config, &[("SLUICE_SOURCE__START", "mysql-bin.000002:5")]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("mysql-bin.000002:5 is not the start of an event"), "{text}");
+    let rows_at = db
+        .sql("SHOW BINLOG EVENTS IN 'mysql-bin.000002'")
+        .into_iter()
+        .find(|r| r[2] == "Write_rows_v1")
+        .map(|r| r[1].clone())
+        .expect("a rows event in mysql-bin.000002");
+    let inside = format!("mysql-bin.000002:{rows_at}");
+    let (code, text) = check(&config, &[("SLUICE_SOURCE__START", &inside)]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("is inside a transaction (the event there is Write_rows_v1)"), "{text}");
+
     // the other flavour
     let mysql_set = "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5";
     let (code, text) = check(&config, &[("SLUICE_SOURCE__START", mysql_set)]);
@@ -89,4 +109,10 @@ fn unusable_starts_are_refused_with_the_reason() {
     assert!(!run.stderr.contains("--start-file  --start-position"), "no empty file name: {}", run.stderr);
     let run = dump(db, &["--start-gtid", "mysql-bin.000002:4"]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let run = dump(db, &["--start-gtid", "yesterday"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("is not a GTID set") && !run.stderr.contains("earliest"), "{}", run.stderr);
+    let run = dump(db, &["--server-id", "0"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("--server-id must not be 0"), "{}", run.stderr);
 }

@@ -61,9 +61,24 @@ fn position_set_moves_past_a_ddl_sluice_cannot_follow() {
         "{}",
         run.stderr
     );
+    // ... also under another server id (the running instance is found by its reported host)
+    let out = support::sluice_cmd()
+        .args(["position", "set", "--to", "current", "--config"])
+        .arg(&config)
+        .env("SLUICE_SOURCE__SERVER_ID", "51099")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is connected to the server"));
     let run = position(&["show"], &config).ok();
     assert!(run.stdout.starts_with("source \"pos\": mysql-bin.000001:"), "{}", run.stdout);
     assert!(run.stdout.contains("bytes of binlog past it"), "{}", run.stdout);
+    // a report that cannot be written is an output error, not a success
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out =
+            support::sluice_cmd().args(["position", "show", "--config"]).arg(&config).stdout(full).output().unwrap();
+        assert_eq!(out.status.code(), Some(74), "{}", String::from_utf8_lossy(&out.stderr));
+    }
 
     // the DDL it cannot follow, then a row of the table: a clear stop
     sql("ALTER TABLE shop.t ADD SYSTEM VERSIONING; INSERT INTO shop.t VALUES (2, 2);");

@@ -8,6 +8,7 @@ use clap::Args;
 
 use super::Exit;
 use crate::config::Config;
+use crate::console::Report;
 use crate::kafka::positions_topic;
 use crate::position::{bytes_past, Checkpoint};
 use crate::process::now_ms;
@@ -40,7 +41,8 @@ pub fn run(args: CheckArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    crate::oline!("[ok] config: {} is valid", args.config.display());
+    let mut out = Report::default();
+    crate::report!(out, "[ok] config: {} is valid", args.config.display());
     let connect = match crate::source::SourceConfig::for_run(&cfg) {
         Ok(c) => c.connect,
         Err(e) => {
@@ -55,15 +57,16 @@ pub fn run(args: CheckArgs) -> Exit {
             return Exit::Failure;
         }
     };
-    rt.block_on(async {
+    let exit = rt.block_on(async {
         let mut conn = match sluice_protocol::Connection::connect(connect.clone()).await {
             Ok(c) => c,
             Err(e) => {
-                crate::oline!("[ERROR] connect: {}:{} as {}: {e}", connect.host, connect.port, connect.user);
+                crate::report!(out, "[ERROR] connect: {}:{} as {}: {e}", connect.host, connect.port, connect.user);
                 return Exit::Failure;
             }
         };
-        crate::oline!(
+        crate::report!(
+            out,
             "[ok] connect: {}:{} as {}{}",
             connect.host,
             connect.port,
@@ -87,12 +90,12 @@ pub fn run(args: CheckArgs) -> Exit {
                             cfg.source.report_host()
                         );
                     }
-                    crate::oline!("{f}");
+                    crate::report!(out, "{f}");
                 }
                 !report.has_errors()
             }
             Err(e) => {
-                crate::oline!("[ERROR] checks: {e}");
+                crate::report!(out, "[ERROR] checks: {e}");
                 false
             }
         };
@@ -122,7 +125,8 @@ pub fn run(args: CheckArgs) -> Exit {
                 };
                 match resolved {
                     Ok(now) => {
-                        crate::oline!(
+                        crate::report!(
+                            out,
                             "[ok] checkpoint: none committed on {topic} for source {:?}: the first start begins at \
                              source.start = \"{}\"{now}",
                             cfg.source.name,
@@ -131,7 +135,7 @@ pub fn run(args: CheckArgs) -> Exit {
                         true
                     }
                     Err(e) => {
-                        crate::oline!("[ERROR] start: source.start = \"{}\": {e}", cfg.source.start);
+                        crate::report!(out, "[ERROR] start: source.start = \"{}\": {e}", cfg.source.start);
                         false
                     }
                 }
@@ -139,21 +143,21 @@ pub fn run(args: CheckArgs) -> Exit {
             Ok(Ok(Some(c))) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
-                    crate::oline!("{line}");
+                    crate::report!(out, "{line}");
                     ok
                 }
                 // without the list, a missing file would look purged: say what failed instead
                 Err(e) => {
-                    crate::oline!("[ERROR] checkpoint: {}:{}; SHOW BINARY LOGS failed: {e}", c.file, c.position);
+                    crate::report!(out, "[ERROR] checkpoint: {}:{}; SHOW BINARY LOGS failed: {e}", c.file, c.position);
                     false
                 }
             },
             Ok(Err(e)) => {
-                crate::oline!("[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
+                crate::report!(out, "[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
                 false
             }
             Err(e) => {
-                crate::oline!("[ERROR] kafka: reading the checkpoint: {e}");
+                crate::report!(out, "[ERROR] kafka: reading the checkpoint: {e}");
                 false
             }
         };
@@ -162,7 +166,14 @@ pub fn run(args: CheckArgs) -> Exit {
         } else {
             Exit::Failure
         }
-    })
+    });
+    match out.failure() {
+        Some(e) => {
+            crate::eline!("sluice check: writing the report failed: {e}");
+            Exit::Output
+        }
+        None => exit,
+    }
 }
 
 /// The report line for a committed checkpoint against the server's binlogs (`SHOW BINARY

@@ -275,6 +275,15 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
             ));
         }
     }
+    if let Some(stop) = args.stop_position.filter(|&s| s <= 4) {
+        p.push(format!("--stop-position {stop} stops before the first event (at offset 4): nothing would be dumped"));
+    }
+    if args.events && args.format != Format::Json {
+        p.push("--events prints events as JSON lines: it goes with --format json only".into());
+    }
+    if args.live.source.is_some() && args.live.server_id == 0 {
+        p.push("--server-id must not be 0 (the server refuses a replica without an id)".into());
+    }
     if args.live.source.is_some() && args.start_position.is_some() && args.live.start_file.is_none() {
         p.push("--start-position with --source needs --start-file (the offset is in that file)".into());
     }
@@ -446,7 +455,11 @@ impl<W: Write> Dumper<W> {
                          and position go in --start-file and --start-position)"
                     )))
                 }
-                Err(e) => return Err(Failure::Usage(format!("--start-gtid {e}"))),
+                Err(_) => {
+                    return Err(Failure::Usage(format!(
+                        "--start-gtid {g:?} is not a GTID set: give MySQL uuid:1-5 or MariaDB 0-1-100"
+                    )))
+                }
             }
         } else {
             match live.from.unwrap_or(if live.follow { StartAt::Current } else { StartAt::Earliest }) {
@@ -472,8 +485,20 @@ impl<W: Write> Dumper<W> {
         rt.block_on(async {
             let filter = self.filter.clone();
             let captured = |db: &str, table: &str| filter.matches(db, table);
-            let (mut src, loaded) =
-                ReplicationSource::start_with_schema(cfg, start, Some(&captured)).await.map_err(Failure::Source)?;
+            // a dump that just ended (`--follow | head`) may still be registered with the server id:
+            // the server drops it within a few heartbeat periods
+            let patience = std::time::Instant::now() + cfg.heartbeat * 3 + std::time::Duration::from_secs(5);
+            let (mut src, loaded) = loop {
+                match ReplicationSource::start_with_schema(cfg.clone(), start.clone(), Some(&captured)).await {
+                    Err(e) if e.is_predecessor_registered() && std::time::Instant::now() < patience => {
+                        tracing::info!(
+                            "Waiting for the server to drop the previous dump's connection (same server id)"
+                        );
+                        tokio::time::sleep(cfg.heartbeat / 2 + std::time::Duration::from_millis(200)).await;
+                    }
+                    r => break r.map_err(Failure::Source)?,
+                }
+            };
             let mut schemas = SchemaHistory::fresh(loaded, &[]);
             schemas.set_lower_case_table_names(src.lower_case_table_names());
             self.schemas = Some(schemas);

@@ -14,6 +14,7 @@ use clap::{Args, Subcommand};
 
 use super::Exit;
 use crate::config::Config;
+use crate::console::Report;
 use crate::kafka::{positions_topic, positions_topic_exists, read_checkpoint, KafkaSink};
 use crate::pipeline::start::{commit_start, resolve_at};
 use crate::position::{Checkpoint, StartFrom};
@@ -77,19 +78,25 @@ pub fn run(args: PositionArgs) -> Exit {
             return Exit::Failure;
         }
     };
+    let mut out = Report::default();
     let result = rt.block_on(async {
         match &args.action {
-            Action::Show { .. } => show(&cfg).await,
-            Action::Set { to, .. } => set(&cfg, to).await,
+            Action::Show { .. } => show(&cfg, &mut out).await,
+            Action::Set { to, .. } => set(&cfg, to, &mut out).await,
         }
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    match result {
-        Ok(()) => Exit::Ok,
-        Err(m) => {
+    match (result, out.failure()) {
+        (Err(m), _) => {
             crate::eline!("sluice position: {m}");
             Exit::Failure
         }
+        (Ok(_), Some(e)) => {
+            crate::eline!("sluice position: writing the output failed: {e}");
+            Exit::Output
+        }
+        (Ok(true), None) => Exit::Ok,
+        (Ok(false), None) => Exit::Failure,
     }
 }
 
@@ -116,15 +123,17 @@ async fn committed_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, String
     })
 }
 
-async fn show(cfg: &Config) -> Result<(), String> {
+/// Prints the checkpoint; false when it cannot be resumed from (its file was purged).
+async fn show(cfg: &Config, out: &mut Report) -> Result<bool, String> {
     let Some(c) = committed_checkpoint(cfg).await? else {
-        crate::oline!(
+        crate::report!(
+            out,
             "source {:?}: no checkpoint on {}; the first `sluice run` starts at source.start = \"{}\"",
             cfg.source.name,
             positions_topic(&cfg.kafka.topic_prefix),
             cfg.source.start
         );
-        return Ok(());
+        return Ok(true);
     };
     let connect = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?.connect;
     let logs = match sluice_protocol::Connection::connect(connect).await {
@@ -133,44 +142,60 @@ async fn show(cfg: &Config) -> Result<(), String> {
     };
     match logs {
         Ok(logs) => {
-            let (_, line) = super::check::describe_checkpoint(&c, &logs, now_ms());
-            crate::oline!("source {:?}: {}", cfg.source.name, line.trim_start_matches("[ok] checkpoint: "));
+            let (ok, line) = super::check::describe_checkpoint(&c, &logs, now_ms());
+            let line = line.trim_start_matches("[ok] checkpoint: ").trim_start_matches("[ERROR] checkpoint: ");
+            crate::report!(out, "source {:?}: {line}", cfg.source.name);
+            Ok(ok)
         }
         Err(e) => {
-            crate::oline!(
-                "source {:?}: {} (the server could not be asked how far past it is: {e})",
-                cfg.source.name,
-                c
+            crate::report!(
+                out,
+                "source {:?}: {c} (the server could not be asked how far past it is: {e})",
+                cfg.source.name
             );
+            Ok(true)
         }
     }
-    Ok(())
 }
 
-async fn set(cfg: &Config, to: &StartFrom) -> Result<(), String> {
+/// The refusal while `sluice run` of the source is connected.
+fn running(cfg: &Config, report_host: &str) -> String {
+    format!(
+        "`sluice run` for source {:?} is connected to the server (replica {report_host}): stop it first (a stopped or \
+         killed one is dropped by the server within a few heartbeat periods; then try again)",
+        cfg.source.name
+    )
+}
+
+async fn set(cfg: &Config, to: &StartFrom, out: &mut Report) -> Result<bool, String> {
     let source_cfg = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?;
     let mut checked = match CheckedConnection::open(&source_cfg).await {
         Ok(c) => c,
         Err(e) if e.is_predecessor_registered() => {
-            return Err(format!(
-                "`sluice run` for source {:?} is connected to the server (replica {}): stop it first (a stopped or \
-                 killed one is dropped by the server within a heartbeat; then try again)",
-                cfg.source.name, source_cfg.report_host
-            ))
+            return Err(running(cfg, &source_cfg.report_host));
         }
         Err(e) => return Err(e.to_string()),
     };
+    // ... also under another server id
+    if checked.replicas().await.is_ok_and(|r| r.iter().any(|(_, host)| *host == source_cfg.report_host)) {
+        return Err(running(cfg, &source_cfg.report_host));
+    }
     let start = resolve_at(cfg, &mut checked, to).await.map_err(|e| e.to_string())?;
     drop(checked);
     let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await.map_err(|e| e.to_string())?;
-    let before = committed_checkpoint(cfg).await?;
+    // an unreadable checkpoint is what this command repairs: say what it was, and go on
+    let was = match committed_checkpoint(cfg).await {
+        Ok(Some(c)) => c.to_string(),
+        Ok(None) => "no checkpoint".to_string(),
+        Err(e) => format!("unreadable: {e}"),
+    };
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, None).await.map_err(|e| e.to_string())?;
     let resume = start.resume.clone();
     commit_start(cfg, &mut sink, committed, start, || {}).await.map_err(|e| e.to_string())?;
-    let was = before.map_or_else(|| "no checkpoint".to_string(), |c| c.to_string());
-    crate::oline!(
+    crate::report!(
+        out,
         "source {:?}: checkpoint set to {resume} (was {was}); the next `sluice run` resumes there",
         cfg.source.name
     );
-    Ok(())
+    Ok(true)
 }

@@ -134,7 +134,18 @@ async fn serve(cfg: &Config) -> Exit {
         let started = Instant::now();
         let outcome = tokio::select! {
             r = attempt(cfg, &stop, &metrics, &mut progress, &mut first_start) => r,
-            () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => return Exit::Ok,
+            () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => {
+                if let Some(s) = &first_start {
+                    tracing::warn!(
+                        start = %cfg.source.start,
+                        position = %s.resume,
+                        "Stopped before the first checkpoint was recorded (Kafka never answered): the next start \
+                         resolves source.start again, so changes written meanwhile are not captured unless it names \
+                         a position"
+                    );
+                }
+                return Exit::Ok;
+            }
         };
         metrics.set_ready(false);
         let Err(e) = outcome else { return Exit::Ok };
@@ -196,6 +207,16 @@ async fn attempt(
     let (mut src, mut schemas) = match &checkpoint {
         Some(c) => {
             *first_start = None;
+            if let Some((file, position)) = metrics.last_checkpoint() {
+                if (c.file.as_str(), c.position) != (file.as_str(), position) && !c.file.is_empty() {
+                    tracing::warn!(
+                        committed = %format!("{file}:{position}"),
+                        now = %c,
+                        "The committed checkpoint moved while this instance ran (sluice position set?): resuming \
+                         where it is now"
+                    );
+                }
+            }
             let start = c.start()?;
             tracing::info!(resume = %start, "Resuming from the committed checkpoint");
             let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);

@@ -239,6 +239,7 @@ impl KafkaSink {
     /// # Errors
     /// Abortable for a broker that does not answer (the caller retries), fatal for bad settings.
     pub async fn connect(k: &KafkaSection, source_name: &str) -> Result<KafkaSink, Error> {
+        super::probe(k).await?;
         let mut topics = Topics::new(k)?;
         // both compacted, one partition: the order of a source's records is the order of its commits
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];

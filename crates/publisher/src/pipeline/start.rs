@@ -26,7 +26,8 @@ pub struct ResolvedStart {
 pub async fn resolve_configured_start(cfg: &Config) -> Result<ResolvedStart, Error> {
     let mut checked = CheckedConnection::open(&SourceConfig::for_run(cfg)?).await?;
     let start = resolve_at(cfg, &mut checked, &cfg.source.start).await?;
-    tracing::info!(start = %cfg.source.start, position = %start.resume, "Resolved the configured start at the server");
+    // recorded (and said at INFO) once a first checkpoint is committed: unused if one exists
+    tracing::debug!(start = %cfg.source.start, position = %start.resume, "Resolved the configured start at the server");
     Ok(start)
 }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use sluice_protocol::gtid::MariadbGtidList;
 use sluice_protocol::{Connection, Result};
 
-use super::server::{binary_logs, scalar};
+use super::server::{binary_logs, replica_hosts, scalar};
 use crate::position::GtidState;
 
 /// How bad a finding is.
@@ -55,7 +55,7 @@ pub struct Report {
     pub mariadb: bool,
     /// The server id is held by a connection that reported this same replica's host name: a
     /// predecessor of this source (stopped or killed moments ago), which the server drops
-    /// within a heartbeat; not a configuration mistake.
+    /// within a few heartbeat periods; not a configuration mistake.
     pub predecessor_registered: bool,
 }
 
@@ -229,24 +229,14 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
             format!("Sluice's server id {server_id} equals the server's own: choose another with {server_id_setting}"),
         ),
         Some(_) => {
-            let hosts = match conn.query("SHOW REPLICA HOSTS").await {
-                Ok(rs) => Some(rs),
-                Err(_) => conn.query("SHOW SLAVE HOSTS").await.ok(),
-            };
-            // columns: Server_id, Host (what the replica reported), Port, ...
-            let taken = hosts.and_then(|rs| {
-                rs.to_strings()
-                    .into_iter()
-                    .find(|row| row.first().and_then(|v| v.as_deref()) == Some(server_id.to_string().as_str()))
-            });
-            if let Some(row) = taken {
-                let host = row.get(1).cloned().flatten().unwrap_or_default();
+            let hosts = replica_hosts(conn).await.unwrap_or_default();
+            if let Some((_, host)) = hosts.into_iter().find(|(id, _)| *id == server_id) {
                 let message = if host == report_host {
                     r.predecessor_registered = true;
                     format!(
                         "a connection of this same replica ({host}) is still registered with server id {server_id}; \
-                         it is probably a predecessor that was stopped or killed, which the server drops within a \
-                         heartbeat"
+                         it is probably a predecessor that was stopped or killed, which the server drops within a few \
+                         heartbeat periods"
                     )
                 } else {
                     format!(

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use sluice_binlog::gtid::{GtidSet, MariadbGtidList};
+use sluice_binlog::gtid::{GtidSet, MariadbGtid, MariadbGtidList};
 use sluice_protocol::{ConnectOptions, Connection, Result};
 
 use super::SourceError;
@@ -109,6 +109,9 @@ pub async fn resolve_start(
                     "{file}:{position} is past the end of {file}, which the server lists with {size} bytes"
                 )));
             }
+            if position < size {
+                event_boundary_problem(conn, file, *position).await?;
+            }
             ResumePoint { file: file.clone(), position: *position, gtid: None }
         }
         StartFrom::MysqlGtid(set) => {
@@ -149,7 +152,14 @@ pub async fn resolve_start(
                 .unwrap_or_default(),
                 None => MariadbGtidList::new(),
             };
-            if let Some(why) = mariadb_gtid_problem(list, newest, &oldest, earliest) {
+            // the last GTID of every (domain, server) the binlogs hold
+            let state: Vec<MariadbGtid> = scalar(conn, "SELECT @@GLOBAL.gtid_binlog_state")
+                .await
+                .ok()
+                .flatten()
+                .map(|s| s.split(',').filter_map(|g| g.trim().parse().ok()).collect())
+                .unwrap_or_default();
+            if let Some(why) = mariadb_gtid_problem(list, newest, &state, &oldest, earliest) {
                 return Err(SourceError::Start(why));
             }
             ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mariadb(list.clone())) }
@@ -180,6 +190,7 @@ fn mysql_gtid_problem(requested: &GtidSet, executed: &GtidSet, purged: &GtidSet)
 fn mariadb_gtid_problem(
     requested: &MariadbGtidList,
     newest: &MariadbGtidList,
+    state: &[MariadbGtid],
     oldest: &MariadbGtidList,
     earliest_file: &str,
 ) -> Option<String> {
@@ -201,6 +212,16 @@ fn mariadb_gtid_problem(
             }
             _ => {}
         }
+        // a GTID no server of this history wrote (the binlog state keeps the last GTID of each)
+        let of_server = state.iter().find(|s| s.domain_id == g.domain_id && s.server_id == g.server_id);
+        if !state.is_empty() && of_server.is_none_or(|s| s.seq_no < g.seq_no) {
+            let held: Vec<String> = state.iter().map(ToString::to_string).collect();
+            return Some(format!(
+                "{g} is not in the server's binlog history, which holds GTIDs up to {} (gtid_binlog_state): a \
+                 GTID of another server or topology? Give one of this server's (SELECT @@gtid_binlog_pos)",
+                held.join(",")
+            ));
+        }
         if oldest.get(g.domain_id).is_some_and(|o| g.seq_no < o.seq_no) {
             return Some(format!(
                 "the server no longer has the transactions after {g}: its oldest binlog {earliest_file} starts at \
@@ -210,6 +231,71 @@ fn mariadb_gtid_problem(
         }
     }
     None
+}
+
+/// The replicas connected to the server (`SHOW REPLICA HOSTS`, `SHOW SLAVE HOSTS` before
+/// MySQL 8.0.22 and MariaDB 10.5.1): server id and the host name each reported.
+///
+/// # Errors
+/// Server errors (a missing privilege).
+pub async fn replica_hosts(conn: &mut Connection) -> Result<Vec<(u32, String)>> {
+    let rs = match conn.query("SHOW REPLICA HOSTS").await {
+        Ok(rs) => rs,
+        Err(_) => conn.query("SHOW SLAVE HOSTS").await?,
+    };
+    // columns: Server_id, Host (what the replica reported), Port, ...
+    Ok(rs
+        .to_strings()
+        .into_iter()
+        .filter_map(|row| {
+            let id = row.first()?.as_deref()?.parse().ok()?;
+            Some((id, row.get(1).cloned().flatten().unwrap_or_default()))
+        })
+        .collect())
+}
+
+/// Why `file:position` is no place to start: not the first byte of an event, or an event inside
+/// a transaction (its rows would have no TABLE_MAP, its XID no BEGIN). What the server says
+/// is at the position (`SHOW BINLOG EVENTS IN file FROM position LIMIT 1`) decides; a server
+/// that does not answer (a missing privilege) leaves the check to the stream.
+async fn event_boundary_problem(
+    conn: &mut Connection,
+    file: &str,
+    position: u64,
+) -> std::result::Result<(), SourceError> {
+    let sql = format!(
+        "SHOW BINLOG EVENTS IN {} FROM {position} LIMIT 1",
+        sluice_protocol::replication::sql_string_literal(file)
+    );
+    let rows = match conn.query(&sql).await {
+        Ok(rs) => rs.to_strings(),
+        // 1220: "Wrong offset or I/O error": no event starts there
+        Err(e) if e.server_error().is_some_and(|s| s.code == 1220) => {
+            return Err(SourceError::Start(format!(
+                "{file}:{position} is not the start of an event; the events and their positions: SHOW BINLOG \
+                 EVENTS IN '{file}'"
+            )))
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "SHOW BINLOG EVENTS failed: the start position is not checked");
+            return Ok(());
+        }
+    };
+    let Some(row) = rows.first() else { return Ok(()) };
+    let kind = row.get(2).cloned().flatten().unwrap_or_default();
+    let info = row.get(5).cloned().flatten().unwrap_or_default();
+    let inside =
+        matches!(kind.as_str(), "Table_map" | "Annotate_rows" | "Rows_query" | "Xid" | "Intvar" | "Rand" | "User var")
+            || kind.contains("_rows")
+            || (kind == "Query"
+                && (info.eq_ignore_ascii_case("COMMIT") || info.to_ascii_uppercase().starts_with("SAVEPOINT")));
+    if inside {
+        return Err(SourceError::Start(format!(
+            "{file}:{position} is inside a transaction (the event there is {kind}): start at the transaction's GTID \
+             or BEGIN event, or after its end (SHOW BINLOG EVENTS IN '{file}' lists them)"
+        )));
+    }
+    Ok(())
 }
 
 /// Calls `on_logs` with the server's binary logs (`SHOW BINARY LOGS`) every `every`, on a
@@ -243,17 +329,21 @@ mod tests {
     fn mariadb_gtids_ahead_behind_and_purged() {
         let l = |s: &str| s.parse::<MariadbGtidList>().unwrap();
         let (newest, oldest) = (l("0-1-500,1-1-20"), l("0-1-100"));
-        assert_eq!(mariadb_gtid_problem(&l("0-1-300"), &newest, &oldest, "b.000002"), None);
-        assert_eq!(mariadb_gtid_problem(&l("0-1-100,1-1-20"), &newest, &oldest, "b.000002"), None);
-        let ahead = mariadb_gtid_problem(&l("0-1-501"), &newest, &oldest, "b.000002").unwrap();
+        let state: Vec<MariadbGtid> = ["0-1-500", "1-1-20", "0-3-450"].iter().map(|g| g.parse().unwrap()).collect();
+        assert_eq!(mariadb_gtid_problem(&l("0-1-300"), &newest, &state, &oldest, "b.000002"), None);
+        assert_eq!(mariadb_gtid_problem(&l("0-1-100,1-1-20"), &newest, &state, &oldest, "b.000002"), None);
+        assert_eq!(mariadb_gtid_problem(&l("0-3-450"), &newest, &state, &oldest, "b.000002"), None);
+        let other = mariadb_gtid_problem(&l("0-2-1"), &newest, &state, &oldest, "b.000002").unwrap();
+        assert!(other.starts_with("0-2-1 is not in the server's binlog history"), "{other}");
+        let ahead = mariadb_gtid_problem(&l("0-1-501"), &newest, &[], &oldest, "b.000002").unwrap();
         assert!(
             ahead.starts_with("the server has not reached 0-1-501: its newest GTID in domain 0 is 0-1-500"),
             "{ahead}"
         );
         assert!(!ahead.contains("purged") && !ahead.contains("lost"), "{ahead}");
-        let domain = mariadb_gtid_problem(&l("7-1-1"), &newest, &oldest, "b.000002").unwrap();
+        let domain = mariadb_gtid_problem(&l("7-1-1"), &newest, &[], &oldest, "b.000002").unwrap();
         assert!(domain.contains("no GTID in domain 7"), "{domain}");
-        let purged = mariadb_gtid_problem(&l("0-1-99"), &newest, &oldest, "b.000002").unwrap();
+        let purged = mariadb_gtid_problem(&l("0-1-99"), &newest, &state, &oldest, "b.000002").unwrap();
         assert!(
             purged.contains("no longer has the transactions after 0-1-99") && purged.contains("b.000002:4"),
             "{purged}"
