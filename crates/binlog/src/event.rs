@@ -1,7 +1,7 @@
 //! Event bodies: every event MySQL 5.0-9.x and MariaDB 10.x/11.x write.
 //!
-//! [`Event::parse`] turns one event body (after the common header, without the checksum) into
-//! a typed [`Event`]. Parsing needs the FORMAT_DESCRIPTION in force (post-header lengths) and,
+//! `Event::parse_simple` and the parsers beside it turn one event body (after the common header,
+//! without the checksum) into a typed [`Event`]. Parsing needs the FORMAT_DESCRIPTION in force (post-header lengths) and,
 //! for rows events, the TABLE_MAP cache: both live in [`crate::decoder::EventDecoder`], which
 //! calls in here. Bodies borrow from the event bytes.
 //!

@@ -4,7 +4,7 @@
 //! [`EventDecoder`] serves binlog files and the replication stream.
 //!
 //! Where things happen:
-//! - [`file`]: binlog files (magic, gzip, stdin) cut into raw events;
+//! - [`mod@file`]: binlog files (magic, gzip, stdin) cut into raw events;
 //! - [`walk`]: **where raw bytes become located events**, for files and replication streams
 //!   alike (offsets, file names across ROTATEs, compressed transaction payloads expanded);
 //! - [`header`] / [`event_type`] / [`event`]: the common header, the type codes, the

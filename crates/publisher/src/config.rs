@@ -5,7 +5,7 @@
 //! repeats them). Loading reports **every** problem at once ([`Config::load`]): unknown keys
 //! (a typo is an error, not a silently ignored setting), values of the wrong type or form
 //! (`source.start = "yesterday"`, `source.tls = "maybe"`, a URL with a password), and what
-//! [`Config::validate`] finds; each problem names its key, and the `SLUICE_*` variable when
+//! the validations find; each problem names its key, and the `SLUICE_*` variable when
 //! the value came from one.
 //!
 //! Environment overrides: `SLUICE_<SECTION>__<KEY>=value` sets `[section] key = value`, e.g.
@@ -269,7 +269,7 @@ pub struct KafkaSection {
     pub brokers: String,
     /// Topic prefix: records go to `<prefix>.<db>.<table>`, checkpoints to
     /// `<prefix>.__positions`, the tracked schema history (column names for TABLE_MAPs
-    /// without them, see `schema_history`) to `<prefix>.__schemas`.
+    /// without them, see the `schema` module) to `<prefix>.__schemas`.
     #[serde(default = "default_prefix")]
     pub topic_prefix: String,
     /// Partitions of topics Sluice creates.
@@ -455,7 +455,7 @@ fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::
         .map_err(|e| serde::de::Error::custom(format!("{text:?} is not an address like 0.0.0.0:9187: {e}")))
 }
 
-/// A byte size with an optional unit (see [`byte_size`]).
+/// A byte size with an optional unit: `B`, `KB`/`MB`/`GB` (powers of 1000), `KiB`/`MiB`/`GiB`.
 ///
 /// # Errors
 /// Not a number with a known unit, or too large.

@@ -2,7 +2,8 @@
 //!
 //! The loop here walks events in order, tracks the transaction each row belongs to (GTID,
 //! XID, BEGIN/COMMIT), applies the position/time/table filters, and hands rows to the chosen
-//! output. Values are rendered by [`crate::render`]; SQL statements by [`sql`].
+//! output. Values are rendered by [`crate::render`]; SQL statements by `sql.rs`, JSON lines by
+//! `json.rs`.
 
 mod json;
 mod spool;
