@@ -10,7 +10,8 @@
 # Usage: bench/kafka_bench.sh [ROWS]       (ROWS as for gen_bench_binlog.sh, default 1000000)
 # The server's data comes from gen_bench_binlog.sh with BENCH_KEEP_DATADIR=1 (shared with live_bench.sh).
 # Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_BATCH (kafka.batch_max_records;
-# default: Sluice's default).
+# default: Sluice's default), SLUICE_BIN (a sluice binary to measure instead of this tree's release
+# build, e.g. an older commit's, for a side-by-side comparison).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,7 +72,7 @@ cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/
 broker_pid="$(cat "$(broker_dir kbench)/pid")"
 b0="$(cpu_of "$broker_pid")"
 t0="$(date +%s.%N)"
-SLUICE_LOG=warn "$target/sluice" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
+SLUICE_LOG=warn "${SLUICE_BIN:-$target/sluice}" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
 sluice_pid=$!
 ( while kill -0 "$sluice_pid" 2>/dev/null; do grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/vmhwm"; sleep 0.5; done ) &
 # the checkpoint passing the last transaction of the first file (which ends with a ROTATE) = done
