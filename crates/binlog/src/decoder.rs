@@ -16,7 +16,7 @@ use crate::event::{
 use crate::event_type::EventType;
 use crate::header::{EventHeader, HEADER_LEN, LOG_EVENT_BINLOG_IN_USE_F};
 use crate::rows::{RowsEvent, RowsKind};
-use crate::table_map::TableMap;
+use crate::table_map::{TableMap, Writer};
 
 /// Limits and switches for an [`EventDecoder`].
 #[derive(Debug, Clone)]
@@ -177,7 +177,8 @@ impl EventDecoder {
         let t = header.event_type;
         match t {
             EventType::TableMap => {
-                let tm = Arc::new(TableMap::parse(body, self.fde.post_header_len(t, 8))?);
+                let writer = if self.fde.is_mariadb() { Writer::Mariadb } else { Writer::Mysql };
+                let tm = Arc::new(TableMap::parse(body, self.fde.post_header_len(t, 8), writer)?);
                 self.tables.insert(tm.table_id, Arc::clone(&tm));
                 Ok(Event::TableMap(tm))
             }

@@ -43,5 +43,5 @@ pub use event::Event;
 pub use event_type::EventType;
 pub use header::EventHeader;
 pub use sluice_protocol::gtid;
-pub use table_map::TableMap;
+pub use table_map::{TableMap, Writer};
 pub use value::Value;

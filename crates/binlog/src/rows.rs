@@ -464,7 +464,7 @@ mod tests {
             0,    // no metadata
             0x01, // nullable bitmap
         ];
-        Arc::new(TableMap::parse(&body, 8).unwrap())
+        Arc::new(TableMap::parse(&body, 8, crate::table_map::Writer::Mysql).unwrap())
     }
 
     /// Found by the mutation test (a flipped bit in a WRITE_ROWS columns-present bitmap):
@@ -506,7 +506,12 @@ mod tests {
     #[test]
     fn a_truncated_value_names_table_and_column() {
         let two_ints = Arc::new(
-            TableMap::parse(&[1, 0, 0, 0, 0, 0, 0, 0, 2, b'd', b'b', 0, 1, b't', 0, 2, 3, 3, 0, 0x03], 8).unwrap(),
+            TableMap::parse(
+                &[1, 0, 0, 0, 0, 0, 0, 0, 2, b'd', b'b', 0, 1, b't', 0, 2, 3, 3, 0, 0x03],
+                8,
+                crate::table_map::Writer::Mysql,
+            )
+            .unwrap(),
         );
         for (table, what) in [(one_int_table(), "full image"), (two_ints, "partial image")] {
             // columns present: the first; NULL bitmap: none; then 2 of the INT's 4 bytes

@@ -46,6 +46,17 @@ pub struct TableMap {
     pub primary_key: Option<Vec<(usize, u32)>>,
 }
 
+/// Which server wrote a TABLE_MAP: MySQL and MariaDB disagree on the columns two optional
+/// metadata fields cover (see [`TableMap::parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Writer {
+    /// MySQL (and Percona).
+    #[default]
+    Mysql,
+    /// MariaDB.
+    Mariadb,
+}
+
 /// The most columns a MySQL table can have (4096); anything larger is corrupt input.
 const MAX_COLUMNS: u64 = 4096;
 
@@ -61,11 +72,17 @@ impl TableMap {
         self.columns.iter().filter(|c| c.ty == ColumnType::Json).count()
     }
 
-    /// Parses a TABLE_MAP body. `post_header_len` comes from the FDE (6 means 4-byte ids).
+    /// Parses a TABLE_MAP body. `post_header_len` comes from the FDE (6 means 4-byte ids);
+    /// `writer` from its server version, because the servers count columns differently in two
+    /// optional metadata fields: MariaDB's SIGNEDNESS has a bit for YEAR columns too (its YEAR
+    /// is a TINYINT underneath) and its charset fields cover GEOMETRY (a BLOB underneath);
+    /// MySQL's cover neither, and MySQL 9's charset fields cover VECTOR. Reading by the wrong
+    /// rules shifts every later column's sign or charset (a signed INT after a YEAR read as
+    /// UNSIGNED, a VARCHAR after a GEOMETRY read as binary), as `mariadb-binlog` itself does.
     ///
     /// # Errors
     /// Truncated or malformed bodies.
-    pub fn parse(body: &[u8], post_header_len: u8) -> Result<TableMap> {
+    pub fn parse(body: &[u8], post_header_len: u8, writer: Writer) -> Result<TableMap> {
         let mut r = Reader::new(body);
         let table_id = if post_header_len == 6 { u64::from(r.u32("table id")?) } else { r.uint_le(6, "table id")? };
         let flags = r.u16("table map flags")?;
@@ -102,17 +119,17 @@ impl TableMap {
             has_column_names: false,
             primary_key: None,
         };
-        tm.apply_optional_metadata(r.rest())?;
+        tm.apply_optional_metadata(r.rest(), writer)?;
         Ok(tm)
     }
 
-    fn apply_optional_metadata(&mut self, bytes: &[u8]) -> Result<()> {
+    fn apply_optional_metadata(&mut self, bytes: &[u8], writer: Writer) -> Result<()> {
         let mut r = Reader::new(bytes);
         while !r.is_empty() {
             let ty = r.u8("optional metadata type")?;
             let len = r.lenenc_int("optional metadata length")?;
             let v = r.take_u64(len, "optional metadata")?;
-            self.apply_field(ty, v).map_err(|e| match e {
+            self.apply_field(ty, v, writer).map_err(|e| match e {
                 Error::Wire(w) => Error::invalid("table map optional metadata", format!("field {ty}: {w}")),
                 e => e,
             })?;
@@ -120,13 +137,15 @@ impl TableMap {
         Ok(())
     }
 
-    fn apply_field(&mut self, ty: u8, v: &[u8]) -> Result<()> {
+    fn apply_field(&mut self, ty: u8, v: &[u8], writer: Writer) -> Result<()> {
         let mut r = Reader::new(v);
+        let is_character = |c: &Column| is_character(c, writer);
         match ty {
             // SIGNEDNESS: one bit per numeric column, most significant bit first
             1 => {
-                for (k, c) in self.columns.iter_mut().filter(|c| is_numeric(c.ty)).enumerate() {
-                    c.unsigned = bit_msb(v, k);
+                for (k, c) in self.columns.iter_mut().filter(|c| is_numeric(c.ty, writer)).enumerate() {
+                    // YEAR's bit (MariaDB) says UNSIGNED, which YEAR always is; it is not a number here
+                    c.unsigned = bit_msb(v, k) && c.ty != ColumnType::Year;
                 }
             }
             // DEFAULT_CHARSET / ENUM_AND_SET_DEFAULT_CHARSET: a default collation, then
@@ -138,7 +157,7 @@ impl TableMap {
                     let idx = r.lenenc_int("charset column index")?;
                     exceptions.push((idx, collation(&mut r)?));
                 }
-                let pick: fn(&Column) -> bool = if ty == 2 { is_character } else { is_enum_or_set };
+                let pick = |c: &Column| if ty == 2 { is_character(c) } else { is_enum_or_set(c) };
                 for (k, c) in self.columns.iter_mut().filter(|c| pick(c)).enumerate() {
                     let exc = exceptions.iter().find(|(i, _)| *i == k as u64).map(|(_, col)| *col);
                     c.collation = Some(exc.unwrap_or(default));
@@ -146,7 +165,7 @@ impl TableMap {
             }
             // COLUMN_CHARSET / ENUM_AND_SET_COLUMN_CHARSET: one collation per column concerned
             3 | 11 => {
-                let pick: fn(&Column) -> bool = if ty == 3 { is_character } else { is_enum_or_set };
+                let pick = |c: &Column| if ty == 3 { is_character(c) } else { is_enum_or_set(c) };
                 for c in self.columns.iter_mut().filter(|c| pick(c)) {
                     c.collation = Some(collation(&mut r)?);
                 }
@@ -254,17 +273,22 @@ fn bit_msb(bitmap: &[u8], i: usize) -> bool {
     bitmap.get(i / 8).is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
 }
 
-/// The columns SIGNEDNESS covers.
-fn is_numeric(t: ColumnType) -> bool {
+/// The columns SIGNEDNESS covers: the numeric types, and for MariaDB YEAR too (the server
+/// writes a bit for it: `Field_year` is a `Field_tiny`).
+fn is_numeric(t: ColumnType, writer: Writer) -> bool {
     use ColumnType::*;
     matches!(t, Tiny | Short | Int24 | Long | LongLong | NewDecimal | Float | Double)
+        || (writer == Writer::Mariadb && t == Year)
 }
 
 /// The columns DEFAULT_CHARSET / COLUMN_CHARSET cover: strings and blobs (not ENUM/SET,
-/// which have their own fields, and not JSON or GEOMETRY).
-fn is_character(c: &Column) -> bool {
+/// which have their own fields, and not JSON); MariaDB's also GEOMETRY (a BLOB underneath,
+/// with the binary charset), MySQL 9's VECTOR.
+fn is_character(c: &Column, writer: Writer) -> bool {
     use ColumnType::*;
     matches!(c.ty, String | VarChar | VarString | Blob | TinyBlob | MediumBlob | LongBlob)
+        || (writer == Writer::Mariadb && c.ty == Geometry)
+        || (writer == Writer::Mysql && c.ty == Vector)
 }
 
 fn is_enum_or_set(c: &Column) -> bool {
@@ -282,7 +306,8 @@ mod tests {
         /// Any bytes as a TABLE_MAP body: an error or a table, never a panic.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), phl in prop_oneof![Just(6u8), Just(8u8), any::<u8>()]) {
-            let _ = TableMap::parse(&bytes, phl);
+            let _ = TableMap::parse(&bytes, phl, Writer::Mysql);
+            let _ = TableMap::parse(&bytes, phl, Writer::Mariadb);
         }
 
         /// A well-formed head (ids, names, column types and metadata) followed by arbitrary
@@ -302,7 +327,7 @@ mod tests {
             b.extend_from_slice(&meta);
             b.extend(std::iter::repeat_n(0xff, types.len().div_ceil(8))); // nullable bitmap
             b.extend_from_slice(&optional);
-            if let Ok(tm) = TableMap::parse(&b, 8) {
+            if let Ok(tm) = TableMap::parse(&b, 8, Writer::Mariadb) {
                 prop_assert_eq!(tm.columns.len(), types.len());
             }
         }

@@ -289,3 +289,46 @@ fn canal_position_and_timestamp() {
     }
     assert!(found, "no event starts at offset 219");
 }
+
+/// MariaDB counts columns differently from MySQL in two optional metadata fields: SIGNEDNESS has
+/// a bit for YEAR, COLUMN_CHARSET an entry for GEOMETRY. Read by MySQL's rules, a signed INT after
+/// a YEAR comes out UNSIGNED (-1 as 4294967295) and a VARCHAR after a GEOMETRY as binary.
+#[test]
+fn mariadb_metadata_counts_year_and_geometry() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fixtures/mariadb/local-10.11.19/metadata_order.mysql-bin.000002");
+    let mut rd = BinlogReader::open(&path, EventDecoder::new(DecoderOptions::default())).unwrap();
+    let mut seen = Vec::new();
+    while let Some(ev) = rd.next_event().unwrap() {
+        let Event::Rows(r) = &ev.event.event else { continue };
+        let tm = &r.table;
+        let col = |n: &str| tm.columns.iter().find(|c| c.name.as_deref() == Some(n)).unwrap();
+        for row in r.rows() {
+            let row = row.unwrap();
+            let v = &row.after.as_ref().unwrap().values;
+            let at = |n: &str| v[col(n).index].clone().unwrap();
+            match tm.table.as_ref() {
+                "a" => {
+                    assert!(!col("n").unsigned && !col("m").unsigned && !col("y").unsigned);
+                    assert_eq!((at("n"), at("m")), (Value::Int(-1), Value::Int(-2)));
+                    // utf8mb4_general_ci, not the GEOMETRY's binary charset
+                    assert_eq!(col("v").collation, Some(45));
+                    assert!(matches!(at("v"), Value::Text { bytes: b"x", .. }));
+                    assert_eq!(col("g").collation, Some(63));
+                }
+                "b" => {
+                    assert!(col("n0").unsigned && !col("n").unsigned);
+                    assert_eq!((at("n0"), at("y"), at("n")), (Value::UInt(1), Value::Year(2000), Value::Int(-5)));
+                }
+                "c" => {
+                    for (n, want) in [("n", -1), ("m", -2), ("k", -3), ("p", -4), ("q", -5), ("r", -6), ("z", -7)] {
+                        assert_eq!(at(n), Value::Int(want), "column {n}");
+                    }
+                }
+                other => panic!("unexpected table {other}"),
+            }
+            seen.push(tm.table.to_string());
+        }
+    }
+    assert_eq!(seen, ["a", "b", "c"]);
+}
