@@ -42,6 +42,14 @@ fn data_dir() -> PathBuf {
 }
 
 /// The MariaDB binlogs that have a `-vv` text beside them (every one must).
+/// Fixtures the oracle itself decodes wrongly, with why; `fixture_values.rs` checks these against
+/// the SQL that wrote them instead.
+const ORACLE_WRONG: &[(&str, &str)] = &[(
+    "metadata_order.mysql-bin.000002",
+    "mariadb-binlog 10.11 reads the optional metadata by MySQL's column counts (SIGNEDNESS without \
+     YEAR, COLUMN_CHARSET without GEOMETRY), so it prints the columns after a YEAR or GEOMETRY wrongly",
+)];
+
 fn mariadb_binlogs() -> Vec<PathBuf> {
     let mut files = Vec::new();
     for (dir, is_binlog) in [
@@ -51,7 +59,7 @@ fn mariadb_binlogs() -> Vec<PathBuf> {
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
             let name = p.file_name().unwrap().to_str().unwrap().to_string();
-            if is_binlog(&name) && !name.ends_with(".txt") {
+            if is_binlog(&name) && !name.ends_with(".txt") && !ORACLE_WRONG.iter().any(|(n, _)| *n == name) {
                 files.push(p);
             }
         }
