@@ -28,8 +28,9 @@ use crate::error::{Error, Result};
 use crate::gtid::{GtidSet, MariadbGtidList};
 use crate::handshake::{self, capability, HandshakeResponse, InitialHandshake};
 use crate::packet::{err_to_error, is_err, OkPacket, PacketCodec, OK_HEADER};
-use crate::query::{self, ResultSet, ResultSetReader};
+use crate::query::{self, ColumnDefinition, ResultSet, ResultSetReader};
 use crate::replication::{self, ComBinlogDump, ComBinlogDumpGtid, ComRegisterReplica, DumpPacket};
+use crate::stmt::{self, ExecuteReader, ExecuteStep, PrepareReader, Prepared};
 
 /// How to use TLS (MySQL's `--ssl-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -194,6 +195,9 @@ pub struct Connection {
     capabilities: u64,
     tls: bool,
     opts: ConnectOptions,
+    /// A binary result set was left before its end: the packets still due would be read as the
+    /// answer to the next command, so every command is refused.
+    unread_rows: bool,
 }
 
 impl fmt::Debug for Connection {
@@ -298,7 +302,7 @@ impl Connection {
                 AuthStep::Done(_) => break,
             }
         }
-        Ok(Connection { wire, handshake: hs, capabilities: caps, tls: use_tls, opts })
+        Ok(Connection { wire, handshake: hs, capabilities: caps, tls: use_tls, opts, unread_rows: false })
     }
 
     /// The server's version string (`5.5.5-10.11.19-MariaDB-...` for MariaDB).
@@ -336,6 +340,7 @@ impl Connection {
     /// # Errors
     /// [`Error::Server`] for SQL errors; I/O and timeout errors.
     pub async fn query(&mut self, sql: &str) -> Result<ResultSet> {
+        self.usable()?;
         self.wire.command(&query::com_query(sql), "sending a query").await?;
         let mut reader = ResultSetReader::new(self.capabilities);
         loop {
@@ -344,6 +349,83 @@ impl Connection {
                 return Ok(rs);
             }
         }
+    }
+
+    fn usable(&self) -> Result<()> {
+        if self.unread_rows {
+            return Err(Error::Invalid {
+                what: "connection",
+                reason: "a result set was left before its end; open a new connection".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Prepares `sql` (a statement without parameters) for the binary protocol.
+    ///
+    /// # Errors
+    /// [`Error::Server`] for SQL errors; [`Error::Unsupported`] for a statement with
+    /// parameters; I/O and timeout errors.
+    pub async fn prepare(&mut self, sql: &str) -> Result<Prepared> {
+        self.usable()?;
+        self.wire.command(&stmt::com_stmt_prepare(sql), "preparing a statement").await?;
+        let mut reader = PrepareReader::new(self.capabilities);
+        let prepared = loop {
+            let p = self.wire.read_packet("reading a prepare answer").await?;
+            if let Some(prepared) = reader.on_packet(&p)? {
+                break prepared;
+            }
+        };
+        if prepared.params > 0 {
+            self.close_statement(&prepared).await?;
+            return Err(Error::Unsupported {
+                what: "statement parameters",
+                reason: "write the values into the statement".into(),
+            });
+        }
+        Ok(prepared)
+    }
+
+    /// Executes a prepared statement; its rows are read one at a time from the returned
+    /// [`BinaryRows`], which must be read to its end before the connection is used again.
+    ///
+    /// # Errors
+    /// [`Error::Server`] for SQL errors; I/O and timeout errors.
+    pub async fn execute(&mut self, statement: &Prepared) -> Result<BinaryRows<'_>> {
+        self.usable()?;
+        self.wire.command(&stmt::com_stmt_execute(statement.id), "executing a statement").await?;
+        let mut reader = ExecuteReader::new(self.capabilities);
+        self.unread_rows = true;
+        let done = loop {
+            let p = self.wire.read_packet("reading an execute answer").await;
+            let step = p.and_then(|p| reader.on_packet(&p));
+            match step {
+                Ok(ExecuteStep::More) => {}
+                Ok(ExecuteStep::Columns) => break None,
+                Ok(ExecuteStep::Done(ok)) => break Some(ok),
+                Ok(ExecuteStep::Row) => {
+                    return Err(Error::Invalid { what: "execute answer", reason: "a row before the columns".into() })
+                }
+                Err(e) => {
+                    // an ERR ends the answer: the connection is usable again
+                    self.unread_rows = !reader.is_done();
+                    return Err(e);
+                }
+            }
+        };
+        if done.is_some() {
+            self.unread_rows = false;
+        }
+        Ok(BinaryRows { conn: self, reader, done })
+    }
+
+    /// COM_STMT_CLOSE (no answer).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub async fn close_statement(&mut self, statement: &Prepared) -> Result<()> {
+        self.usable()?;
+        self.wire.command(&stmt::com_stmt_close(statement.id), "closing a statement").await
     }
 
     /// Runs one statement and discards its result.
@@ -477,6 +559,55 @@ impl Connection {
         };
         self.wire.command(&cmd, "starting the binlog dump").await?;
         Ok(BinlogStream { conn: self, finished: false })
+    }
+}
+
+/// The rows of an executing prepared statement, read one at a time (see
+/// [`Connection::execute`]).
+pub struct BinaryRows<'c> {
+    conn: &'c mut Connection,
+    reader: ExecuteReader,
+    done: Option<OkPacket>,
+}
+
+impl fmt::Debug for BinaryRows<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BinaryRows").field("columns", &self.reader.columns().len()).finish_non_exhaustive()
+    }
+}
+
+impl BinaryRows<'_> {
+    /// The result columns.
+    pub fn columns(&self) -> &[ColumnDefinition] {
+        self.reader.columns()
+    }
+
+    /// The next row's packet (parse it with [`crate::stmt::parse_binary_row`]); None at the
+    /// end.
+    ///
+    /// # Errors
+    /// [`Error::Server`] when the statement fails mid-way (the connection stays usable); I/O
+    /// and timeout errors (the connection is then unusable).
+    pub async fn next_row(&mut self) -> Result<Option<Bytes>> {
+        if self.done.is_some() {
+            return Ok(None);
+        }
+        let p = self.conn.wire.read_packet("reading a row").await?;
+        match self.reader.on_packet(&p) {
+            Ok(ExecuteStep::Row) => Ok(Some(p)),
+            Ok(ExecuteStep::Done(ok)) => {
+                self.done = Some(ok);
+                self.conn.unread_rows = false;
+                Ok(None)
+            }
+            Ok(ExecuteStep::More | ExecuteStep::Columns) => {
+                Err(Error::Invalid { what: "execute answer", reason: "column definitions among the rows".into() })
+            }
+            Err(e) => {
+                self.conn.unread_rows = !self.reader.is_done();
+                Err(e)
+            }
+        }
     }
 }
 

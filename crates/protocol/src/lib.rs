@@ -5,7 +5,8 @@
 //!   (the binlog crate included), so that no length read from the wire is ever trusted unchecked;
 //! - [`gtid`]: GTID values and sets in both flavours (MySQL `uuid[:tag]:intervals`, MariaDB
 //!   `domain-server-seq`), shared with the binlog decoder;
-//! - [`packet`] (framing, OK/ERR/EOF), [`handshake`], [`auth`], [`query`] and [`replication`]:
+//! - [`packet`] (framing, OK/ERR/EOF), [`handshake`], [`auth`], [`query`], [`stmt`] (prepared
+//!   statements and binary rows, for snapshots) and [`replication`]:
 //!   the sans-IO protocol core, pure functions over byte buffers;
 //! - behind the `net` feature (default), [`conn`]: the async `Connection` (tokio + rustls).
 //!
@@ -23,8 +24,9 @@ pub mod packet;
 pub mod query;
 pub mod reader;
 pub mod replication;
+pub mod stmt;
 
 #[cfg(feature = "net")]
-pub use conn::{BinlogStream, ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition, TlsMode};
+pub use conn::{BinaryRows, BinlogStream, ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition, TlsMode};
 pub use error::{Error, Result, ServerError};
 pub use reader::Reader;
