@@ -11,6 +11,7 @@
 //! <https://docs.confluent.io/platform/current/clients/librdkafka/html/rdkafka_8h.html>.
 
 pub mod compacted;
+pub mod signals;
 pub mod sink;
 
 use std::time::Duration;
@@ -168,7 +169,7 @@ pub(crate) fn is_retriable(e: &RdKafkaError) -> bool {
 /// the tracing log, with the noise of an unreachable broker (librdkafka logs a line per
 /// connection attempt, about two a second) folded into one WARN a minute that says what Sluice
 /// is waiting for; a partition's end, which is how the readers of the compacted topics stop,
-/// is not logged at all. For the producer it also keeps the first delivery the broker refused
+/// is not logged at all. For the producer it also keeps the largest delivery the broker refused
 /// for good (a record over its size limit), which a commit then reports by name.
 pub struct KafkaContext {
     brokers: String,
@@ -260,11 +261,14 @@ impl rdkafka::producer::ProducerContext for KafkaContext {
         ) {
             return; // the transaction's outcome reports the rest
         }
+        let size = m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
         if let Ok(mut r) = self.refused.lock() {
-            if r.is_none() {
+            // a refused batch fails every record in it, the checkpoint too: the largest one
+            // explains the refusal
+            if !matches!(&*r, Some(Error::TooLarge { size: kept, .. }) if *kept >= size) {
                 *r = Some(Error::TooLarge {
                     topic: m.topic().to_string(),
-                    size: m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len),
+                    size,
                     by: format!("the broker ({e})"),
                     key: m.key().map(<[u8]>::to_vec),
                 });
