@@ -11,7 +11,8 @@
 # The server's data comes from gen_bench_binlog.sh with BENCH_KEEP_DATADIR=1 (shared with live_bench.sh).
 # Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_BATCH (kafka.batch_max_records;
 # default: Sluice's default), SLUICE_BIN (a sluice binary to measure instead of this tree's release
-# build, e.g. an older commit's, for a side-by-side comparison).
+# build, e.g. an older commit's, for a side-by-side comparison), BENCH_NO_BUILD=1 (use the release
+# binaries already built under CARGO_TARGET_DIR).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,10 +36,12 @@ fi
 first="$(ls "$files/full" | head -n 1)"
 first_size="$(stat -c %s "$files/full/$first")"
 
-echo "kafka_bench: building (release)" >&2
-# two builds: `--bin sluice` would also restrict the registry package to a binary it lacks
-(cd "$repo" && cargo build --release -q -p sluice --bin sluice --example plain_produce \
-    && cargo build --release -q -p sluice-test-registry)
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+    echo "kafka_bench: building (release)" >&2
+    # two builds: `--bin sluice` would also restrict the registry package to a binary it lacks
+    (cd "$repo" && cargo build --release -q -p sluice --bin sluice --example plain_produce \
+        && cargo build --release -q -p sluice-test-registry)
+fi
 target="${CARGO_TARGET_DIR:-$repo/target}/release"
 export SLUICE_REGISTRY_BIN="$target/sluice-test-registry"
 python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q confluent-kafka >&2
@@ -64,6 +67,8 @@ $batch_setting
 url = "$REGISTRY_URL"
 [filter]
 include = ["bench_full.*"]
+[snapshot]
+mode = "never"
 TOML
 
 echo "kafka_bench: sluice run from $first:4 (checkpoint must pass $first:$((first_size - 64)))" >&2
