@@ -41,6 +41,8 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// The Prometheus endpoint.
     pub metrics: MetricsSection,
+    /// Snapshots: the rows already in the tables.
+    pub snapshot: SnapshotSection,
 }
 
 /// The document as deserialized: every section optional, so that one broken or missing section
@@ -59,6 +61,8 @@ struct RawConfig {
     routes: Vec<Route>,
     #[serde(default)]
     metrics: MetricsSection,
+    #[serde(default)]
+    snapshot: SnapshotSection,
 }
 
 /// `[metrics]`
@@ -69,6 +73,114 @@ pub struct MetricsSection {
     /// e.g. `0.0.0.0:9187`. Off when unset.
     #[serde(default, deserialize_with = "socket_address")]
     pub listen: Option<std::net::SocketAddr>,
+}
+
+/// `[snapshot]`: the rows already in the captured tables, read in primary-key order, chunk by
+/// chunk, between the binlog events (no lock, no long transaction), and published as `op = "r"`
+/// records with the same keys and schemas as the streamed ones. Each chunk's records commit in
+/// the same Kafka transaction as the snapshot's progress, so a restart resumes at the next
+/// chunk. Rows the binlog changes while their chunk is read are left to those change events:
+/// no consumer sees a row go back to an older state.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SnapshotSection {
+    /// When to snapshot:
+    /// - `initial` (default): the included tables, at the first start (no checkpoint yet);
+    /// - `when_needed`: as `initial`, and again, from the server's current position, when the
+    ///   checkpoint's binlog has been purged (instead of stopping);
+    /// - `never`: only changes from `source.start` on;
+    /// - `schema_only`: register every included table's schemas at the first start, publish no
+    ///   rows.
+    ///
+    /// `sluice snapshot --table db.t` asks a running instance for a snapshot of more tables in
+    /// any mode. Without `source.start`, the first start streams from the server's `current`
+    /// position when the mode snapshots (the snapshot covers the rows before it) and from
+    /// `earliest` with `never`.
+    #[serde(default)]
+    pub mode: SnapshotMode,
+    /// Rows read per chunk. The stream waits for one chunk at most; a chunk's rows are held in
+    /// memory until the binlog passes the position at which they were read.
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: usize,
+    /// A chunk ends early once its rows hold this many bytes (then the next chunk asks for
+    /// fewer rows), so wide rows do not multiply the memory a chunk holds (an integer, or text
+    /// with a unit: `"8MiB"`).
+    #[serde(default = "default_chunk_bytes", deserialize_with = "byte_size")]
+    pub chunk_max_bytes: u64,
+    /// Tables (patterns, as in `[filter]`) left out of snapshots; they are still streamed.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// A condition per table (`"shop.orders" = "created_at >= '2024-01-01'"`): only the rows it
+    /// selects are snapshotted (changes to every row are still streamed).
+    #[serde(default, rename = "where")]
+    pub filters: BTreeMap<String, String>,
+}
+
+/// `snapshot.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// At the first start.
+    #[default]
+    Initial,
+    /// At the first start, and when the checkpoint's binlog is gone.
+    WhenNeeded,
+    /// Never (on demand only).
+    Never,
+    /// Schemas only, at the first start.
+    SchemaOnly,
+}
+
+impl SnapshotMode {
+    /// True when the first start reads the tables' rows.
+    pub fn reads_rows(self) -> bool {
+        matches!(self, SnapshotMode::Initial | SnapshotMode::WhenNeeded)
+    }
+}
+
+impl Default for SnapshotSection {
+    fn default() -> Self {
+        SnapshotSection {
+            mode: SnapshotMode::default(),
+            chunk_size: default_chunk_size(),
+            chunk_max_bytes: default_chunk_bytes(),
+            exclude: Vec::new(),
+            filters: BTreeMap::new(),
+        }
+    }
+}
+
+impl SnapshotSection {
+    /// True when `db.table` is snapshotted (not excluded here).
+    pub fn includes(&self, db: &str, table: &str) -> bool {
+        !self.exclude.iter().any(|p| crate::filter::table_matches(p, db, table))
+    }
+
+    /// The configured condition for `db.table`, if any.
+    pub fn filter_of(&self, db: &str, table: &str) -> Option<&str> {
+        self.filters.get(&format!("{db}.{table}")).map(String::as_str)
+    }
+
+    fn validate(&self, p: &mut Problems) {
+        if self.chunk_size == 0 || self.chunk_size > 1_000_000 {
+            p.push("snapshot.chunk_size", "must be 1 to 1000000");
+        }
+        if self.chunk_max_bytes < 1024 {
+            p.push("snapshot.chunk_max_bytes", "must be at least 1KiB");
+        }
+        for pattern in &self.exclude {
+            if let Some(m) = table_pattern_problem(pattern) {
+                p.push("snapshot.exclude", m);
+            }
+        }
+        for (table, condition) in &self.filters {
+            if table.split('.').count() != 2 || table.contains('*') || table.contains('?') {
+                p.push(format!("snapshot.where.{table}"), "the key must be \"db.table\" (no wildcards)");
+            }
+            if condition.trim().is_empty() || condition.contains(';') {
+                p.push(format!("snapshot.where.{table}"), "must be one SQL condition (no ';')");
+            }
+        }
+    }
 }
 
 /// `[source]`
@@ -99,7 +211,9 @@ pub struct SourceSection {
     #[serde(default = "default_heartbeat", with = "humantime_serde")]
     pub heartbeat: Duration,
     /// Where to start when there is no checkpoint yet: `earliest`, `current`,
-    /// `file:position` (`mysql-bin.000042:4`), or a GTID set (either flavour).
+    /// `file:position` (`mysql-bin.000042:4`), or a GTID set (either flavour). Default:
+    /// `current` when `snapshot.mode` reads the tables (the snapshot covers what came before),
+    /// else `earliest`.
     ///
     /// `earliest` and `current` are resolved once, when `sluice run` first reaches the server
     /// without a checkpoint (also while Kafka is still unreachable), and the position is
@@ -361,6 +475,12 @@ pub struct OutputSection {
     /// nullable, `__absent` has a default).
     #[serde(default)]
     pub partial_images: bool,
+    /// ENUM columns as Avro strings (the member names listed in the field's `sluice.allowed`
+    /// property) instead of Avro enums. Needed when a table holds MySQL's empty error value
+    /// (index 0, written by non-strict `sql_mode`), which has no Avro enum symbol: it becomes
+    /// `""`. Switching it changes the value schemas of tables with ENUM columns.
+    #[serde(default)]
+    pub enums_as_strings: bool,
 }
 
 impl Default for OutputSection {
@@ -370,6 +490,7 @@ impl Default for OutputSection {
             tombstones: true,
             key_columns: BTreeMap::new(),
             partial_images: false,
+            enums_as_strings: false,
         }
     }
 }
@@ -424,6 +545,12 @@ fn default_batch_bytes() -> u64 {
 }
 fn default_batch_delay() -> Duration {
     Duration::from_millis(200)
+}
+fn default_chunk_size() -> usize {
+    10_000
+}
+fn default_chunk_bytes() -> u64 {
+    8 << 20
 }
 fn default_txn_timeout() -> Duration {
     Duration::from_secs(300)
@@ -762,6 +889,7 @@ impl Config {
             r.validate(&mut checks);
         }
         raw.output.validate(&mut checks);
+        raw.snapshot.validate(&mut checks);
         raw.filter.validate(&mut checks);
         for (i, r) in raw.routes.iter().enumerate() {
             r.validate(i, &mut checks);
@@ -778,7 +906,17 @@ impl Config {
                 filter,
                 routes,
                 metrics,
-            } if found.problems.is_empty() => Ok(Config { source, kafka, registry, output, filter, routes, metrics }),
+                snapshot,
+            } if found.problems.is_empty() => {
+                let mut source = source;
+                // no start given: a snapshot covers the past, so streaming begins at the present
+                let start_given = matches!(&doc, toml::Value::Table(t)
+                    if t.get("source").and_then(|s| s.get("start")).is_some());
+                if !start_given && snapshot.mode != SnapshotMode::Never {
+                    source.start = StartFrom::Current;
+                }
+                Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot })
+            }
             _ => Err(ConfigError::Invalid { path: path.into(), problems: found.problems }),
         }
     }
@@ -1046,7 +1184,14 @@ url = "http://127.0.0.1:8081"
         assert_eq!(cfg.kafka.partitions, 6);
         assert_eq!(cfg.source.heartbeat, Duration::from_secs(2));
         assert_eq!(cfg.kafka.topic_prefix, "sluice");
-        assert_eq!(cfg.source.start, StartFrom::Earliest);
+        // no source.start: the default snapshot covers the past, so streaming starts now
+        assert_eq!(cfg.snapshot.mode, SnapshotMode::Initial);
+        assert_eq!(cfg.source.start, StartFrom::Current);
+        assert_eq!((cfg.snapshot.chunk_size, cfg.snapshot.chunk_max_bytes), (10_000, 8 << 20));
+        let never = load(&format!("{MINIMAL}\n[snapshot]\nmode = \"never\"\n"), vec![]).unwrap();
+        assert_eq!(never.source.start, StartFrom::Earliest);
+        let given = load(MINIMAL, vec![("SLUICE_SOURCE__START", "earliest")]).unwrap();
+        assert_eq!(given.source.start, StartFrom::Earliest, "a start given is a start kept");
         assert_eq!(cfg.source.tls, TlsSetting::Preferred);
         assert_eq!(cfg.source.url, SourceUrl { user: "repl".into(), host: "127.0.0.1".into(), port: 3306 });
         assert!(cfg.output.tombstones);

@@ -6,6 +6,7 @@
 //! cmd (run, check, position, dump)
 //!  └─ pipeline (tables, emit, batch, start)          changes in, Kafka transactions out
 //!      ├─ source (preflight, server)                  the replication stream, server queries
+//!      ├─ snapshot (plan, values)                     the rows already in the tables, in chunks
 //!      ├─ schema (ddl, store, load)                   the tracked table definitions
 //!      ├─ avro, registry                              records and their schemas
 //!      ├─ kafka (sink, compacted)                     transactions, the compacted-topic reader
@@ -14,7 +15,8 @@
 //! ```
 //!
 //! Where things happen, each in one place:
-//! - a byte becomes an event: `sluice_binlog::walk`; a value: `sluice_binlog::value`;
+//! - a byte becomes an event: `sluice_binlog::walk`; a value: `sluice_binlog::value`; a
+//!   snapshot row's value: [`snapshot::values`];
 //! - an event's transaction and the resume point: `sluice_binlog::transaction`;
 //! - a value becomes Avro: [`avro`] (`avro/encode.rs`, its bytes in `avro/binary.rs`);
 //! - a row change becomes Kafka records: [`pipeline::emit`];
@@ -35,4 +37,5 @@ pub mod process;
 pub mod registry;
 pub mod render;
 pub mod schema;
+pub mod snapshot;
 pub mod source;

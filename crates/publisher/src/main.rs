@@ -67,6 +67,9 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Show the committed checkpoint of a source, or move it (`sluice position set --to ...`).
     Position(cmd::position::PositionArgs),
+    /// Ask the running `sluice run` to snapshot tables (their rows as op "r" records) while it
+    /// keeps streaming.
+    Snapshot(cmd::snapshot::SnapshotArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd::check::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Position(args) => cmd::position::run(args),
+        Command::Snapshot(args) => cmd::snapshot::run(args),
     };
     ExitCode::from(code(exit))
 }

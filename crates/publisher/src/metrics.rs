@@ -21,9 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus::core::Collector;
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 use crate::avro::Op;
+use crate::position::{SnapshotProgress, TableState};
 
 /// Buckets of the request-latency histograms (Kafka commits, registry requests): round trips
 /// of milliseconds when healthy, seconds when the other side struggles.
@@ -63,6 +66,15 @@ pub struct Metrics {
     /// `sluice_streaming`: 1 while the pipeline streams, 0 while it connects or restarts
     /// (`/readyz` answers by it).
     streaming: IntGauge,
+    /// `sluice_snapshot_rows_total{table}`: rows published by snapshots (committed).
+    snapshot_rows: IntCounterVec,
+    /// `sluice_snapshot_remaining_rows{table}`: the server's estimate less the rows published
+    /// (0 once the table is done).
+    snapshot_remaining: IntGaugeVec,
+    /// `sluice_snapshot_table_state{table}`: 0 pending, 1 running, 2 done, 3 skipped.
+    snapshot_state: IntGaugeVec,
+    /// `sluice_snapshot_running`: 1 while a snapshot has tables left.
+    snapshot_running: IntGauge,
 }
 
 /// One table's row-change counters, looked up once per table (a label lookup per row would
@@ -83,6 +95,8 @@ pub struct Tally {
     rows: Vec<(TableCounters, [u64; 3])>,
     transactions: u64,
     records: u64,
+    /// Rows published by a snapshot, by table.
+    snapshot: Vec<(String, u64)>,
 }
 
 impl Tally {
@@ -112,6 +126,14 @@ impl Tally {
     /// `n` Kafka records.
     pub fn records(&mut self, n: u64) {
         self.records += n;
+    }
+
+    /// `n` rows of `table` published by a snapshot.
+    pub fn snapshot_rows(&mut self, table: &str, n: u64) {
+        match self.snapshot.iter_mut().find(|(t, _)| t == table) {
+            Some((_, m)) => *m += n,
+            None => self.snapshot.push((table.to_string(), n)),
+        }
     }
 }
 
@@ -171,6 +193,10 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     registered(registry, IntCounterVec::new(Opts::new(name, help), labels), name)
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    registered(registry, IntGaugeVec::new(Opts::new(name, help), labels), name)
 }
 
 fn latency_histogram(registry: &Registry, name: &str, help: &str) -> Histogram {
@@ -243,6 +269,26 @@ impl Metrics {
                 "sluice_streaming",
                 "1 while the pipeline streams the binlog, 0 while it connects or restarts (as /readyz).",
             ),
+            snapshot_rows: counter_vec(
+                &registry,
+                "sluice_snapshot_rows_total",
+                "Rows published by snapshots (op r records committed to Kafka), by table.",
+                &["table"],
+            ),
+            snapshot_remaining: gauge_vec(
+                &registry,
+                "sluice_snapshot_remaining_rows",
+                "Rows of a table's snapshot still to read: the server's estimate (information_schema) less the rows \
+                 published; 0 once the table is done.",
+                &["table"],
+            ),
+            snapshot_state: gauge_vec(
+                &registry,
+                "sluice_snapshot_table_state",
+                "A table's snapshot: 0 pending, 1 running, 2 done, 3 skipped (dropped before it was read).",
+                &["table"],
+            ),
+            snapshot_running: gauge(&registry, "sluice_snapshot_running", "1 while a snapshot has tables left to read."),
             prometheus: registry,
         };
         m.lag_bytes.set(-1);
@@ -264,6 +310,28 @@ impl Metrics {
         }
         self.transactions.inc_by(tally.transactions);
         self.records.inc_by(tally.records);
+        for (table, n) in tally.snapshot {
+            self.snapshot_rows.with_label_values(&[&table]).inc_by(n);
+        }
+    }
+
+    /// A snapshot's progress as committed: the per-table gauges.
+    pub fn snapshot_progress(&self, p: &SnapshotProgress) {
+        for t in &p.tables {
+            let state = match t.state {
+                TableState::Pending => 0,
+                TableState::Running => 1,
+                TableState::Done => 2,
+                TableState::Skipped => 3,
+            };
+            self.snapshot_state.with_label_values(&[&t.table]).set(state);
+            let remaining = match t.state {
+                TableState::Done | TableState::Skipped => 0,
+                _ => t.estimate.unwrap_or(0).saturating_sub(t.rows),
+            };
+            self.snapshot_remaining.with_label_values(&[&t.table]).set(i64::try_from(remaining).unwrap_or(i64::MAX));
+        }
+        self.snapshot_running.set(i64::from(p.is_active()));
     }
 
     /// A Kafka transaction was committed with the checkpoint `file:position`.

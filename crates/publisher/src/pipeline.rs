@@ -9,9 +9,10 @@
 //!   `batch_max_bytes`, `batch_max_delay`, always at a MySQL transaction boundary);
 //! - [`start`]: the first start, recorded as a checkpoint before anything is published.
 //!
-//! What feeds it is a [`ChangeSource`]: the replication stream today; the chunked table reads
-//! of a snapshot are the next. Every change goes through the same encoding, batching and
-//! checkpointing. A MySQL transaction is never split: a huge one streams into one Kafka
+//! What feeds it is a [`ChangeSource`] (the replication stream) and, between its transactions,
+//! a [`Snapshotter`] (the rows already in the tables, chunk by chunk). Every change and every
+//! snapshot row goes through the same encoding, batching and checkpointing: a chunk's records
+//! commit in the Kafka transaction whose checkpoint records the snapshot's progress past it. A MySQL transaction is never split: a huge one streams into one Kafka
 //! transaction (records go straight to librdkafka, whose bounded queue holds memory flat).
 //!
 //! Errors end an attempt with an [`Error`] whose [`Error::disposition`] tells `sluice run`
@@ -26,21 +27,26 @@ pub mod tables;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use sluice_binlog::rows::RowImage;
+use sluice_binlog::TableMap;
+
 use sluice_binlog::event::Event;
 use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
 use sluice_binlog::transaction::{gtid_of, Step};
 use sluice_binlog::walk::Located;
 
-use crate::avro::{AvroEncoder, AvroError, Connector, EventContext, Op, SourceInfo, TransactionInfo};
+use crate::avro::{AvroEncoder, AvroError, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
 use crate::config::{KafkaSection, OutputSection};
 use crate::disposition::Disposition;
 use crate::filter::TableFilter;
+use crate::kafka::signals::SignalReader;
 use crate::kafka::{schemas_topic, KafkaSink, TOO_LARGE_SETTINGS};
 use crate::metrics::{Metrics, ProgressLog, Tally};
-use crate::position::{BadCheckpoint, Checkpoint, ResumePoint};
+use crate::position::{BadCheckpoint, Checkpoint, ResumePoint, SnapshotProgress};
 use crate::process::now_ms;
 use crate::registry::{RegistryClient, RegistryError};
 use crate::schema::{SchemaError, SchemaHistory};
+use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
 use crate::source::{ReplicationSource, SourceError, SourceEvent};
 use batch::Batch;
 use emit::{Buffers, Out};
@@ -70,6 +76,9 @@ pub enum Error {
     /// The committed checkpoint cannot be read.
     #[error(transparent)]
     Checkpoint(#[from] BadCheckpoint),
+    /// A snapshot's reads.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
     /// A row that could not be decoded or published, where it is.
     #[error("{source} (binlog {file}, offset {offset}, row {row})")]
     AtRow {
@@ -114,6 +123,7 @@ impl Error {
             Error::Source(e) => e.disposition(),
             Error::Kafka(e) => e.disposition(),
             Error::Registry(e) => e.disposition(),
+            Error::Snapshot(e) => e.disposition(),
             Error::AtRow { source, .. } => source.disposition(),
             Error::Interrupted(_) => Disposition::Restart,
             Error::Avro(_)
@@ -193,6 +203,12 @@ pub struct Pipeline<'c> {
     /// What the open batch has done, counted once its Kafka transaction commits.
     tally: Tally,
     progress: &'c mut ProgressLog,
+    /// The snapshot progress in the last commit (a change is worth a checkpoint).
+    committed_snapshot: Option<SnapshotProgress>,
+    /// The `<prefix>.__signals` offset taken in so far (written into each checkpoint).
+    signals_offset: Option<i64>,
+    /// Requests from `sluice snapshot`, and when they were last looked for.
+    signals: Option<(SignalReader, std::time::Instant)>,
 }
 
 impl<'c> Pipeline<'c> {
@@ -220,22 +236,70 @@ impl<'c> Pipeline<'c> {
             metrics,
             tally: Tally::default(),
             progress,
+            committed_snapshot: None,
+            signals_offset: None,
+            signals: None,
         }
     }
 
-    /// Streams changes from `src` into `sink` until `stop` is set (then it commits at the next
-    /// boundary and returns) or an error ends the attempt (the open Kafka transaction is then
-    /// aborted).
+    /// Takes in the requests `reader` brings (`sluice snapshot`).
+    pub fn with_signals(mut self, reader: SignalReader) -> Self {
+        self.signals = Some((reader, std::time::Instant::now()));
+        self
+    }
+
+    /// At a boundary, about once a second: the snapshot requests that arrived are handed to
+    /// `snap` (tables the filter does not capture are refused with a warning).
+    fn take_signals(&mut self, snap: &mut Snapshotter) {
+        let Some((reader, last)) = &mut self.signals else { return };
+        if last.elapsed() < std::time::Duration::from_secs(1) {
+            return;
+        }
+        *last = std::time::Instant::now();
+        for (next, signal) in reader.poll() {
+            self.signals_offset = Some(next);
+            if signal.kind != "snapshot" {
+                continue;
+            }
+            let filter = self.settings.filter;
+            let (ok, refused): (Vec<String>, Vec<String>) = signal
+                .tables
+                .iter()
+                .cloned()
+                .partition(|t| t.split_once('.').is_some_and(|(db, table)| filter.matches(db, table)));
+            if !refused.is_empty() {
+                tracing::warn!(tables = %refused.join(", "), "Snapshot request for tables [filter] does not capture: ignored");
+            }
+            let added = snap.request(&ok, "signal");
+            tracing::info!(
+                requested = %ok.join(", "),
+                added = %added.join(", "),
+                "Snapshot requested (sluice snapshot); tables already being read are not read twice"
+            );
+        }
+    }
+
+    /// The snapshot progress and signals offset as committed with the checkpoint resumed from.
+    pub fn with_committed(mut self, snapshot: Option<SnapshotProgress>, signals: Option<i64>) -> Self {
+        self.committed_snapshot = snapshot;
+        self.signals_offset = signals;
+        self
+    }
+
+    /// Streams changes from `src`, and the rows `snap` reads between its transactions, into
+    /// `sink` until `stop` is set (then it commits at the next boundary and returns) or an error
+    /// ends the attempt (the open Kafka transaction is then aborted).
     ///
     /// # Errors
     /// Whatever ends the attempt; see [`Error::disposition`].
     pub async fn run(
         &mut self,
         src: &mut impl ChangeSource,
+        snap: &mut Snapshotter,
         sink: &mut KafkaSink,
         stop: &AtomicBool,
     ) -> Result<(), Error> {
-        let result = self.stream(src, sink, stop).await.map_err(|e| self.name_refused_record(e));
+        let result = self.stream(src, snap, sink, stop).await.map_err(|e| self.name_refused_record(e));
         if result.is_err() {
             // a failed abort leaves the transaction to time out; the next init_transactions fences it
             let _ = sink.abort().await;
@@ -246,10 +310,17 @@ impl<'c> Pipeline<'c> {
     async fn stream(
         &mut self,
         src: &mut impl ChangeSource,
+        snap: &mut Snapshotter,
         sink: &mut KafkaSink,
         stop: &AtomicBool,
     ) -> Result<(), Error> {
         loop {
+            if !src.in_transaction() {
+                self.take_signals(snap);
+                if snap.is_active() && !stop.load(Ordering::SeqCst) {
+                    self.snapshot_work(src.resume_point(), snap, sink).await?;
+                }
+            }
             match src.next_change().await? {
                 None => return Err(Error::Interrupted("the replication stream ended".into())),
                 Some(SourceEvent::Reconnected { at }) => {
@@ -261,7 +332,7 @@ impl<'c> Pipeline<'c> {
                     } else {
                         self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
                     }
-                    self.handle(&ev, step, sink).await?;
+                    self.handle(&ev, step, snap, sink).await?;
                     self.progress.tick(self.metrics);
                 }
             }
@@ -269,7 +340,7 @@ impl<'c> Pipeline<'c> {
                 // a finished commit's outcome now, not at the next record (the stream may idle)
                 sink.poll().await?;
                 let stopping = stop.load(Ordering::SeqCst);
-                self.maybe_commit(src.resume_point(), sink, stopping).await?;
+                self.maybe_commit(src.resume_point(), snap, sink, stopping).await?;
                 if stopping {
                     sink.finish().await?;
                     self.progress.report(self.metrics);
@@ -280,41 +351,190 @@ impl<'c> Pipeline<'c> {
         }
     }
 
+    /// At a transaction boundary with the stream at `resume`: publishes the snapshot chunks
+    /// that are due, reading the next ones, until one has to wait for the stream.
+    async fn snapshot_work(
+        &mut self,
+        resume: &ResumePoint,
+        snap: &mut Snapshotter,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        loop {
+            match snap.next(resume).await? {
+                Next::Stream => return Ok(()),
+                Next::Publish(chunk) => {
+                    let n = self.publish_chunk(&chunk, snap.server_id(), sink).await?;
+                    snap.published(&chunk, n);
+                }
+                Next::OnePass(plan) => {
+                    let server_id = snap.server_id();
+                    self.snapshot_table(&plan.table_map, sink).await?;
+                    let at = (resume.file.clone(), resume.position);
+                    let mut rows = snap.one_pass(&plan).await?;
+                    let columns = Arc::clone(&rows.columns);
+                    let mut n = 0u64;
+                    // one row behind the reader, so the table's last row can say so
+                    let mut held: Option<bytes::Bytes> = None;
+                    loop {
+                        let next = rows.next().await?;
+                        let Some(packet) = std::mem::replace(&mut held, next) else {
+                            if held.is_none() {
+                                break;
+                            }
+                            continue;
+                        };
+                        let mark = match (held.is_none(), n) {
+                            (true, _) => Snapshot::Last,
+                            (false, 0) => Snapshot::First,
+                            (false, _) => Snapshot::Yes,
+                        };
+                        // the values borrow the packet: buffers of their own per row
+                        let (mut raw, mut values) = (Vec::new(), Vec::new());
+                        parse_row(&plan, &columns, &packet, &mut raw, &mut values)?;
+                        let img = image(&mut values);
+                        self.publish_row(&plan.table_map, &at, server_id, n, mark, &img, sink).await?;
+                        n += 1;
+                        if held.is_none() {
+                            break;
+                        }
+                    }
+                    drop(rows);
+                    self.tally.snapshot_rows(&plan.name, n);
+                    snap.one_pass_done(n).await;
+                }
+                Next::Register(plan) => {
+                    self.snapshot_table(&plan.table_map, sink).await?;
+                    snap.registered();
+                }
+            }
+            // chunks count towards the batch like any records
+            self.maybe_commit(resume, snap, sink, false).await?;
+        }
+    }
+
+    /// The table version of a snapshot's rows (registered when new) and its topic.
+    async fn snapshot_table(&mut self, tm: &Arc<TableMap>, sink: &mut KafkaSink) -> Result<(), Error> {
+        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
+        let topic = t.topic.clone();
+        sink.ensure_topic(&topic).await?;
+        Ok(())
+    }
+
+    /// Publishes a chunk's rows as `r` records; returns how many rows.
+    async fn publish_chunk(&mut self, chunk: &ReadyChunk, server_id: u32, sink: &mut KafkaSink) -> Result<u64, Error> {
+        let plan = &chunk.plan;
+        self.snapshot_table(&plan.table_map, sink).await?;
+        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        let total = chunk.rows.len();
+        for (i, packet) in chunk.rows.iter().enumerate() {
+            parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
+            let img = image(&mut values);
+            let mark = if chunk.last && i + 1 == total {
+                Snapshot::Last
+            } else if chunk.first && i == 0 {
+                Snapshot::First
+            } else {
+                Snapshot::Yes
+            };
+            self.publish_row(&plan.table_map, &chunk.at, server_id, i as u64, mark, &img, sink).await?;
+        }
+        self.tally.snapshot_rows(&plan.name, total as u64);
+        Ok(total as u64)
+    }
+
+    /// Publishes one snapshot row of table version `tm` as an `r` record, its state that of
+    /// binlog position `at`.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish_row(
+        &mut self,
+        tm: &Arc<TableMap>,
+        at: &(String, u64),
+        server_id: u32,
+        row: u64,
+        mark: Snapshot,
+        img: &RowImage<'_>,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
+        let ctx = EventContext {
+            source: SourceInfo {
+                connector: self.connector,
+                name: self.settings.source_name.to_string(),
+                server_id,
+                ts_ms: now_ms(),
+                file: at.0.clone(),
+                pos: at.1,
+                row: u32::try_from(row).unwrap_or(u32::MAX),
+                gtid: None,
+                snapshot: mark,
+            },
+            transaction: None,
+            ts_ms: now_ms(),
+        };
+        let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx: &ctx };
+        let sent = out.read(sink, img, &mut self.buffers).await?;
+        self.batch.sent(sent);
+        self.tally.records(sent as u64);
+        Ok(())
+    }
+
     /// At a boundary: commits the open Kafka transaction when the batch is due (or `force`);
     /// with no records pending, writes a checkpoint-only transaction now and then so a restart
     /// does not re-read a long stretch of uncaptured binlog.
-    async fn maybe_commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink, force: bool) -> Result<(), Error> {
+    async fn maybe_commit(
+        &mut self,
+        resume: &ResumePoint,
+        snap: &Snapshotter,
+        sink: &mut KafkaSink,
+        force: bool,
+    ) -> Result<(), Error> {
         let due = if sink.in_transaction() {
             force || self.batch.full(sink.transaction_bytes())
         } else {
-            *resume != self.committed && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending())
+            (*resume != self.committed || snap.progress() != self.committed_snapshot.as_ref())
+                && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending())
         };
         if due {
-            self.commit(resume, sink).await?;
+            self.commit(resume, snap, sink).await?;
             tracing::debug!(records = self.batch.records(), resume = %resume, "Committed a Kafka transaction");
             self.batch.committed();
             self.committed = resume.clone();
+            self.committed_snapshot = snap.progress().cloned();
         }
         Ok(())
     }
 
     /// Commits the open Kafka transaction with the schema changes since the last commit and the
-    /// checkpoint at `resume`.
-    async fn commit(&mut self, resume: &ResumePoint, sink: &mut KafkaSink) -> Result<(), Error> {
+    /// checkpoint at `resume` (with the snapshot's progress).
+    async fn commit(&mut self, resume: &ResumePoint, snap: &Snapshotter, sink: &mut KafkaSink) -> Result<(), Error> {
         let topic = schemas_topic(&self.settings.kafka.topic_prefix);
         self.schemas.flush(sink, &topic, self.settings.source_name).await?;
         // the batch's counts count once its transaction is through
         let tally = std::mem::take(&mut self.tally);
+        let progress = snap.progress().cloned();
         let (m, file, pos) = (Arc::clone(self.metrics), resume.file.clone(), resume.position);
+        let for_metrics = progress.clone();
         let then = move || {
             m.committed(tally);
             m.commit(&file, pos);
+            if let Some(p) = &for_metrics {
+                m.snapshot_progress(p);
+            }
         };
-        sink.commit(&Checkpoint::of(resume).with_schema_version(self.schemas.version()), then).await?;
+        let checkpoint = Checkpoint::of(resume)
+            .with_schema_version(self.schemas.version())
+            .with_snapshot(progress, self.signals_offset);
+        sink.commit(&checkpoint, then).await?;
         Ok(())
     }
 
-    async fn handle(&mut self, ev: &Located<'_>, step: Step, sink: &mut KafkaSink) -> Result<(), Error> {
+    async fn handle(
+        &mut self,
+        ev: &Located<'_>,
+        step: Step,
+        snap: &mut Snapshotter,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
         match step {
             Step::Begin => self.begin_tx(ev),
             Step::Statement | Step::StatementBegins => {
@@ -323,7 +543,11 @@ impl<'c> Pipeline<'c> {
                         let filter = self.settings.filter;
                         let captured = |db: &str, table: &str| filter.matches(db, table);
                         let at = format!("{}:{}", ev.file, ev.offset);
+                        let version = self.schemas.version();
                         self.schemas.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
+                        if step == Step::Statement {
+                            snap.observe_statement(&q.query, self.schemas.version() != version, ev.file, ev.offset);
+                        }
                     }
                 }
                 if step == Step::StatementBegins {
@@ -336,7 +560,7 @@ impl<'c> Pipeline<'c> {
             Step::Inside | Step::Outside => {
                 if let Event::Rows(rows) = &ev.event.event {
                     if self.settings.filter.matches(&rows.table.database, &rows.table.table) {
-                        self.rows(ev, rows, sink).await?;
+                        self.rows(ev, rows, snap, sink).await?;
                     }
                 }
             }
@@ -358,7 +582,13 @@ impl<'c> Pipeline<'c> {
         self.tx = OpenTransaction { gtid, id, total: 0, per_table: Default::default() };
     }
 
-    async fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, sink: &mut KafkaSink) -> Result<(), Error> {
+    async fn rows(
+        &mut self,
+        ev: &Located<'_>,
+        rows: &RowsEvent<'_>,
+        snap: &mut Snapshotter,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
         // without names in the TABLE_MAP, decode with the tracked schema's (checked) metadata
         let rows = self.schemas.resolve_rows(rows, ev.file, ev.offset)?;
         let t = self.tables.get_or_register(&rows.table, &self.settings, &mut self.registry, self.metrics).await?;
@@ -375,20 +605,25 @@ impl<'c> Pipeline<'c> {
                 pos: ev.offset,
                 row: 0,
                 gtid: self.tx.gtid.clone(),
-                snapshot: Default::default(),
+                snapshot: Snapshot::No,
             },
             transaction: Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 }),
             // processing time: the rows of one event are processed within moments of each other
             ts_ms: now_ms(),
         };
         let name = rows.table.qualified_name();
-        let per_table = self.tx.per_table.entry(name).or_insert(0);
+        // a snapshot chunk read meanwhile leaves the rows this event changes to it
+        let watched = snap.watches(&name);
+        let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
         // one RowChange for the event, refilled per row: no allocation per row
         let mut row = RowChange { before: None, after: None };
         let mut iter = rows.rows();
         let (mut idx, mut records) = (0usize, 0usize);
         while let Some(res) = iter.next_into(&mut row) {
             res.map_err(|e| e.at(ev.file, ev.offset, header.event_type))?;
+            if watched {
+                snap.observe_row(&name, ev.file, ev.offset, &row);
+            }
             self.tx.total += 1;
             *per_table += 1;
             ctx.source.row = u32::try_from(idx).unwrap_or(u32::MAX);

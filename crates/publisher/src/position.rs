@@ -2,8 +2,10 @@
 //! ([`StartFrom`], as `source.start` and `--start-gtid` spell it), the GTID state of a server
 //! or a stream ([`GtidState`]), the point just after a complete transaction that a restart
 //! resumes from ([`ResumePoint`], both from the binlog crate's transaction tracker), the
-//! checkpoint that records it in Kafka ([`Checkpoint`]), and how far a server's binlog is past a
-//! position ([`bytes_past`]).
+//! checkpoint that records it in Kafka ([`Checkpoint`]) with a running snapshot's progress
+//! ([`SnapshotProgress`]: which tables, and the last key read of each), how two positions of
+//! one server compare ([`binlog_order`]), and how far a server's binlog is past a position
+//! ([`bytes_past`]).
 //!
 //! Imports nothing of the publisher but the clock: everything above uses it.
 //!
@@ -127,6 +129,136 @@ pub struct Checkpoint {
     /// checkpoints written before Sluice tracked schemas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_version: Option<u64>,
+    /// The snapshot in progress (or the last one, finished), committed with the records of its
+    /// chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotProgress>,
+    /// The offset in `<prefix>.__signals` up to which requests have been taken in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals_offset: Option<i64>,
+}
+
+/// A snapshot's progress: the tables it reads, in order, each with how far it got.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SnapshotProgress {
+    /// Why it runs: `initial`, `when_needed`, or `signal` (a `sluice snapshot` request).
+    pub reason: String,
+    /// When it began, ms since the epoch.
+    pub started_ms: i64,
+    /// The tables, in the order they are read.
+    pub tables: Vec<TableProgress>,
+}
+
+/// Where a table's snapshot stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableState {
+    /// Not begun.
+    Pending,
+    /// Being read.
+    Running,
+    /// Every row read.
+    Done,
+    /// Given up, with the reason in `note` (the table was dropped).
+    Skipped,
+}
+
+impl TableState {
+    /// The word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TableState::Pending => "pending",
+            TableState::Running => "running",
+            TableState::Done => "done",
+            TableState::Skipped => "skipped",
+        }
+    }
+}
+
+/// One table of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableProgress {
+    /// `db.table`.
+    pub table: String,
+    /// Its state.
+    pub state: TableState,
+    /// The chunk key of the last row read, as SQL literals (the next chunk starts after it);
+    /// None before the first chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_key: Option<Vec<String>>,
+    /// Rows published (`r` records).
+    #[serde(default)]
+    pub rows: u64,
+    /// Rows the server estimated when the table's snapshot began (`information_schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<u64>,
+    /// Chunks committed.
+    #[serde(default)]
+    pub chunks: u64,
+    /// What happened, for a skipped table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl TableProgress {
+    /// A table not begun.
+    pub fn pending(table: String) -> TableProgress {
+        TableProgress {
+            table,
+            state: TableState::Pending,
+            last_key: None,
+            rows: 0,
+            estimate: None,
+            chunks: 0,
+            note: None,
+        }
+    }
+}
+
+impl SnapshotProgress {
+    /// True while a table is pending or running.
+    pub fn is_active(&self) -> bool {
+        self.tables.iter().any(|t| matches!(t.state, TableState::Pending | TableState::Running))
+    }
+
+    /// Adds `tables` (again, from the start, when already there and finished); returns the
+    /// names added.
+    pub fn request(&mut self, tables: &[String]) -> Vec<String> {
+        let mut added = Vec::new();
+        for name in tables {
+            match self.tables.iter_mut().find(|t| &t.table == name) {
+                Some(t) if matches!(t.state, TableState::Pending | TableState::Running) => {}
+                Some(t) => {
+                    *t = TableProgress::pending(name.clone());
+                    added.push(name.clone());
+                }
+                None => {
+                    self.tables.push(TableProgress::pending(name.clone()));
+                    added.push(name.clone());
+                }
+            }
+        }
+        added
+    }
+}
+
+/// How two positions of one server's binlog compare: by the file's sequence number (the
+/// digits after the last `.`), then the offset. None when the files are not of one sequence
+/// (different base names, no number), or a position has no file (a start by GTID that has
+/// not seen its first ROTATE yet).
+pub fn binlog_order(a: (&str, u64), b: (&str, u64)) -> Option<std::cmp::Ordering> {
+    fn split(f: &str) -> Option<(&str, u64)> {
+        let (base, n) = f.rsplit_once('.')?;
+        Some((base, n.parse().ok()?))
+    }
+    if a.0.is_empty() || b.0.is_empty() {
+        return None;
+    }
+    if a.0 == b.0 {
+        return Some(a.1.cmp(&b.1));
+    }
+    let ((base_a, na), (base_b, nb)) = (split(a.0)?, split(b.0)?);
+    (base_a == base_b).then(|| na.cmp(&nb).then(a.1.cmp(&b.1)))
 }
 
 impl fmt::Display for Checkpoint {
@@ -167,7 +299,17 @@ impl Checkpoint {
             ts_ms: crate::process::now_ms(),
             version: 1,
             schema_version: None,
+            snapshot: None,
+            signals_offset: None,
         }
+    }
+
+    /// The same checkpoint, with the snapshot progress and the signals offset.
+    #[must_use]
+    pub fn with_snapshot(mut self, snapshot: Option<SnapshotProgress>, signals_offset: Option<i64>) -> Checkpoint {
+        self.snapshot = snapshot;
+        self.signals_offset = signals_offset;
+        self
     }
 
     /// The same checkpoint, with the schema-history version in force.
@@ -281,6 +423,42 @@ mod tests {
         assert!(matches!(g.start().unwrap(), StartFrom::MariadbGtid(_)));
         let bad = Checkpoint { gtid: Some("x".into()), gtid_flavor: Some("mariadb".into()), ..old };
         assert!(bad.start().unwrap_err().to_string().contains("\"x\" (mariadb) is unreadable"));
+    }
+
+    #[test]
+    fn positions_of_one_server_compare() {
+        use std::cmp::Ordering::*;
+        assert_eq!(binlog_order(("b.000002", 10), ("b.000002", 9)), Some(Greater));
+        assert_eq!(binlog_order(("b.000002", 10), ("b.000003", 4)), Some(Less));
+        // the sequence number, not the text: 999999 < 1000000
+        assert_eq!(binlog_order(("b.999999", 900), ("b.1000000", 4)), Some(Less));
+        assert_eq!(binlog_order(("b.000001", 4), ("b.000001", 4)), Some(Equal));
+        assert_eq!(binlog_order(("a.000001", 4), ("b.000001", 4)), None);
+        assert_eq!(binlog_order(("", 4), ("b.000001", 4)), None);
+    }
+
+    #[test]
+    fn snapshot_progress_in_the_checkpoint() {
+        let mut p = SnapshotProgress { reason: "initial".into(), started_ms: 1, tables: Vec::new() };
+        assert_eq!(p.request(&["a.t".into(), "a.u".into()]), ["a.t", "a.u"]);
+        assert!(p.is_active());
+        // pending or running tables are not added twice; finished ones start again
+        assert!(p.request(&["a.t".into()]).is_empty());
+        p.tables[0].state = TableState::Done;
+        p.tables[0].rows = 5;
+        p.tables[1].state = TableState::Skipped;
+        assert!(!p.is_active());
+        assert_eq!(p.request(&["a.t".into()]), ["a.t"]);
+        assert_eq!((p.tables[0].state, p.tables[0].rows), (TableState::Pending, 0));
+        p.tables[0].last_key = Some(vec!["42".into(), "_utf8mb4 X'61'".into()]);
+        let c = Checkpoint::of(&ResumePoint { file: "b.000001".into(), position: 4, gtid: None })
+            .with_snapshot(Some(p.clone()), Some(3));
+        let j = serde_json::to_value(&c).unwrap();
+        assert_eq!(j["snapshot"]["tables"][0]["state"], "pending");
+        assert_eq!(j["snapshot"]["tables"][0]["last_key"][1], "_utf8mb4 X'61'");
+        assert_eq!(j["signals_offset"], 3);
+        let back: Checkpoint = serde_json::from_value(j).unwrap();
+        assert_eq!(back.snapshot, Some(p));
     }
 
     #[test]

@@ -23,10 +23,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use apache_avro::types::Value as Avro;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use support::kafka::{start_sluice, wait_for, Record, Services, TopicReader};
+use support::kafka::{log_text, start_sluice, wait_for, Record, Services, TopicReader};
 
 const MINIMAL: &[&str] = &["--binlog-row-metadata=MINIMAL"];
 
@@ -66,39 +63,6 @@ fn long(row: &BTreeMap<String, Avro>, f: &str) -> i64 {
         Some(Avro::Int(v)) => i64::from(*v),
         other => panic!("field {f}: {other:?} in {row:?}"),
     }
-}
-
-/// The committed records of a JSON topic (key, value; None for a tombstone), read_committed.
-fn raw_topic(broker: &str, topic: &str) -> Vec<(String, Option<serde_json::Value>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker)
-        .set("group.id", "sluice-test-raw")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
-    consumer.assign(&tpl).unwrap();
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            None => {}
-            Some(Err(KafkaError::PartitionEOF(_))) => return out,
-            Some(Err(e)) => panic!("{topic}: {e}"),
-            Some(Ok(m)) => out.push((
-                String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
-                m.payload().map(|v| serde_json::from_slice(v).unwrap()),
-            )),
-        }
-    }
-    panic!("{topic}: did not reach the end");
-}
-
-fn log_text(log: &std::path::Path) -> String {
-    std::fs::read_to_string(log).unwrap_or_default()
 }
 
 #[test]
@@ -159,7 +123,7 @@ fn minimal_metadata_names_follow_ddl_across_sigkill_and_restart() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert_eq!(rows(&mut reader).len(), 3, "nothing of the burst was committed");
-    let positions = raw_topic(&services.broker, "sluice.__positions");
+    let positions = services.json_topic("sluice.__positions");
     let at_kill = positions.iter().rev().find(|(k, _)| k == "sh").and_then(|(_, v)| v.clone()).unwrap();
     assert_eq!(at_kill["schema_version"], 4, "the checkpoint is before the DROP: {at_kill}");
 
@@ -183,7 +147,7 @@ fn minimal_metadata_names_follow_ddl_across_sigkill_and_restart() {
     assert_eq!(reader.read(TOPIC).len(), 204);
 
     // The schema history holds the table's last definition, with the DDL's position.
-    let schemas = raw_topic(&services.broker, "sluice.__schemas");
+    let schemas = services.json_topic("sluice.__schemas");
     let last = schemas.iter().rev().find(|(k, _)| k == "sh/shop.items").expect("a record for shop.items");
     let def = last.1.as_ref().expect("not a tombstone");
     let cols: Vec<&str> = def["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -191,7 +155,7 @@ fn minimal_metadata_names_follow_ddl_across_sigkill_and_restart() {
     assert_eq!(def["primary_key"], serde_json::json!(["id"]));
     assert!(def["since"].as_str().unwrap().starts_with("mysql-bin."), "{def}");
     // and the checkpoint carries the history version
-    let positions = raw_topic(&services.broker, "sluice.__positions");
+    let positions = services.json_topic("sluice.__positions");
     let cp = positions.iter().rev().find(|(k, _)| k == "sh").and_then(|(_, v)| v.clone()).unwrap();
     assert_eq!(cp["schema_version"], def["version"], "{cp}");
 
@@ -199,11 +163,7 @@ fn minimal_metadata_names_follow_ddl_across_sigkill_and_restart() {
     sql("DROP TABLE shop.items;");
     wait_for(
         30,
-        || {
-            raw_topic(&services.broker, "sluice.__schemas")
-                .last()
-                .is_some_and(|(k, v)| k == "sh/shop.items" && v.is_none())
-        },
+        || services.json_topic("sluice.__schemas").last().is_some_and(|(k, v)| k == "sh/shop.items" && v.is_none()),
         "the tombstone of the dropped table",
         &log,
     );

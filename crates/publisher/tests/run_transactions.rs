@@ -11,35 +11,16 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use support::kafka::{start_sluice_with, wait_for, Services, TopicReader};
 
 /// Every checkpoint (file, position) committed on `<prefix>.__positions`.
-fn checkpoints(broker: &str, topic: &str) -> Vec<(String, u64)> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker)
-        .set("group.id", "checkpoints-reader")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
-    c.assign(&tpl).unwrap();
-    let mut out = Vec::new();
-    loop {
-        match c.poll(Duration::from_secs(10)) {
-            Some(Ok(m)) => {
-                if let Some(v) = m.payload() {
-                    let j: serde_json::Value = serde_json::from_slice(v).unwrap();
-                    out.push((j["file"].as_str().unwrap().to_string(), j["position"].as_u64().unwrap()));
-                }
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) | None => return out,
-            Some(Err(e)) => panic!("{e}"),
-        }
-    }
+fn checkpoints(services: &Services, topic: &str) -> Vec<(String, u64)> {
+    services
+        .json_topic(topic)
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .map(|j| (j["file"].as_str().unwrap().to_string(), j["position"].as_u64().unwrap()))
+        .collect()
 }
 
 #[test]
@@ -67,7 +48,7 @@ fn a_savepoint_does_not_end_the_transaction() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    for (file, position) in checkpoints(&services.broker, "sluice.__positions") {
+    for (file, position) in checkpoints(&services, "sluice.__positions") {
         assert_eq!(file, "mysql-bin.000001");
         assert!(
             position == 4 || ends.contains(&position),

@@ -425,7 +425,13 @@ impl AvroEncoder {
                     w::count(p, out);
                 }
                 None => {
-                    return Err(enum_err(schema, f, *i, names.len(), " (enable enums as strings to keep it as \"\")"))
+                    return Err(enum_err(
+                        schema,
+                        f,
+                        *i,
+                        names.len(),
+                        " (set output.enums_as_strings = true to publish it as \"\")",
+                    ))
                 }
             },
             (Kind::EnumString { names }, Value::Enum(i)) => {
@@ -491,7 +497,8 @@ impl AvroEncoder {
 
 /// Reads a datum back with apache-avro under its schema and writes the reading again: the
 /// reading must consume exactly Sluice's bytes and give them back unchanged (a bug in the encoder
-/// otherwise). Debug builds run it on every datum; the tests' value trees are its readings.
+/// otherwise). Debug builds run it on the first datums of the process and then on a sample (see
+/// [`check_datum`]); the tests' value trees are its readings.
 #[cfg(any(test, debug_assertions))]
 fn read_verified(table: &TableSchema, schema: &Schema, bytes: &[u8]) -> apache_avro::types::Value {
     let mut rest = bytes;
@@ -504,9 +511,16 @@ fn read_verified(table: &TableSchema, schema: &Schema, bytes: &[u8]) -> apache_a
     read
 }
 
+/// Debug builds check the first 20,000 datums of the process with [`read_verified`], then one in
+/// 50: every test scenario's rows are checked, and one of a million rows does not spend most of
+/// its time in the check (it costs ten times the encoding).
 #[cfg(debug_assertions)]
 fn check_datum(table: &TableSchema, schema: &Schema, bytes: &[u8]) {
-    read_verified(table, schema, bytes);
+    static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if n < 20_000 || n % 50 == 0 {
+        read_verified(table, schema, bytes);
+    }
 }
 
 /// Value trees, for tests: each datum as apache-avro reads it back ([`read_verified`]).

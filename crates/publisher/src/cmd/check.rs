@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Exit;
-use crate::config::Config;
+use crate::config::{Config, SnapshotMode};
 use crate::console::Report;
 use crate::kafka::positions_topic;
-use crate::position::{bytes_past, Checkpoint};
+use crate::position::{bytes_past, Checkpoint, SnapshotProgress, TableState};
 use crate::process::now_ms;
 use crate::source::{preflight, server, ServerFacts};
 
@@ -132,6 +132,14 @@ pub fn run(args: CheckArgs) -> Exit {
                             cfg.source.name,
                             cfg.source.start
                         );
+                        let snapshot = match cfg.snapshot.mode {
+                            SnapshotMode::Never => "none (snapshot.mode = never)",
+                            SnapshotMode::SchemaOnly => "the captured tables' schemas are registered, no rows read",
+                            SnapshotMode::Initial | SnapshotMode::WhenNeeded => {
+                                "the first start reads the rows of every captured table not in snapshot.exclude"
+                            }
+                        };
+                        crate::report!(out, "[ok] snapshot: {snapshot}");
                         true
                     }
                     Err(e) => {
@@ -143,8 +151,21 @@ pub fn run(args: CheckArgs) -> Exit {
             Ok(Ok(Some(c))) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
-                    crate::report!(out, "{line}");
-                    ok
+                    let purged_but_needed = !ok && cfg.snapshot.mode == SnapshotMode::WhenNeeded;
+                    if purged_but_needed {
+                        crate::report!(
+                            out,
+                            "{}; snapshot.mode = when_needed: the next start takes a new snapshot and streams from the \
+                             server's current position",
+                            line.replacen("[ERROR]", "[warn]", 1)
+                        );
+                    } else {
+                        crate::report!(out, "{line}");
+                    }
+                    for line in snapshot_lines(c.snapshot.as_ref()) {
+                        crate::report!(out, "{line}");
+                    }
+                    ok || purged_but_needed
                 }
                 // without the list, a missing file would look purged: say what failed instead
                 Err(e) => {
@@ -174,6 +195,35 @@ pub fn run(args: CheckArgs) -> Exit {
         }
         None => exit,
     }
+}
+
+/// The report lines of a checkpoint's snapshot progress: one for the snapshot, one per table.
+pub(crate) fn snapshot_lines(p: Option<&SnapshotProgress>) -> Vec<String> {
+    let Some(p) = p else { return Vec::new() };
+    let done = p.tables.iter().filter(|t| t.state == TableState::Done).count();
+    let rows: u64 = p.tables.iter().map(|t| t.rows).sum();
+    let mut lines = vec![format!(
+        "[ok] snapshot ({}): {} of {} tables done, {rows} rows published{}",
+        p.reason,
+        done,
+        p.tables.len(),
+        if p.is_active() { "; in progress" } else { "" }
+    )];
+    for t in &p.tables {
+        let estimate = match (t.state, t.estimate) {
+            (TableState::Running | TableState::Pending, Some(e)) => format!(" of ~{e}"),
+            _ => String::new(),
+        };
+        let note = t.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        lines.push(format!(
+            "       {} {}: {}{estimate} rows, {} chunks{note}",
+            t.table,
+            t.state.name(),
+            t.rows,
+            t.chunks
+        ));
+    }
+    lines
 }
 
 /// The report line for a committed checkpoint against the server's binlogs (`SHOW BINARY
@@ -215,6 +265,8 @@ mod tests {
             ts_ms: 1_000_000,
             version: 1,
             schema_version: None,
+            snapshot: None,
+            signals_offset: None,
         }
     }
 

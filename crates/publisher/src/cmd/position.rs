@@ -184,14 +184,21 @@ async fn set(cfg: &Config, to: &StartFrom, out: &mut Report) -> Result<bool, Str
     drop(checked);
     let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await.map_err(|e| e.to_string())?;
     // an unreadable checkpoint is what this command repairs: say what it was, and go on
-    let was = match committed_checkpoint(cfg).await {
+    let old = committed_checkpoint(cfg).await;
+    let was = match &old {
         Ok(Some(c)) => c.to_string(),
         Ok(None) => "no checkpoint".to_string(),
         Err(e) => format!("unreadable: {e}"),
     };
+    // a snapshot in progress goes on from where it was (its chunks are read at their own
+    // positions, whatever the stream's)
+    let (snapshot, signals) = match old {
+        Ok(Some(c)) => (c.snapshot, c.signals_offset),
+        _ => (None, None),
+    };
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, None).await.map_err(|e| e.to_string())?;
     let resume = start.resume.clone();
-    commit_start(cfg, &mut sink, committed, start, || {}).await.map_err(|e| e.to_string())?;
+    commit_start(cfg, &mut sink, committed, start, snapshot, signals, || {}).await.map_err(|e| e.to_string())?;
     crate::report!(
         out,
         "source {:?}: checkpoint set to {resume} (was {was}); the next `sluice run` resumes there",

@@ -12,16 +12,20 @@ use std::time::{Duration, Instant};
 
 use super::Exit;
 use crate::avro::Connector;
-use crate::config::Config;
+use crate::config::{Config, SnapshotMode};
 use crate::disposition::Disposition;
 use crate::filter::TableFilter;
 use crate::kafka::{read_checkpoint, KafkaSink};
 use crate::metrics::{Metrics, ProgressLog};
-use crate::pipeline::start::{commit_start, resolve_configured_start, resolve_early, ResolvedStart};
+use crate::pipeline::start::{
+    commit_start, initial_snapshot, resolve_at, resolve_configured_start, resolve_early, ResolvedStart,
+};
 use crate::pipeline::tables::Routes;
 use crate::pipeline::{Error, Pipeline, Settings};
+use crate::position::StartFrom;
 use crate::registry::RegistryClient;
-use crate::source::{CheckedConnection, Endpoint, ReplicationSource, SourceConfig};
+use crate::snapshot::Snapshotter;
+use crate::source::{CheckedConnection, Endpoint, ReplicationSource, SourceConfig, SourceError};
 
 /// `sluice run` arguments.
 #[derive(Debug, clap::Args)]
@@ -45,6 +49,9 @@ pub struct RunArgs {
 
 /// How long a stop signal waits for the next transaction boundary.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a snapshot's query may wait for the server's next packet.
+const SNAPSHOT_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs `sluice run`.
 pub fn run(args: RunArgs) -> Exit {
@@ -204,7 +211,11 @@ async fn attempt(
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, checkpoint.as_ref()).await?;
     let filter = TableFilter::from_config(&cfg.filter);
     let captured = |db: &str, table: &str| filter.matches(db, table);
-    let (mut src, mut schemas) = match &checkpoint {
+    let (snapshot, signals) = match &checkpoint {
+        Some(c) => (c.snapshot.clone(), c.signals_offset),
+        None => (None, None),
+    };
+    let (mut src, mut schemas, snapshot) = match &checkpoint {
         Some(c) => {
             *first_start = None;
             if let Some((file, position)) = metrics.last_checkpoint() {
@@ -220,8 +231,31 @@ async fn attempt(
             let start = c.start()?;
             tracing::info!(resume = %start, "Resuming from the committed checkpoint");
             let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);
-            let (src, loaded) = ReplicationSource::start_with_schema(source_cfg, start, load).await?;
-            (src, committed.into_history(loaded))
+            match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
+                Ok((src, loaded)) => (src, committed.into_history(loaded), snapshot),
+                Err(SourceError::Purged(why)) if cfg.snapshot.mode == SnapshotMode::WhenNeeded => {
+                    // the binlog since the checkpoint is gone: snapshot again from the present
+                    tracing::warn!(
+                        checkpoint = %c,
+                        "{why}; snapshot.mode = when_needed: taking a new snapshot and streaming from the server's \
+                         current position"
+                    );
+                    let mut checked = CheckedConnection::open(&source_cfg).await?;
+                    let start = resolve_at(cfg, &mut checked, &StartFrom::Current).await?;
+                    drop(checked);
+                    let snapshot = initial_snapshot(cfg, &start.tables, "when_needed");
+                    let resume = start.resume.clone();
+                    let (m, file, pos) = (Arc::clone(metrics), resume.file.clone(), resume.position);
+                    let schemas =
+                        commit_start(cfg, &mut sink, committed, start, snapshot.clone(), signals, move || {
+                            m.commit(&file, pos);
+                        })
+                        .await?;
+                    let checked = CheckedConnection::open(&source_cfg).await?;
+                    (ReplicationSource::open(source_cfg.clone(), checked, resume).await?, schemas, snapshot)
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         None => {
             let start = match first_start.as_ref() {
@@ -233,15 +267,20 @@ async fn attempt(
             // never at a later "current".
             let resume = start.resume.clone();
             let (m, file, pos) = (Arc::clone(metrics), resume.file.clone(), resume.position);
-            let schemas = commit_start(cfg, &mut sink, committed, start, move || m.commit(&file, pos)).await?;
+            let snapshot = initial_snapshot(cfg, &start.tables, "initial");
+            let signals = crate::kafka::signals::end_offset(&cfg.kafka).await?;
+            let schemas =
+                commit_start(cfg, &mut sink, committed, start, snapshot.clone(), signals, move || m.commit(&file, pos))
+                    .await?;
             *first_start = None;
             tracing::info!(
                 start = %cfg.source.start,
                 position = %resume,
+                snapshot_tables = snapshot.as_ref().map_or(0, |s| s.tables.len()),
                 "No checkpoint yet: recorded the configured start as the first checkpoint"
             );
             let checked = CheckedConnection::open(&source_cfg).await?;
-            (ReplicationSource::open(source_cfg, checked, resume).await?, schemas)
+            (ReplicationSource::open(source_cfg.clone(), checked, resume).await?, schemas, snapshot)
         }
     };
     schemas.set_lower_case_table_names(src.lower_case_table_names());
@@ -258,6 +297,17 @@ async fn attempt(
     };
     let connector = if src.is_mariadb() { Connector::Mariadb } else { Connector::Mysql };
     let committed = src.resume_point().clone();
-    let mut pipeline = Pipeline::new(settings, registry, connector, committed, schemas, metrics, progress);
-    pipeline.run(&mut src, &mut sink, stop).await
+    if let Some(p) = &snapshot {
+        metrics.snapshot_progress(p);
+    }
+    let mut snap_connect = source_cfg.connect.clone();
+    // a chunk's query may scan before its first row (a snapshot.where without an index)
+    snap_connect.read_timeout = Some(SNAPSHOT_READ_TIMEOUT);
+    let mut snap = Snapshotter::new(&cfg.snapshot, snap_connect, snapshot.clone());
+    sink.ensure_topic(&crate::kafka::signals::signals_topic(&cfg.kafka.topic_prefix)).await?;
+    let signals_reader = crate::kafka::signals::SignalReader::new(&cfg.kafka, &cfg.source.name, signals)?;
+    let mut pipeline = Pipeline::new(settings, registry, connector, committed, schemas, metrics, progress)
+        .with_committed(snapshot, signals)
+        .with_signals(signals_reader);
+    pipeline.run(&mut src, &mut snap, &mut sink, stop).await
 }

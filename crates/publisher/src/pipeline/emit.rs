@@ -1,6 +1,7 @@
 //! A row change becomes its Kafka records: **where a value becomes an Avro record**
 //! (the encoder writes the datum, this frames it with its schema id and sends it). An insert
-//! is one `c` record, an update one `u`, a delete a `d` and (unless turned off) a tombstone
+//! is one `c` record, an update one `u`, a delete a `d` and (unless turned off) a tombstone,
+//! a row a snapshot read one `r`
 //! with the same key; an update that changes the primary key is the delete of the old key
 //! and the create of the new one, so keyed consumers drop the old row.
 
@@ -77,6 +78,16 @@ impl Out<'_> {
                 }
             }
         })
+    }
+
+    /// Sends the `r` record of a row a snapshot read; returns how many records (1).
+    ///
+    /// # Errors
+    /// As [`Out::change`].
+    pub async fn read(&self, sink: &mut KafkaSink, row: &RowImage<'_>, buffers: &mut Buffers) -> Result<usize, Error> {
+        let Buffers { key_after, value, .. } = buffers;
+        let key = self.key(Some(row), key_after)?.then_some(&key_after[..]);
+        self.emit(sink, Op::Read, key, None, Some(row), value).await
     }
 
     /// Writes the framed key of an image into `buf`; false for a null key.

@@ -1,14 +1,15 @@
 //! The first start: without a checkpoint, `source.start` is resolved at the server once (for
 //! `current` and `earliest` as soon as `sluice run` begins, before Kafka is contacted) and
 //! committed as the first checkpoint, with the captured tables' definitions, in a Kafka
-//! transaction of its own before anything is published; every restart then resumes there.
+//! transaction of its own before anything is published, with the snapshot `snapshot.mode` asks
+//! for; every restart then resumes there.
 //! `sluice position set` commits a new start the same way.
 
 use super::Error;
-use crate::config::Config;
+use crate::config::{Config, SnapshotMode};
 use crate::filter::TableFilter;
 use crate::kafka::{schemas_topic, KafkaSink};
-use crate::position::{Checkpoint, ResumePoint, StartFrom};
+use crate::position::{Checkpoint, ResumePoint, SnapshotProgress, StartFrom, TableProgress};
 use crate::schema::{Committed, SchemaHistory, TrackedTable};
 use crate::source::{CheckedConnection, SourceConfig};
 
@@ -51,13 +52,40 @@ pub async fn commit_start(
     sink: &mut KafkaSink,
     committed: Committed,
     start: ResolvedStart,
+    snapshot: Option<SnapshotProgress>,
+    signals_offset: Option<i64>,
     then: impl FnOnce() + Send + 'static,
 ) -> Result<SchemaHistory, Error> {
     let mut schemas = committed.into_history(start.tables);
     schemas.flush(sink, &schemas_topic(&cfg.kafka.topic_prefix), &cfg.source.name).await?;
-    sink.commit(&Checkpoint::of(&start.resume).with_schema_version(schemas.version()), then).await?;
+    let checkpoint =
+        Checkpoint::of(&start.resume).with_schema_version(schemas.version()).with_snapshot(snapshot, signals_offset);
+    sink.commit(&checkpoint, then).await?;
     sink.finish().await?;
     Ok(schemas)
+}
+
+/// The snapshot `snapshot.mode` asks for at a first start (`reason`: `initial` or
+/// `when_needed`): every captured table there (`tables`, as loaded at the start) that
+/// `snapshot.exclude` does not leave out, in name order; None with `never`.
+pub fn initial_snapshot(cfg: &Config, tables: &[TrackedTable], reason: &str) -> Option<SnapshotProgress> {
+    let reason = match cfg.snapshot.mode {
+        SnapshotMode::Never => return None,
+        SnapshotMode::SchemaOnly => "schema_only",
+        SnapshotMode::Initial | SnapshotMode::WhenNeeded => reason,
+    };
+    let mut names: Vec<String> = tables
+        .iter()
+        .filter(|t| cfg.snapshot.includes(&t.database, &t.table))
+        .map(|t| format!("{}.{}", t.database, t.table))
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(SnapshotProgress {
+        reason: reason.to_string(),
+        started_ms: crate::process::now_ms(),
+        tables: names.into_iter().map(TableProgress::pending).collect(),
+    })
 }
 
 /// Resolves a relative `source.start` (`current`, `earliest`) as `sluice run` begins, before

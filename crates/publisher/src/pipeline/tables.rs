@@ -57,6 +57,26 @@ pub struct CachedTable {
     pub counters: TableCounters,
 }
 
+/// The schema choices for table `name` (`db.table`).
+fn schema_options(tm: &TableMap, name: &str, settings: &Settings<'_>) -> SchemaOptions {
+    SchemaOptions {
+        prefix: settings.kafka.topic_prefix.clone(),
+        key_columns: settings.output.key_columns.get(name).cloned(),
+        exclude_columns: settings.filter.excluded_columns(&tm.database, &tm.table),
+        partial_images: settings.output.partial_images,
+        enums_as_strings: settings.output.enums_as_strings,
+        ..SchemaOptions::default()
+    }
+}
+
+/// The value schema registered for the configured value mode.
+fn value_json(schema: &TableSchema, settings: &Settings<'_>) -> String {
+    match settings.output.value_mode {
+        ValueMode::Envelope => schema.value_schema_json(),
+        ValueMode::Flattened => schema.flat_schema_json(),
+    }
+}
+
 /// Builds and registers the schemas of a table version.
 async fn build(
     tm: &Arc<TableMap>,
@@ -65,25 +85,13 @@ async fn build(
     registry: &mut RegistryClient,
     metrics: &Metrics,
 ) -> Result<CachedTable, Error> {
-    let output = settings.output;
-    let opts = SchemaOptions {
-        prefix: settings.kafka.topic_prefix.clone(),
-        key_columns: output.key_columns.get(name).cloned(),
-        exclude_columns: settings.filter.excluded_columns(&tm.database, &tm.table),
-        partial_images: output.partial_images,
-        ..SchemaOptions::default()
-    };
-    let schema = TableSchema::new(tm, &opts)?;
+    let schema = TableSchema::new(tm, &schema_options(tm, name, settings))?;
     let topic = settings.routes.topic_of(&tm.database, &tm.table);
     let key_id = match schema.key_schema_json() {
         Some(k) => Some(registry.register(&format!("{topic}-key"), &k).await?),
         None => None,
     };
-    let value_json = match output.value_mode {
-        ValueMode::Envelope => schema.value_schema_json(),
-        ValueMode::Flattened => schema.flat_schema_json(),
-    };
-    let value_id = registry.register(&format!("{topic}-value"), &value_json).await?;
+    let value_id = registry.register(&format!("{topic}-value"), &value_json(&schema, settings)).await?;
     let key = key_id.map_or_else(|| "none (no key)".to_string(), |id| id.to_string());
     tracing::info!(table = %name, topic = %topic, key_id = %key, value_id, "Registered the table's schemas");
     Ok(CachedTable { tm: Arc::clone(tm), schema, topic, key_id, value_id, counters: metrics.table(name) })
@@ -110,6 +118,21 @@ impl Tables {
     ) -> Result<&CachedTable, Error> {
         let name = tm.qualified_name();
         let current = self.by_name.get(&name).is_some_and(|c| Arc::ptr_eq(&c.tm, tm) || *c.tm == **tm);
+        if !current {
+            // another description of the same version (a snapshot's, from information_schema, beside
+            // the binlog's TABLE_MAP): when its schemas come out the same, nothing is registered
+            if let Some(c) = self.by_name.get_mut(&name) {
+                if let Ok(schema) = TableSchema::new(tm, &schema_options(tm, &name, settings)) {
+                    if schema.key_schema_json() == c.schema.key_schema_json()
+                        && value_json(&schema, settings) == value_json(&c.schema, settings)
+                    {
+                        c.tm = Arc::clone(tm);
+                        c.schema = schema;
+                        return Ok(self.by_name.get(&name).unwrap_or_else(|| unreachable!("just updated")));
+                    }
+                }
+            }
+        }
         let next = if current { None } else { Some(build(tm, &name, settings, registry, metrics).await?) };
         Ok(match (self.by_name.entry(name), next) {
             (Entry::Occupied(o), None) => o.into_mut(),

@@ -94,11 +94,7 @@ pub async fn load_from_server(
 
 /// A tracked column from `information_schema.COLUMNS.COLUMN_TYPE` (`int(10) unsigned`,
 /// `enum('a','b')`, ...), parsed by the same code as DDL.
-pub(super) fn column_from_type_text(
-    name: &str,
-    column_type: &str,
-    charset: Option<&str>,
-) -> Result<TrackedColumn, String> {
+pub fn column_from_type_text(name: &str, column_type: &str, charset: Option<&str>) -> Result<TrackedColumn, String> {
     // ZEROFILL implies UNSIGNED, which COLUMN_TYPE also says
     let ty = column_type.replace(" zerofill", "");
     let sql = format!("CREATE TABLE t (c {ty})");

@@ -80,6 +80,43 @@ impl Services {
         assert!(out.status.success(), "registry up: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// The committed records of a JSON topic (`<prefix>.__positions`, `<prefix>.__signals`) of
+    /// partition 0: key as text, value as JSON (None: a tombstone), read_committed.
+    pub fn json_topic(&self, topic: &str) -> Vec<(String, Option<serde_json::Value>)> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.broker)
+            .set("group.id", "sluice-test-raw")
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+        consumer.assign(&tpl).unwrap();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(200)) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(_))) => return out,
+                // not created yet
+                Some(Err(KafkaError::MessageConsumption(_))) => return out,
+                Some(Err(e)) => panic!("{topic}: {e}"),
+                Some(Ok(m)) => out.push((
+                    String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
+                    m.payload().map(|v| serde_json::from_slice(v).unwrap()),
+                )),
+            }
+        }
+        panic!("{topic}: did not reach the end");
+    }
+
+    /// The last committed checkpoint of source `source` under topic prefix `prefix`, as JSON.
+    pub fn checkpoint(&self, prefix: &str, source: &str) -> Option<serde_json::Value> {
+        self.json_topic(&format!("{prefix}.__positions")).into_iter().rev().find(|(k, _)| k == source)?.1
+    }
+
     /// A scenario directory with a `sluice.toml` for these services: source `source_name`,
     /// starting at the earliest binlog, small batches, and `extra` TOML appended (later keys
     /// of a section must come in their own `[section]` table, so `extra` holds whole tables).
@@ -110,7 +147,10 @@ batch_max_records = 50
 [registry]
 url = "{registry}"
 {extra}
+{snapshot}
 "#,
+                // the scenarios that do not test snapshots stream only what they write
+                snapshot = if extra.contains("[snapshot]") { "" } else { "[snapshot]\nmode = \"never\"" },
                 port = self.mariadb.port,
                 broker = self.broker,
                 registry = self.registry,
@@ -276,6 +316,20 @@ impl TopicReader {
     /// Everything committed in `topic` (read_committed), per partition in offset order,
     /// partitions one after another. Empty when the topic does not exist.
     pub fn read(&mut self, topic: &str) -> Vec<Record> {
+        let mut out = Vec::new();
+        self.scan(topic, |r| out.push(r));
+        out.sort_by_key(|r| (r.partition, r.offset));
+        out
+    }
+
+    /// Hands every committed record of `topic` to `f` as it is read (offset order within a
+    /// partition; partitions interleaved), for topics too large to hold decoded.
+    pub fn scan(&mut self, topic: &str, mut f: impl FnMut(Record)) {
+        self.scan_raw(topic, |r, _, _| f(r));
+    }
+
+    /// As [`TopicReader::scan`], with each record's key and value bytes as written.
+    pub fn scan_raw(&mut self, topic: &str, mut f: impl FnMut(Record, Option<&[u8]>, Option<&[u8]>)) {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.broker)
             .set("group.id", "sluice-test-reader")
@@ -287,7 +341,7 @@ impl TopicReader {
         let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
         let parts: Vec<i32> = md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect();
         if parts.is_empty() {
-            return Vec::new();
+            return;
         }
         let mut tpl = TopicPartitionList::new();
         for p in &parts {
@@ -295,9 +349,9 @@ impl TopicReader {
         }
         consumer.assign(&tpl).unwrap();
         let mut eof = HashSet::new();
-        let mut out = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while eof.len() < parts.len() && Instant::now() < deadline {
+        let mut last = Instant::now();
+        // no deadline while records flow; a minute of silence without every partition's end fails
+        while eof.len() < parts.len() && last.elapsed() < Duration::from_secs(60) {
             match consumer.poll(Duration::from_millis(200)) {
                 None => {}
                 Some(Err(KafkaError::PartitionEOF(p))) => {
@@ -305,16 +359,15 @@ impl TopicReader {
                 }
                 Some(Err(e)) => panic!("{topic}: {e}"),
                 Some(Ok(m)) => {
+                    last = Instant::now();
                     eof.remove(&m.partition());
                     let key = m.key().map(|k| self.decode(k));
                     let value = m.payload().map(|v| self.decode(v));
-                    out.push(Record { partition: m.partition(), offset: m.offset(), key, value });
+                    f(Record { partition: m.partition(), offset: m.offset(), key, value }, m.key(), m.payload());
                 }
             }
         }
         assert!(eof.len() >= parts.len(), "{topic}: did not reach the end of every partition");
-        out.sort_by_key(|r| (r.partition, r.offset));
-        out
     }
 
     /// Per integer key, in order: `op:name` (the after-image's column `label`, when present),

@@ -1,0 +1,222 @@
+//! `sluice snapshot`: asks the running `sluice run` of a source to snapshot more tables, while
+//! it keeps streaming. The tables are checked here first (they exist, `[filter]` captures them,
+//! they can be read: a key, or a consistent snapshot), then the request goes to
+//! `<prefix>.__signals`; the instance takes it in within a second and records it with its next
+//! checkpoint. `--wait` follows the checkpoint until those tables are done.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::Exit;
+use crate::config::Config;
+use crate::console::Report;
+use crate::filter::{table_matches, TableFilter};
+use crate::position::{SnapshotProgress, TableState};
+use crate::snapshot::plan;
+use crate::source::SourceConfig;
+
+/// `sluice snapshot` arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice snapshot --config sluice.toml --table shop.orders
+  sluice snapshot -c sluice.toml -t 'shop.*' --wait
+
+The running `sluice run` of the source reads the tables chunk by chunk between binlog events
+(no lock; the other tables keep streaming) and publishes their rows as op \"r\" records. A table
+already being read is not read twice; one read before is read again. `sluice check` shows the
+progress. Exit 0: requested (with --wait: done); 1: Kafka or the server failed; 2: a table that
+does not exist, is not captured by [filter], or cannot be read.")]
+pub struct SnapshotArgs {
+    /// The configuration file of the running instance.
+    #[arg(long, short = 'c', env = "SLUICE_CONFIG")]
+    pub config: PathBuf,
+    /// A table to snapshot, `db.table` (wildcards `*` and `?` allowed; repeat for more).
+    #[arg(long = "table", short = 't', required = true)]
+    pub tables: Vec<String>,
+    /// Wait until the tables are done, printing their progress.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// Runs `sluice snapshot`.
+pub fn run(args: SnapshotArgs) -> Exit {
+    let cfg = match Config::load(&args.config, std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::eline!("sluice snapshot: {e}");
+            return Exit::Usage;
+        }
+    };
+    for t in &args.tables {
+        if let Some(m) = crate::config::table_pattern_problem(t) {
+            crate::eline!("sluice snapshot: --table {m}");
+            return Exit::Usage;
+        }
+    }
+    let rt = match crate::process::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::eline!("sluice snapshot: cannot start the runtime: {e}");
+            return Exit::Failure;
+        }
+    };
+    let mut out = Report::default();
+    let exit = rt.block_on(request(&cfg, &args, &mut out));
+    match out.failure() {
+        Some(e) if exit == Exit::Ok => {
+            crate::eline!("sluice snapshot: writing the output: {e}");
+            Exit::Output
+        }
+        _ => exit,
+    }
+}
+
+async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
+    let source_cfg = match SourceConfig::for_run(cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::eline!("sluice snapshot: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut conn = match sluice_protocol::Connection::connect(source_cfg.connect.clone()).await {
+        Ok(c) => c,
+        Err(e) => {
+            crate::eline!("sluice snapshot: connecting to the source: {e}");
+            return Exit::Failure;
+        }
+    };
+    let rs = match conn
+        .query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' \
+             AND TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')",
+        )
+        .await
+    {
+        Ok(rs) => rs.to_strings(),
+        Err(e) => {
+            crate::eline!("sluice snapshot: listing the tables: {e}");
+            return Exit::Failure;
+        }
+    };
+    let existing: Vec<(String, String)> =
+        rs.into_iter().filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone()?))).collect();
+    let filter = TableFilter::from_config(&cfg.filter);
+    let mariadb = conn.is_mariadb();
+    let mut tables = Vec::new();
+    let mut problems = Vec::new();
+    for pattern in &args.tables {
+        let matched: Vec<&(String, String)> = existing.iter().filter(|(d, t)| table_matches(pattern, d, t)).collect();
+        if matched.is_empty() {
+            problems.push(format!("{pattern}: no such table on the server (or the user cannot see it)"));
+            continue;
+        }
+        for (db, table) in matched {
+            let name = format!("{db}.{table}");
+            if !filter.matches(db, table) {
+                problems.push(format!(
+                    "{name}: not captured by [filter] (include/exclude): add it there and restart sluice run first"
+                ));
+                continue;
+            }
+            match plan::load(&mut conn, db, table, cfg.snapshot.filter_of(db, table), mariadb).await {
+                Ok(Some(p)) => {
+                    let how = match p.method {
+                        plan::Method::Chunked(_) => "in chunks by its key",
+                        plan::Method::OnePass => "in one pass (no usable key)",
+                    };
+                    crate::report!(out, "{name}: about {} rows, read {how}", p.estimate.unwrap_or(0));
+                    if !tables.contains(&name) {
+                        tables.push(name);
+                    }
+                }
+                Ok(None) => problems.push(format!("{name}: no such table")),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+    }
+    let _ = conn.quit().await;
+    if !problems.is_empty() {
+        for p in &problems {
+            crate::eline!("sluice snapshot: {p}");
+        }
+        return Exit::Usage;
+    }
+    let offset = match crate::kafka::signals::send_snapshot_request(&cfg.kafka, &cfg.source.name, &tables).await {
+        Ok(o) => o,
+        Err(e) => {
+            crate::eline!("sluice snapshot: {e}");
+            return Exit::Failure;
+        }
+    };
+    crate::report!(
+        out,
+        "requested a snapshot of {} for source {:?} ({}.__signals offset {offset}); the running sluice run takes it in \
+         within a second (see `sluice check`)",
+        tables.join(", "),
+        cfg.source.name,
+        cfg.kafka.topic_prefix
+    );
+    if !args.wait {
+        return Exit::Ok;
+    }
+    wait(cfg, &tables, offset, out).await
+}
+
+/// Follows the checkpoint until the request at `offset` is taken in and `tables` are done.
+async fn wait(cfg: &Config, tables: &[String], offset: i64, out: &mut Report) -> Exit {
+    let mut last_line = String::new();
+    let started = Instant::now();
+    loop {
+        let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
+        let cp = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
+        let cp = match cp {
+            Ok(Ok(cp)) => cp,
+            Ok(Err(e)) => {
+                crate::eline!("sluice snapshot: reading the checkpoint: {e}");
+                return Exit::Failure;
+            }
+            Err(e) => {
+                crate::eline!("sluice snapshot: reading the checkpoint: {e}");
+                return Exit::Failure;
+            }
+        };
+        let taken = cp.as_ref().and_then(|c| c.signals_offset).is_some_and(|o| o > offset);
+        if taken {
+            let p = cp.and_then(|c| c.snapshot).unwrap_or_default();
+            let line = progress_line(&p, tables);
+            if line != last_line {
+                crate::report!(out, "{line}");
+                last_line = line;
+            }
+            let done = tables.iter().all(|t| {
+                p.tables.iter().any(|e| &e.table == t && matches!(e.state, TableState::Done | TableState::Skipped))
+            });
+            if done {
+                return Exit::Ok;
+            }
+        } else if started.elapsed() > Duration::from_secs(60) && last_line.is_empty() {
+            last_line = "waiting".into();
+            crate::report!(out, "the request is not taken in yet: is sluice run of this source running?");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// One line of the progress of `tables` in `p`.
+pub fn progress_line(p: &SnapshotProgress, tables: &[String]) -> String {
+    let parts: Vec<String> = tables
+        .iter()
+        .map(|t| match p.tables.iter().find(|e| &e.table == t) {
+            Some(e) => match e.estimate {
+                Some(est) if e.state == TableState::Running => {
+                    format!("{t} {} {} of ~{est} rows", e.state.name(), e.rows)
+                }
+                _ => format!("{t} {} {} rows", e.state.name(), e.rows),
+            },
+            None => format!("{t} not requested"),
+        })
+        .collect();
+    parts.join("; ")
+}

@@ -1,0 +1,840 @@
+//! Snapshots: **the rows already in the tables, read between the binlog events**, a second
+//! producer of row changes into the pipeline (after the replication [`crate::source`]).
+//!
+//! A table with a key is read chunk by chunk in key order ([`plan`]), with the watermark method
+//! of Netflix's DBLog (also Flink CDC's): at a transaction boundary of the stream, note the
+//! server's binlog end (the low watermark, LW), read one chunk, note the end again (the high
+//! watermark, HW). The chunk is held until the stream reaches HW; every row of it that a binlog
+//! event between LW and HW changed (by the chunk key of the event's before or after image) is
+//! dropped, because that event, published in stream order, carries a newer state. What is left
+//! is the rows' state at HW, published there as `r` records. So the records of a key never go
+//! back to an older state, and the stream waits for one chunk at most, without a lock or a
+//! long transaction. A statement (DDL, TRUNCATE) naming the table, or any change of the tracked
+//! schema, inside the window drops the whole chunk (it is read again, with the new definition).
+//!
+//! A table without a usable key is read in one pass under MariaDB's `START TRANSACTION WITH
+//! CONSISTENT SNAPSHOT`, whose `binlog_snapshot_file`/`_position` say the binlog position the
+//! read sees; its rows are published when the stream is exactly there (the stream waits for the
+//! whole table, in one Kafka transaction). MySQL has no such position without a global lock:
+//! such a table is refused there with what to do.
+//!
+//! Progress ([`SnapshotProgress`]: each table's state and last key) goes into the checkpoint of
+//! the Kafka transaction that holds the chunk's records, so a restart resumes at the next chunk,
+//! never from the start, never twice. Rows become binlog [`sluice_binlog::Value`]s in
+//! [`values`], so they are encoded by the same code as streamed changes.
+//!
+//! References: DBLog, <https://arxiv.org/abs/2010.12597>; MariaDB's consistent snapshot,
+//! <https://mariadb.com/kb/en/enhancements-for-start-transaction-with-consistent-snapshot/>.
+
+pub mod plan;
+pub mod values;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sluice_binlog::rows::{RowChange, RowImage};
+use sluice_binlog::Value;
+use sluice_protocol::query::ColumnDefinition;
+use sluice_protocol::stmt::{parse_binary_row, BinaryValue};
+use sluice_protocol::{BinaryRows, ConnectOptions, Connection};
+
+use crate::config::SnapshotSection;
+use crate::disposition::Disposition;
+use crate::position::{binlog_order, ResumePoint, SnapshotProgress, TableProgress, TableState};
+use plan::{Method, TablePlan};
+use values::{identity, sql_literal, to_value, ValueError};
+
+/// Why a snapshot cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Connecting for the snapshot's reads.
+    #[error("connecting to read the snapshot: {0}")]
+    Connect(#[source] sluice_protocol::Error),
+    /// A query failed.
+    #[error("snapshot of {table}: {during}: {source}{hint}", hint = privilege_hint(source, table))]
+    Query {
+        /// `db.table`.
+        table: String,
+        /// What was being done.
+        during: &'static str,
+        /// The cause.
+        #[source]
+        source: sluice_protocol::Error,
+    },
+    /// A column type a snapshot cannot read exactly.
+    #[error("snapshot of {table}: column {column}: {why}")]
+    Unsupported {
+        /// `db.table`.
+        table: String,
+        /// The column.
+        column: String,
+        /// Why, and what to do.
+        why: String,
+    },
+    /// No key to read the table in chunks by, and no consistent snapshot to read it in one pass.
+    #[error(
+        "snapshot of {table}: {why}, and this server (MySQL) has no lock-free consistent snapshot tied to a \
+         binlog position; add a primary key (or a unique key over NOT NULL columns), or leave the table out \
+         of snapshots (snapshot.exclude)"
+    )]
+    NoKey {
+        /// `db.table`.
+        table: String,
+        /// What the table lacks.
+        why: &'static str,
+    },
+    /// A chunk query that timed out every time it was tried.
+    #[error(
+        "{last} (tried {tries} times); lower snapshot.chunk_size or chunk_max_bytes, or raise the server's \
+         max_statement_time (MariaDB) / max_execution_time (MySQL) for the replication user; the next start \
+         resumes at this chunk"
+    )]
+    GaveUp {
+        /// How often it was tried.
+        tries: u32,
+        /// The last failure.
+        last: Box<SnapshotError>,
+    },
+    /// A value that does not fit its column.
+    #[error("snapshot of {table}: {source}")]
+    Value {
+        /// `db.table`.
+        table: String,
+        /// The cause.
+        #[source]
+        source: ValueError,
+    },
+}
+
+fn privilege_hint(e: &sluice_protocol::Error, table: &str) -> String {
+    match e {
+        sluice_protocol::Error::Server(s) if matches!(s.code, 1142 | 1143 | 1044) => {
+            format!(" (the snapshot reads the table: GRANT SELECT ON {table} TO the replication user)")
+        }
+        _ => String::new(),
+    }
+}
+
+impl SnapshotError {
+    /// What `sluice run` does next: a connection that broke restarts from the checkpoint (the
+    /// snapshot resumes at its next chunk); a refused query or an unreadable table stops.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            SnapshotError::Connect(e) | SnapshotError::Query { source: e, .. } if e.is_transient() => {
+                Disposition::Restart
+            }
+            _ => Disposition::Stop,
+        }
+    }
+}
+
+/// How often a chunk is read before its failure is final.
+const CHUNK_TRIES: u32 = 3;
+
+/// Server errors of a query that may pass on the next try: ER_LOCK_WAIT_TIMEOUT,
+/// ER_LOCK_DEADLOCK, ER_STATEMENT_TIMEOUT (MariaDB `max_statement_time`),
+/// ER_QUERY_TIMEOUT (MySQL `max_execution_time`).
+const TIMEOUTS: [u16; 4] = [1205, 1213, 1969, 3024];
+
+/// A binlog position of the source server.
+type Pos = (String, u64);
+
+/// A chunk read and waiting for the stream to reach its high watermark.
+#[derive(Debug)]
+struct Pending {
+    /// Index of the table in the progress.
+    table: usize,
+    low: Pos,
+    high: Pos,
+    /// The rows' packets in key order; None once a binlog event dropped the row.
+    rows: Vec<Option<Bytes>>,
+    by_identity: HashMap<Vec<u8>, usize>,
+    /// The result columns (to parse the packets with).
+    columns: Arc<[ColumnDefinition]>,
+    /// The chunk key of the last row read: where the next chunk starts.
+    last_key: Option<Vec<String>>,
+    /// No rows after these.
+    last: bool,
+}
+
+/// A chunk whose rows are to be published now: the rows left, in key order.
+#[derive(Debug)]
+pub struct ReadyChunk {
+    /// The table.
+    pub plan: Arc<TablePlan>,
+    /// The result columns to parse the rows with ([`parse_row`]).
+    pub columns: Arc<[ColumnDefinition]>,
+    /// The rows' packets.
+    pub rows: Vec<Bytes>,
+    /// The position the rows' state is that of (the high watermark).
+    pub at: Pos,
+    /// The table's last chunk.
+    pub last: bool,
+    /// True when no row of the table was published before this chunk.
+    pub first: bool,
+    table: usize,
+    last_key: Option<Vec<String>>,
+    dropped: usize,
+}
+
+/// What the pipeline does at a transaction boundary.
+#[derive(Debug)]
+pub enum Next {
+    /// Read the stream (no snapshot runs, or the chunk waits for the stream to reach HW).
+    Stream,
+    /// Publish these rows now, then commit as the batch policy says.
+    Publish(ReadyChunk),
+    /// The stream is at the position of the open consistent snapshot: read the table now
+    /// ([`Snapshotter::one_pass`]), publish every row, then [`Snapshotter::one_pass_done`].
+    OnePass(Arc<TablePlan>),
+    /// `schema_only`: register the table's schemas, then [`Snapshotter::registered`].
+    Register(Arc<TablePlan>),
+}
+
+/// Runs the snapshot of [`SnapshotProgress`]'s tables, on a connection of its own.
+pub struct Snapshotter {
+    cfg: SnapshotSection,
+    connect: ConnectOptions,
+    conn: Option<Connection>,
+    progress: SnapshotProgress,
+    /// The plan of the table being read (index in the progress).
+    plan: Option<(usize, Arc<TablePlan>)>,
+    pending: Option<Pending>,
+    /// The position of the open consistent snapshot (a one-pass table).
+    one_pass_at: Option<Pos>,
+    /// Rows per chunk now: `chunk_size`, less after a chunk reached `chunk_max_bytes`.
+    limit: usize,
+    /// `@@server_id` of the source (the records' `source.server_id`).
+    server_id: u32,
+    mariadb: bool,
+    /// Which statement gives the binlog end (`SHOW BINARY LOG STATUS` on newer servers).
+    old_status_statement: bool,
+    last_log: Instant,
+    started: Instant,
+    rows_at_start: u64,
+    /// The identity buffer reused for every row checked against the pending chunk.
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Snapshotter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshotter").field("progress", &self.progress).finish_non_exhaustive()
+    }
+}
+
+/// How often the snapshot's progress line is logged.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Snapshotter {
+    /// A snapshotter for `progress` (as committed), reading over connections made with
+    /// `connect`.
+    pub fn new(cfg: &SnapshotSection, connect: ConnectOptions, progress: Option<SnapshotProgress>) -> Snapshotter {
+        let progress = progress.unwrap_or_default();
+        let rows_at_start = progress.tables.iter().map(|t| t.rows).sum();
+        Snapshotter {
+            limit: cfg.chunk_size,
+            cfg: cfg.clone(),
+            connect,
+            conn: None,
+            progress,
+            plan: None,
+            pending: None,
+            one_pass_at: None,
+            server_id: 0,
+            mariadb: true,
+            old_status_statement: false,
+            last_log: Instant::now(),
+            started: Instant::now(),
+            rows_at_start,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The progress to commit with the next checkpoint (None before any snapshot).
+    pub fn progress(&self) -> Option<&SnapshotProgress> {
+        (!self.progress.tables.is_empty()).then_some(&self.progress)
+    }
+
+    /// True while tables are left to read.
+    pub fn is_active(&self) -> bool {
+        self.progress.is_active()
+    }
+
+    /// Adds tables to read (a `sluice snapshot` request); returns those added.
+    pub fn request(&mut self, tables: &[String], reason: &str) -> Vec<String> {
+        let fresh = !self.progress.is_active();
+        if fresh {
+            self.progress.reason = reason.to_string();
+            self.progress.started_ms = crate::process::now_ms();
+            self.started = Instant::now();
+        }
+        let added = self.progress.request(tables);
+        if fresh {
+            // the rate counts this round's rows, not those of tables read before
+            self.rows_at_start = self.progress.tables.iter().map(|t| t.rows).sum();
+        }
+        added
+    }
+
+    /// `@@server_id` of the source, for the records (0 until the first read).
+    pub fn server_id(&self) -> u32 {
+        self.server_id
+    }
+
+    async fn conn(&mut self) -> Result<&mut Connection, SnapshotError> {
+        if self.conn.is_none() {
+            let mut c = Connection::connect(self.connect.clone()).await.map_err(SnapshotError::Connect)?;
+            // values exactly as stored: no charset conversion, TIMESTAMP in UTC, no sql_mode
+            // that pads CHAR or changes what a literal means
+            for sql in [
+                "SET SESSION character_set_results = NULL, SESSION time_zone = '+00:00', SESSION sql_mode = ''",
+                "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+            ] {
+                c.query_drop(sql).await.map_err(SnapshotError::Connect)?;
+            }
+            self.mariadb = c.is_mariadb();
+            let id = c.query("SELECT @@server_id").await.map_err(SnapshotError::Connect)?;
+            self.server_id = id.get_str(0, 0).and_then(|s| s.parse().ok()).unwrap_or(0);
+            self.conn = Some(c);
+        }
+        self.conn.as_mut().ok_or_else(|| {
+            SnapshotError::Connect(sluice_protocol::Error::Invalid {
+                what: "snapshot connection",
+                reason: "not open".into(),
+            })
+        })
+    }
+
+    /// The server's binlog end now.
+    async fn binlog_end(&mut self, table: &str) -> Result<Pos, SnapshotError> {
+        let old = self.old_status_statement;
+        let table = table.to_string();
+        let conn = self.conn().await?;
+        let rs = if old {
+            conn.query("SHOW MASTER STATUS").await
+        } else {
+            match conn.query("SHOW BINARY LOG STATUS").await {
+                Ok(rs) => Ok(rs),
+                Err(sluice_protocol::Error::Server(_)) => {
+                    self.old_status_statement = true;
+                    self.conn().await?.query("SHOW MASTER STATUS").await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        .map_err(|source| SnapshotError::Query {
+            table: table.clone(),
+            during: "reading the binlog position",
+            source,
+        })?;
+        match (rs.get_str(0, 0), rs.get_str(0, 1).and_then(|p| p.parse().ok())) {
+            (Some(f), Some(p)) => Ok((f, p)),
+            _ => Err(SnapshotError::Query {
+                table,
+                during: "reading the binlog position",
+                source: sluice_protocol::Error::Invalid { what: "SHOW MASTER STATUS", reason: "no position".into() },
+            }),
+        }
+    }
+
+    /// At a transaction boundary of the stream (resume point `resume`): what to do now. Reads
+    /// the next chunk when none is waiting.
+    ///
+    /// # Errors
+    /// A query that fails, a table that cannot be read (see [`SnapshotError`]).
+    pub async fn next(&mut self, resume: &ResumePoint) -> Result<Next, SnapshotError> {
+        let at = (resume.file.as_str(), resume.position);
+        if let Some(p) = &self.pending {
+            return Ok(match binlog_order(at, (&p.high.0, p.high.1)) {
+                Some(std::cmp::Ordering::Less) | None => Next::Stream,
+                Some(_) => self.take_ready().map_or(Next::Stream, Next::Publish),
+            });
+        }
+        if let Some(p) = self.one_pass_at.clone() {
+            let Some((_, plan)) = self.plan.clone() else { return Ok(Next::Stream) };
+            return Ok(match binlog_order(at, (&p.0, p.1)) {
+                Some(std::cmp::Ordering::Less) | None => Next::Stream,
+                Some(std::cmp::Ordering::Equal) => Next::OnePass(plan),
+                Some(std::cmp::Ordering::Greater) => {
+                    // the stream went past the snapshot's position: read it again from here
+                    tracing::info!(table = %plan.name, "The stream passed the consistent snapshot's position; taking it again");
+                    self.close_one_pass().await;
+                    Next::Stream
+                }
+            });
+        }
+        loop {
+            let Some(i) =
+                self.progress.tables.iter().position(|t| matches!(t.state, TableState::Pending | TableState::Running))
+            else {
+                self.finished();
+                return Ok(Next::Stream);
+            };
+            let plan = match &self.plan {
+                Some((pi, plan)) if *pi == i => Arc::clone(plan),
+                _ => {
+                    let Some(plan) = self.load_plan(i).await? else { continue };
+                    plan
+                }
+            };
+            if self.progress.reason == "schema_only" {
+                return Ok(Next::Register(plan));
+            }
+            return match plan.method {
+                Method::Chunked(_) => {
+                    self.read_chunk_retried(i, &plan).await?;
+                    let p = self.pending.as_ref().map(|p| p.high.clone()).unwrap_or_default();
+                    Ok(match binlog_order(at, (&p.0, p.1)) {
+                        Some(std::cmp::Ordering::Less) | None => Next::Stream,
+                        Some(_) => self.take_ready().map_or(Next::Stream, Next::Publish),
+                    })
+                }
+                Method::OnePass => {
+                    self.open_one_pass(&plan).await?;
+                    Ok(Next::Stream)
+                }
+            };
+        }
+    }
+
+    /// Loads table `i`'s plan; None (and the table skipped) when it no longer exists.
+    async fn load_plan(&mut self, i: usize) -> Result<Option<Arc<TablePlan>>, SnapshotError> {
+        let name = self.progress.tables.get(i).map(|t| t.table.clone()).unwrap_or_default();
+        let (db, table) = name.split_once('.').unwrap_or((name.as_str(), ""));
+        let filter = self.cfg.filter_of(db, table).map(str::to_string);
+        let mariadb = {
+            self.conn().await?;
+            self.mariadb
+        };
+        let conn = self.conn().await?;
+        let loaded = plan::load(conn, db, table, filter.as_deref(), mariadb).await?;
+        let Some(plan) = loaded else {
+            if let Some(t) = self.progress.tables.get_mut(i) {
+                t.state = TableState::Skipped;
+                t.note = Some("the table does not exist (dropped or renamed before it was read)".into());
+                tracing::warn!(table = %name, "Snapshot: the table does not exist any more; skipped");
+            }
+            self.plan = None;
+            return Ok(None);
+        };
+        let plan = Arc::new(plan);
+        if let Some(t) = self.progress.tables.get_mut(i) {
+            if t.state == TableState::Running && t.last_key.is_some() {
+                tracing::info!(
+                    table = %name,
+                    rows = t.rows,
+                    chunks = t.chunks,
+                    "Snapshot: resuming the table after its last committed chunk"
+                );
+            }
+            if t.state == TableState::Pending {
+                t.state = TableState::Running;
+                t.estimate = plan.estimate;
+                let how = match &plan.method {
+                    Method::Chunked(_) => "in chunks by its key",
+                    Method::OnePass => "in one pass under a consistent snapshot (no usable key)",
+                };
+                tracing::info!(table = %name, estimated_rows = plan.estimate.unwrap_or(0), "Snapshot: reading the table {how}");
+            }
+        }
+        self.plan = Some((i, Arc::clone(&plan)));
+        Ok(Some(plan))
+    }
+
+    /// [`Snapshotter::read_chunk`], tried again in place (on a new connection) when it failed
+    /// for a reason that may pass: a broken or killed connection, a lock wait, a statement
+    /// timeout. Past [`CHUNK_TRIES`] a timeout stops with what to change; a connection that
+    /// keeps breaking restarts the stream (it resumes at this chunk).
+    async fn read_chunk_retried(&mut self, i: usize, plan: &TablePlan) -> Result<(), SnapshotError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let e = match self.read_chunk(i, plan).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let SnapshotError::Query { source, .. } = &e else { return Err(e) };
+            let timeout = matches!(source, sluice_protocol::Error::Server(s) if TIMEOUTS.contains(&s.code));
+            if !(timeout || source.is_transient()) {
+                return Err(e);
+            }
+            if tries >= CHUNK_TRIES {
+                return Err(if timeout { SnapshotError::GaveUp { tries, last: Box::new(e) } } else { e });
+            }
+            let wait = Duration::from_secs(1 << (tries - 1));
+            tracing::warn!(table = %plan.name, error = %e, tries, wait = ?wait, "Snapshot: reading a chunk failed; trying again");
+            self.conn = None;
+            self.pending = None;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Reads the next chunk of table `i` between two watermarks.
+    async fn read_chunk(&mut self, i: usize, plan: &TablePlan) -> Result<(), SnapshotError> {
+        let after = self.progress.tables.get(i).and_then(|t| t.last_key.clone());
+        // one more row than the chunk holds says whether it is the last
+        let sql = plan.chunk_sql(after.as_deref(), self.limit + 1);
+        let low = self.binlog_end(&plan.name).await?;
+        let (limit, max_bytes) = (self.limit, usize::try_from(self.cfg.chunk_max_bytes).unwrap_or(usize::MAX));
+        let name = plan.name.clone();
+        let conn = self.conn().await?;
+        let q = |source| SnapshotError::Query { table: name.clone(), during: "reading a chunk", source };
+        let prepared = conn.prepare(&sql).await.map_err(q)?;
+        let mut rows = conn.execute(&prepared).await.map_err(q)?;
+        let columns: Arc<[ColumnDefinition]> = rows.columns().into();
+        check_columns(plan, &columns)?;
+        let (mut kept, mut bytes, mut more) = (Vec::new(), 0usize, false);
+        while let Some(packet) = rows.next_row().await.map_err(q)? {
+            if kept.len() >= limit || (bytes >= max_bytes && !kept.is_empty()) {
+                // past the chunk (or its bytes): the rest is read again by the next chunk
+                more = true;
+                continue;
+            }
+            bytes += packet.len();
+            kept.push(packet);
+        }
+        conn.close_statement(&prepared).await.map_err(q)?;
+        let high = self.binlog_end(&plan.name).await?;
+        // the next chunk asks for about as many rows as fit the byte budget
+        self.limit = if bytes >= max_bytes && kept.len() < limit {
+            kept.len().max(1)
+        } else {
+            (self.limit * 2).min(self.cfg.chunk_size)
+        };
+        let mut pending = Pending {
+            table: i,
+            low,
+            high,
+            rows: Vec::with_capacity(kept.len()),
+            by_identity: HashMap::with_capacity(kept.len()),
+            columns,
+            last_key: after,
+            last: !more,
+        };
+        let mut raw = Vec::new();
+        let mut values: Vec<Option<Value<'_>>> = Vec::new();
+        for (n, packet) in kept.iter().enumerate() {
+            parse_row(plan, &pending.columns, packet, &mut raw, &mut values)?;
+            if identity(&values, plan.key(), &mut self.scratch) {
+                pending.by_identity.insert(self.scratch.clone(), n);
+            }
+            if n + 1 == kept.len() {
+                let key: Option<Vec<String>> =
+                    plan.key().iter().map(|&k| values.get(k).and_then(|v| v.as_ref()).and_then(sql_literal)).collect();
+                pending.last_key = key.or(pending.last_key);
+            }
+        }
+        pending.rows = kept.into_iter().map(Some).collect();
+        self.pending = Some(pending);
+        Ok(())
+    }
+
+    /// The pending chunk as rows to publish, its progress noted.
+    fn take_ready(&mut self) -> Option<ReadyChunk> {
+        let p = self.pending.take()?;
+        let (_, plan) = self.plan.clone()?;
+        let total = p.rows.len();
+        let rows: Vec<Bytes> = p.rows.into_iter().flatten().collect();
+        let first = self.progress.tables.get(p.table).is_some_and(|t| t.rows == 0);
+        Some(ReadyChunk {
+            dropped: total - rows.len(),
+            plan,
+            columns: p.columns,
+            rows,
+            at: p.high,
+            last: p.last,
+            first,
+            table: p.table,
+            last_key: p.last_key,
+        })
+    }
+
+    /// `chunk`'s rows were published (`published` of them): its progress is the table's.
+    pub fn published(&mut self, chunk: &ReadyChunk, published: u64) {
+        if let Some(t) = self.progress.tables.get_mut(chunk.table) {
+            t.rows += published;
+            t.chunks += 1;
+            t.last_key.clone_from(&chunk.last_key);
+            if chunk.last {
+                t.state = TableState::Done;
+                tracing::info!(table = %t.table, rows = t.rows, chunks = t.chunks, "Snapshot: table done");
+                self.plan = None;
+                self.limit = self.cfg.chunk_size;
+            }
+        }
+        if chunk.dropped > 0 {
+            tracing::debug!(table = %chunk.plan.name, dropped = chunk.dropped, "Snapshot: rows changed while their chunk was read are left to their binlog events");
+        }
+        self.log_progress(false);
+    }
+
+    /// A rows event of `table` (`db.table`) starting at `file:offset`, changing `row`: the rows
+    /// of the pending chunk it touches are dropped when it is inside the chunk's window.
+    pub fn observe_row(&mut self, table: &str, file: &str, offset: u64, row: &RowChange<'_>) {
+        let Some(p) = &mut self.pending else { return };
+        let Some((_, plan)) = &self.plan else { return };
+        if plan.name != table || !in_window(p, file, offset) {
+            return;
+        }
+        for image in [&row.before, &row.after].into_iter().flatten() {
+            if identity(&image.values, plan.key(), &mut self.scratch) {
+                if let Some(i) = p.by_identity.remove(&self.scratch) {
+                    if let Some(slot) = p.rows.get_mut(i) {
+                        *slot = None;
+                    }
+                }
+            } else {
+                // an image without the key (a partial image): the chunk cannot be matched
+                tracing::debug!(
+                    table,
+                    "Snapshot: a change without the chunk key inside the window; reading the chunk again"
+                );
+                self.pending = None;
+                return;
+            }
+        }
+    }
+
+    /// True when a rows event of `table` may concern the pending chunk (saves the per-row work
+    /// for other tables).
+    pub fn watches(&self, table: &str) -> bool {
+        self.pending.is_some() && self.plan.as_ref().is_some_and(|(_, p)| p.name == table)
+    }
+
+    /// A statement outside a transaction (DDL, TRUNCATE) at `file:offset`: when it may concern
+    /// the table being read, the pending chunk is read again and the table's definition too.
+    /// `schema_changed` says the tracked schema changed with it.
+    pub fn observe_statement(&mut self, sql: &str, schema_changed: bool, file: &str, offset: u64) {
+        let Some((_, plan)) = &self.plan else { return };
+        let lower = sql.to_ascii_lowercase();
+        let table = plan.table_map.table.to_ascii_lowercase();
+        if !(schema_changed || lower.contains(&table)) {
+            return;
+        }
+        if let Some(p) = &self.pending {
+            if !in_window(p, file, offset) && !schema_changed {
+                return;
+            }
+        }
+        tracing::info!(table = %plan.name, at = %format!("{file}:{offset}"), "Snapshot: a statement may change the table being read; reading its chunk and definition again");
+        self.pending = None;
+        self.plan = None;
+        if self.one_pass_at.is_some() {
+            // taken again with the new definition
+            self.one_pass_at = None;
+            self.conn = None;
+        }
+    }
+
+    /// Opens the consistent snapshot of a one-pass table and notes its position.
+    async fn open_one_pass(&mut self, plan: &TablePlan) -> Result<(), SnapshotError> {
+        let name = plan.name.clone();
+        let conn = self.conn().await?;
+        let q = |during, source| SnapshotError::Query { table: name.clone(), during, source };
+        conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            .await
+            .map_err(|e| q("starting a consistent snapshot", e))?;
+        let rs = conn
+            .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            .await
+            .map_err(|e| q("reading the consistent snapshot's position", e))?;
+        let mut file = None;
+        let mut pos = None;
+        for row in rs.to_strings() {
+            match (row.first().cloned().flatten().as_deref(), row.get(1).cloned().flatten()) {
+                (Some("Binlog_snapshot_file"), v) => file = v,
+                (Some("Binlog_snapshot_position"), v) => pos = v.and_then(|v| v.parse().ok()),
+                _ => {}
+            }
+        }
+        match (file, pos) {
+            (Some(f), Some(p)) if !f.is_empty() => {
+                self.one_pass_at = Some((f, p));
+                Ok(())
+            }
+            _ => Err(q(
+                "reading the consistent snapshot's position",
+                sluice_protocol::Error::Invalid { what: "binlog_snapshot_position", reason: "not reported".into() },
+            )),
+        }
+    }
+
+    async fn close_one_pass(&mut self) {
+        self.one_pass_at = None;
+        if let Some(c) = self.conn.as_mut() {
+            if c.query_drop("ROLLBACK").await.is_err() {
+                self.conn = None;
+            }
+        }
+    }
+
+    /// The rows of the one-pass table, read under its consistent snapshot.
+    ///
+    /// # Errors
+    /// A failing query.
+    pub async fn one_pass(&mut self, plan: &TablePlan) -> Result<OnePassRows<'_>, SnapshotError> {
+        let name = plan.name.clone();
+        let sql = plan.all_sql();
+        let conn = self.conn().await?;
+        let q = |source| SnapshotError::Query { table: name.clone(), during: "reading the table", source };
+        let prepared = conn.prepare(&sql).await.map_err(q)?;
+        let rows = conn.execute(&prepared).await.map_err(q)?;
+        let columns: Arc<[ColumnDefinition]> = rows.columns().into();
+        check_columns(plan, &columns)?;
+        Ok(OnePassRows { rows, columns, table: name })
+    }
+
+    /// The one-pass table was published (`published` rows): it is done.
+    pub async fn one_pass_done(&mut self, published: u64) {
+        self.close_one_pass().await;
+        if let Some((i, _)) = self.plan.take() {
+            if let Some(t) = self.progress.tables.get_mut(i) {
+                t.rows += published;
+                t.chunks += 1;
+                t.state = TableState::Done;
+                tracing::info!(table = %t.table, rows = t.rows, "Snapshot: table done (one pass)");
+            }
+        }
+        self.log_progress(false);
+    }
+
+    /// `schema_only`: the table's schemas are registered.
+    pub fn registered(&mut self) {
+        if let Some((i, _)) = self.plan.take() {
+            if let Some(t) = self.progress.tables.get_mut(i) {
+                t.state = TableState::Done;
+            }
+        }
+    }
+
+    /// Every table is done: says so once.
+    fn finished(&mut self) {
+        if self.conn.is_some() {
+            self.conn = None;
+            self.log_progress(true);
+            let skipped = self.progress.tables.iter().filter(|t| t.state == TableState::Skipped).count();
+            tracing::info!(
+                rows = self.progress.tables.iter().map(|t| t.rows).sum::<u64>(),
+                tables = self.progress.tables.len(),
+                skipped,
+                seconds = self.started.elapsed().as_secs(),
+                "Snapshot finished"
+            );
+        }
+    }
+
+    /// Logs the progress line (every [`LOG_EVERY`], or now).
+    fn log_progress(&mut self, now: bool) {
+        if !now && self.last_log.elapsed() < LOG_EVERY {
+            return;
+        }
+        self.last_log = Instant::now();
+        let done: u64 = self.progress.tables.iter().map(|t| t.rows).sum();
+        let total: u64 = self
+            .progress
+            .tables
+            .iter()
+            .map(|t| if t.state == TableState::Done { t.rows } else { t.estimate.unwrap_or(0).max(t.rows) })
+            .sum();
+        let rate = (done - self.rows_at_start.min(done)) as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+        let left =
+            if rate > 0.0 { format!("{:.0} s", (total.saturating_sub(done)) as f64 / rate) } else { "unknown".into() };
+        let current = self.progress.tables.iter().find(|t| t.state == TableState::Running);
+        tracing::info!(
+            table = current.map_or("", |t| t.table.as_str()),
+            table_rows = current.map_or(0, |t| t.rows),
+            table_estimate = current.and_then(|t| t.estimate).unwrap_or(0),
+            rows = done,
+            estimate = total,
+            rows_per_s = rate.round(),
+            time_left = %left,
+            "Snapshot progress"
+        );
+    }
+
+    /// A table's progress entry, for metrics.
+    pub fn tables(&self) -> &[TableProgress] {
+        &self.progress.tables
+    }
+}
+
+/// True when an event starting at `file:offset` lies in the chunk's window: at or after the low
+/// watermark, before the high one.
+fn in_window(p: &Pending, file: &str, offset: u64) -> bool {
+    use std::cmp::Ordering::*;
+    let after_low = matches!(binlog_order((file, offset), (&p.low.0, p.low.1)), Some(Greater | Equal) | None);
+    let before_high = matches!(binlog_order((file, offset), (&p.high.0, p.high.1)), Some(Less) | None);
+    after_low && before_high
+}
+
+/// The result columns must be the table's, in its order: a table changed between reading its
+/// definition and its rows is read again (the DDL is in the window).
+fn check_columns(plan: &TablePlan, columns: &[ColumnDefinition]) -> Result<(), SnapshotError> {
+    if columns.len() != plan.table_map.columns.len() {
+        return Err(SnapshotError::Value {
+            table: plan.name.clone(),
+            source: ValueError {
+                column: "(all)".into(),
+                why: format!(
+                    "the chunk has {} columns, the table's definition {}",
+                    columns.len(),
+                    plan.table_map.columns.len()
+                ),
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Parses one row of a chunk into the binlog's values of its columns.
+///
+/// # Errors
+/// A row that does not parse or does not fit the table's definition.
+pub fn parse_row<'p>(
+    plan: &TablePlan,
+    columns: &[ColumnDefinition],
+    packet: &'p [u8],
+    raw: &mut Vec<BinaryValue<'p>>,
+    values: &mut Vec<Option<Value<'p>>>,
+) -> Result<(), SnapshotError> {
+    let table = || plan.name.clone();
+    parse_binary_row(packet, columns, raw).map_err(|e| SnapshotError::Query {
+        table: table(),
+        during: "parsing a row",
+        source: e,
+    })?;
+    values.clear();
+    for (v, col) in raw.drain(..).zip(&plan.table_map.columns) {
+        values.push(Some(to_value(v, col).map_err(|source| SnapshotError::Value { table: table(), source })?));
+    }
+    Ok(())
+}
+
+/// A row image of a chunk's row.
+pub fn image<'p>(values: &mut Vec<Option<Value<'p>>>) -> RowImage<'p> {
+    RowImage { values: std::mem::take(values) }
+}
+
+/// The rows of a one-pass table as they come.
+pub struct OnePassRows<'c> {
+    rows: BinaryRows<'c>,
+    /// The result columns.
+    pub columns: Arc<[ColumnDefinition]>,
+    table: String,
+}
+
+impl OnePassRows<'_> {
+    /// The next row's packet.
+    ///
+    /// # Errors
+    /// The query failing mid-way.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, SnapshotError> {
+        self.rows.next_row().await.map_err(|source| SnapshotError::Query {
+            table: self.table.clone(),
+            during: "reading the table",
+            source,
+        })
+    }
+}

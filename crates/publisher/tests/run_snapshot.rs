@@ -1,0 +1,495 @@
+//! Snapshots against the real MariaDB, broker and registry, read back by an independent
+//! read_committed consumer (rdkafka + apache-avro with the registered writer schemas):
+//!
+//! - a table of `SLUICE_SNAPSHOT_ROWS` rows (default 2,000,000) and small tables (a composite
+//!   latin1 key, no key at all) snapshotted while a workload inserts, updates (also the primary
+//!   key) and deletes, with `sluice run` killed with SIGKILL ten times during the snapshot: each
+//!   topic replayed per key gives exactly the rows `SELECT` returns, no key has two `r` records,
+//!   no binlog change is published twice, no key goes back to an older state, and every restart
+//!   resumed after the last committed chunk;
+//! - fidelity: for every column type, a row's `r` record equals, field by field and byte for
+//!   byte, the after image its binlog insert carried;
+//! - on demand: a table added to the filter later is snapshotted with `sluice snapshot` while
+//!   another keeps streaming; bad requests are refused; a table dropped and one altered while
+//!   being read end well.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apache_avro::types::Value as Avro;
+use support::kafka::{log_text, start_sluice_with, unwrap_union, wait_for, Record, Running, Services, TopicReader};
+
+/// `sluice run` as a snapshot is meant to start: streaming from the server's current position
+/// (the scenarios' configurations say `earliest`), with Kafka batches of the default size (the
+/// scenarios' 50 records hold the stream to a few hundred changes a second, and a chunk is
+/// published only once the stream has passed its high watermark).
+fn start_sluice(config: &Path, log: &Path) -> Running {
+    start_sluice_with(
+        config,
+        log,
+        &[("SLUICE_SOURCE__START", "current"), ("SLUICE_KAFKA__BATCH_MAX_RECORDS", "100000")],
+    )
+}
+
+fn long(v: &Avro) -> i64 {
+    match unwrap_union(v) {
+        Avro::Long(v) => *v,
+        Avro::Int(v) => i64::from(*v),
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+fn field<'a>(img: &'a BTreeMap<String, Avro>, name: &str) -> &'a Avro {
+    img.get(name).unwrap_or_else(|| panic!("no field {name} in {img:?}"))
+}
+
+/// The record's `source` block field `name`.
+fn source_field(r: &Record, name: &str) -> Avro {
+    match r.field("source").map(unwrap_union) {
+        Some(Avro::Record(f)) => f.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap(),
+        other => panic!("source {other:?}"),
+    }
+}
+
+/// The snapshot progress in the last checkpoint.
+fn progress(services: &Services, prefix: &str, source: &str) -> Option<serde_json::Value> {
+    services.checkpoint(prefix, source).and_then(|c| c.get("snapshot").cloned())
+}
+
+fn snapshot_done(services: &Services, prefix: &str, source: &str) -> bool {
+    progress(services, prefix, source).is_some_and(|p| {
+        p["tables"].as_array().is_some_and(|t| t.iter().all(|t| t["state"] == "done" || t["state"] == "skipped"))
+    })
+}
+
+/// Waits until the checkpoint is at the server's binlog end (the workload stopped).
+fn caught_up(services: &Services, prefix: &str, source: &str, log: &Path) {
+    let (file, pos) = services.mariadb.master_status();
+    wait_for(
+        180,
+        || {
+            services.checkpoint(prefix, source).is_some_and(|c| {
+                c["file"].as_str() == Some(file.as_str()) && c["position"].as_u64().unwrap_or(0) >= pos
+            })
+        },
+        "the checkpoint to reach the binlog end",
+        log,
+    );
+}
+
+/// What a topic says per key: the records in order (op, after image).
+type History = BTreeMap<i64, Vec<(String, Option<BTreeMap<String, Avro>>)>>;
+
+/// Reads `topic` and checks what every topic of a snapshot must satisfy; returns each key's
+/// history. `version` names the after image's column that only grows (None: no such column).
+fn check_topic(reader: &mut TopicReader, topic: &str, version: Option<&str>) -> History {
+    let mut history: History = BTreeMap::new();
+    let mut changes: HashSet<(String, i64, i64, String, i64)> = HashSet::new();
+    let mut n = 0usize;
+    reader.scan(topic, |r| {
+        n += 1;
+        let key = r.int_key();
+        let Some(op) = r.op().map(str::to_string) else {
+            history.entry(key).or_default().push(("tombstone".into(), None));
+            return;
+        };
+        if op != "r" {
+            let file = match source_field(&r, "file") {
+                Avro::String(s) => s,
+                other => panic!("{other:?}"),
+            };
+            let id = (file, long(&source_field(&r, "pos")), long(&source_field(&r, "row")), op.clone(), key);
+            assert!(changes.insert(id.clone()), "{topic}: the binlog change {id:?} was published twice");
+        }
+        history.entry(key).or_default().push((op, r.image("after")));
+    });
+    eprintln!("{topic}: {n} records, {} keys", history.len());
+    for (key, h) in &history {
+        let reads = h.iter().filter(|(op, _)| op == "r").count();
+        assert!(reads <= 1, "{topic}: key {key} has {reads} r records: {h:?}");
+        let mut last_version = i64::MIN;
+        let mut deleted = false;
+        for (op, after) in h {
+            match op.as_str() {
+                "d" => deleted = true,
+                "tombstone" => assert!(deleted, "{topic}: key {key}: a tombstone without a delete: {h:?}"),
+                _ => {
+                    assert!(!deleted, "{topic}: key {key} comes back after its delete: {h:?}");
+                    if let (Some(col), Some(a)) = (version, after) {
+                        let v = long(field(a, col));
+                        assert!(v >= last_version, "{topic}: key {key} goes back from {last_version} to {v}: {h:?}");
+                        last_version = v;
+                    }
+                }
+            }
+        }
+    }
+    history
+}
+
+/// The final state per key of a history (None: deleted).
+fn final_rows(history: &History) -> BTreeMap<i64, BTreeMap<String, Avro>> {
+    history
+        .iter()
+        .filter_map(|(k, h)| {
+            let (op, after) = h.iter().rfind(|(op, _)| op != "tombstone")?;
+            (op != "d").then(|| (*k, after.clone().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn snapshot_under_writes_and_sigkills_is_exact_and_resumes() {
+    let Some(services) = Services::start("snap-kill", &[]) else { return };
+    let db = &services.mariadb;
+    let rows: u64 = std::env::var("SLUICE_SNAPSHOT_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000_000);
+    let started = Instant::now();
+    db.sql_text(&format!(
+        "CREATE DATABASE sk; USE sk;
+         CREATE TABLE big (id BIGINT PRIMARY KEY, v INT NOT NULL, k INT, pad VARCHAR(40));
+         INSERT INTO big SELECT seq, 0, seq % 1000, CONCAT('row-', seq) FROM seq_1_to_{rows};
+         CREATE TABLE ck (a VARCHAR(10), b INT, v INT NOT NULL, PRIMARY KEY (a, b)) DEFAULT CHARSET latin1;
+         INSERT INTO ck SELECT CONCAT(CHAR(97 + seq % 26), 'é'), seq, 0 FROM seq_1_to_2000;
+         CREATE TABLE nokey (x INT, y VARCHAR(10));
+         INSERT INTO nokey SELECT seq % 7, 'n' FROM seq_1_to_300;"
+    ));
+    eprintln!("{rows} rows loaded in {:.1} s", started.elapsed().as_secs_f64());
+    let (config, log) = services.config(
+        "kill",
+        "topic_prefix = \"sk\"",
+        "[filter]\ninclude = [\"sk.*\"]\n[snapshot]\nchunk_size = 10000\n",
+    );
+    let mut sluice = start_sluice(&config, &log);
+    wait_for(60, || log_text(&log).contains("Snapshot: reading the table in chunks"), "the snapshot to begin", &log);
+
+    // the workload: fresh ids only, so a deleted key never comes back; `v` only grows
+    let stop = Arc::new(AtomicBool::new(false));
+    let workload = {
+        let (stop, port) = (Arc::clone(&stop), db.port);
+        std::thread::spawn(move || {
+            let mut next_id = 10_000_000i64;
+            let mut ops = 0u64;
+            let mut rng = fastrand::Rng::with_seed(7);
+            while !stop.load(Ordering::Relaxed) {
+                let mut sql = String::from("USE sk;\n");
+                for _ in 0..40 {
+                    let id = rng.i64(1..=i64::try_from(rows).unwrap());
+                    match rng.u8(0..10) {
+                        0..=3 => sql.push_str(&format!("UPDATE big SET v = v + 1, pad = 'u{ops}' WHERE id = {id};\n")),
+                        4 | 5 => {
+                            next_id += 1;
+                            sql.push_str(&format!("INSERT INTO big VALUES ({next_id}, 0, 1, 'new');\n"));
+                        }
+                        6 => sql.push_str(&format!("DELETE FROM big WHERE id = {id};\n")),
+                        7 => {
+                            next_id += 1;
+                            sql.push_str(&format!("UPDATE big SET id = {next_id}, v = v + 1 WHERE id = {id};\n"));
+                        }
+                        8 => sql.push_str(&format!(
+                            "BEGIN; UPDATE big SET v = v + 1 WHERE id = {id}; UPDATE ck SET v = v + 1 WHERE b = {}; COMMIT;\n",
+                            id % 2000 + 1
+                        )),
+                        _ => sql.push_str(&format!("UPDATE nokey SET y = 'w' WHERE x = {};\n", id % 7)),
+                    }
+                    ops += 1;
+                }
+                if let Err(e) = support::try_sql(port, &sql) {
+                    panic!("workload: {e}");
+                }
+                // a steady load (about a thousand changes a second at most), not a flood
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            ops
+        })
+    };
+
+    // ten SIGKILLs while the big table is read, each followed by a restart; the last
+    // ones leave it a sixth of the table to finish with
+    let mut rng = fastrand::Rng::with_seed(11);
+    let mut kills = 0;
+    let big_rows = |services: &Services| {
+        progress(services, "sk", "kill").and_then(|p| {
+            p["tables"].as_array()?.iter().find(|t| t["table"] == "sk.big").and_then(|t| t["rows"].as_u64())
+        })
+    };
+    while kills < 10 {
+        std::thread::sleep(Duration::from_millis(rng.u64(700..2000)));
+        if snapshot_done(&services, "sk", "kill") || big_rows(&services).unwrap_or(0) > rows * 5 / 6 {
+            break;
+        }
+        sluice.0.kill().unwrap();
+        sluice.0.wait().unwrap();
+        kills += 1;
+        sluice = start_sluice(&config, &log);
+    }
+    assert_eq!(
+        kills, 10,
+        "the snapshot was near its end after {kills} kills: give it more rows (SLUICE_SNAPSHOT_ROWS)"
+    );
+    eprintln!("{kills} kills at {:.1} s", started.elapsed().as_secs_f64());
+    wait_for(600, || snapshot_done(&services, "sk", "kill"), "the snapshot to finish", &log);
+    stop.store(true, Ordering::Relaxed);
+    let ops = workload.join().unwrap();
+    caught_up(&services, "sk", "kill", &log);
+    let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
+    let _ = sluice.0.wait();
+    eprintln!("snapshot and {ops} workload operations done at {:.1} s", started.elapsed().as_secs_f64());
+
+    // every restart during the big table's snapshot resumed after its last committed chunk
+    let text = log_text(&log);
+    let resumed: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains("Snapshot: resuming the table after its last committed chunk") && l.contains("sk.big"))
+        .filter_map(|l| l.split("rows=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    // a kill before the first chunk's commit leaves nothing to resume from
+    assert!(resumed.len() + 1 >= kills, "{kills} kills, but resumptions of sk.big logged: {resumed:?}\n{text}");
+    assert!(resumed.windows(2).all(|w| w[0] <= w[1]), "resumed from fewer rows than before: {resumed:?}");
+    assert!(resumed.iter().all(|&r| r > 0), "a restart read sk.big from the start: {resumed:?}");
+
+    let mut reader = TopicReader::new(&services);
+    let history = check_topic(&mut reader, "sk.sk.big", Some("v"));
+    let got = final_rows(&history);
+    let want: BTreeMap<i64, (i64, String, String)> = db
+        .sql("SELECT id, v, IFNULL(k, 'NULL'), pad FROM sk.big")
+        .into_iter()
+        .map(|r| (r[0].parse().unwrap(), (r[1].parse().unwrap(), r[2].clone(), r[3].clone())))
+        .collect();
+    assert_eq!(got.len(), want.len(), "sk.big: the topic's final rows and SELECT differ in number");
+    for (id, (v, k, pad)) in &want {
+        let a = got.get(id).unwrap_or_else(|| panic!("sk.big: row {id} is not in the topic"));
+        assert_eq!(long(field(a, "v")), *v, "sk.big row {id}: v");
+        assert_eq!(long(field(a, "k")).to_string(), *k, "sk.big row {id}: k");
+        assert_eq!(field(a, "pad"), &Avro::String(pad.clone()), "sk.big row {id}: pad");
+    }
+    let reads = history.values().flatten().filter(|(op, _)| op == "r").count() as u64;
+    let p = progress(&services, "sk", "kill").unwrap();
+    let table = |name: &str| p["tables"].as_array().unwrap().iter().find(|t| t["table"] == name).unwrap().clone();
+    assert_eq!(table("sk.big")["rows"].as_u64().unwrap(), reads, "r records and the committed progress differ");
+    assert!(reads > rows / 2, "only {reads} rows of {rows} were read by the snapshot");
+
+    // the composite latin1 key
+    let ck = reader.read("sk.sk.ck");
+    let mut last: HashMap<(String, i64), (String, i64)> = HashMap::new();
+    let mut ck_reads: HashMap<(String, i64), usize> = HashMap::new();
+    for r in &ck {
+        let Some(Avro::Record(k)) = r.key.as_ref().map(unwrap_union) else { panic!("ck key {:?}", r.key) };
+        let a = match unwrap_union(&k[0].1) {
+            Avro::String(s) => s.clone(),
+            other => panic!("{other:?}"),
+        };
+        let key = (a, long(&k[1].1));
+        let op = r.op().unwrap_or("tombstone").to_string();
+        if op == "r" {
+            *ck_reads.entry(key.clone()).or_default() += 1;
+        }
+        let v = r.image("after").map_or(-1, |a| long(field(&a, "v")));
+        if let Some((_, before)) = last.get(&key) {
+            assert!(v >= *before, "sk.ck {key:?} went back from {before} to {v}");
+        }
+        last.insert(key, (op, v));
+    }
+    assert!(ck_reads.values().all(|&n| n == 1), "sk.ck: a key read twice or not at all");
+    let want_ck: HashMap<(String, i64), i64> = db
+        .sql("SELECT a, b, v FROM sk.ck")
+        .into_iter()
+        .map(|r| ((r[0].clone(), r[1].parse().unwrap()), r[2].parse().unwrap()))
+        .collect();
+    assert_eq!(want_ck.len(), 2000);
+    for (k, v) in &want_ck {
+        assert_eq!(last.get(k).map(|(_, v)| *v), Some(*v), "sk.ck {k:?}");
+    }
+    // the keyless table: read in one pass, then its updates
+    let nokey = reader.read("sk.sk.nokey");
+    assert_eq!(nokey.iter().filter(|r| r.op() == Some("r")).count(), 300, "sk.nokey: one r record per row");
+    assert_eq!(table("sk.nokey")["state"], "done");
+    eprintln!("checked at {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// `sluice snapshot` with the scenario's configuration; (exit code, stdout, stderr).
+fn request(config: &Path, tables: &[&str], wait: bool) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(["snapshot", "--config"]).arg(config);
+    for t in tables {
+        cmd.args(["--table", t]);
+    }
+    if wait {
+        cmd.arg("--wait");
+    }
+    let out = cmd.output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The Confluent schema id of a framed datum.
+fn schema_id(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes(bytes[1..5].try_into().unwrap())
+}
+
+/// The table of every type, its columns ordered so that MariaDB's optional metadata counts
+/// differ from MySQL's (a YEAR before signed numbers, a GEOMETRY before a VARCHAR).
+const TYPES: &str = "
+CREATE TABLE types (
+  id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  yr YEAR, ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
+  mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED,
+  dec65 DECIMAL(65,30), dec10 DECIMAL(10,2), dec0 DECIMAL(20,0), f FLOAT, d DOUBLE,
+  dt DATE, tm TIME(6), tm0 TIME, tm3 TIME(3), dtm DATETIME(6), dtm0 DATETIME, dtm2 DATETIME(2),
+  ts TIMESTAMP(6) NULL DEFAULT NULL, ts0 TIMESTAMP NULL DEFAULT NULL,
+  g GEOMETRY, c CHAR(10) CHARACTER SET utf8mb4, vc VARCHAR(300) CHARACTER SET utf8mb4,
+  vlat VARCHAR(20) CHARACTER SET latin1, bin BINARY(4), vbin VARBINARY(20),
+  txt TEXT CHARACTER SET utf8mb4, blb BLOB, lblb LONGBLOB, e ENUM('a','b','c'), st SET('x','y','z'),
+  b64 BIT(64), b3 BIT(3), j JSON, uid UUID, ip6 INET6, ip4 INET4
+);
+INSERT INTO types VALUES (NULL, 2155,
+  -5, 200, -300, 60000, -70000, 16000000, -2000000000, 4000000000, -9000000000000000000, 18446744073709551615,
+  '-12345678901234567890123456789012345.123456789012345678901234567890', '-12.34', '12345678901234567890',
+  3.14159, -2.718281828459045, '2024-02-29', '-838:59:59.000000', '12:34:56', '00:00:01.5',
+  '2024-02-29 23:59:59.999999', '1000-01-01 00:00:00', '9999-12-31 23:59:59.99',
+  '2038-01-19 03:14:07.999999', '1970-01-01 00:00:01', ST_GeomFromText('POINT(1.5 -2.25)', 4326),
+  '漢字😀', 'héllo wörld 你好 🚀🎉 ñ', 'café-latin1', X'00FF', X'DEADBEEF00',
+  REPEAT('texte ', 50), X'0001020304FF', REPEAT('B', 70000), 'b', 'x,z',
+  b'1111111111111111111111111111111111111111111111111111111111111111', b'101',
+  '{\"a\": 1, \"b\": [true, false, null], \"c\": {\"d\": \"é😀\"}, \"n\": 1.5e300, \"m\": 1.50}',
+  '123e4567-e89b-12d3-a456-426614174000', '2001:db8::1', '192.168.0.255');
+INSERT INTO types (yr, ti, si, mi, i, bi, dec65, tm, tm3, j, e, st, g, vc, bin)
+  VALUES (1901, -128, -32768, -8388608, -2147483648, -9223372036854775808,
+  '-0.000000000000000000000000000001', '-00:00:00.000001', '-00:00:00.001', '\"just a string\"', 'c', 'x,y,z',
+  ST_GeomFromText('POLYGON((0 0,10 0,10 10,0 10,0 0))'), 'after geometry', '');
+INSERT INTO types (id) VALUES (NULL);
+SET SESSION sql_mode = '';
+INSERT INTO types (dt, dtm, dtm0, ts0, yr) VALUES ('0000-00-00', '0000-00-00 00:00:00', '2024-00-00 00:00:00',
+  '0000-00-00 00:00:00', 0);
+SET SESSION sql_mode = DEFAULT;
+UPDATE types SET vc = 'updated ✓', biu = 0, b64 = b'1' WHERE id = 1;
+CREATE TABLE uuidk (u UUID PRIMARY KEY, n INT);
+INSERT INTO uuidk VALUES ('123e4567-e89b-12d3-a456-426614174000', 1), ('ffffffff-0000-0000-0000-000000000001', 2),
+  ('00000000-0000-0000-0000-000000000000', 3);
+";
+
+#[test]
+fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
+    let Some(services) = Services::start("snap-ondemand", &[]) else { return };
+    let db = &services.mariadb;
+    db.sql_text(&format!(
+        "CREATE DATABASE fid; USE fid; {TYPES}
+         CREATE TABLE grow (id INT PRIMARY KEY, pad VARCHAR(40));
+         INSERT INTO grow SELECT seq, CONCAT('g-', seq) FROM seq_1_to_200000;
+         CREATE TABLE victim (id INT PRIMARY KEY);
+         INSERT INTO victim SELECT seq FROM seq_1_to_10;
+         CREATE TABLE late (id INT PRIMARY KEY, v VARCHAR(10));
+         INSERT INTO late SELECT seq, 'l' FROM seq_1_to_1000;"
+    ));
+    // streaming only, from the first binlog: every row arrives as the binlog's insert first
+    let filter = |exclude: &str| {
+        format!(
+            "[filter]\ninclude = [\"fid.*\"]\nexclude = [{exclude}]\n[snapshot]\nmode = \"never\"\nchunk_size = 5000\n"
+        )
+    };
+    let (config, log) = services.config("od", "topic_prefix = \"od\"", &filter("\"fid.late\""));
+    let env = [("SLUICE_KAFKA__BATCH_MAX_RECORDS", "100000")];
+    let mut sluice = start_sluice_with(&config, &log, &env);
+    caught_up(&services, "od", "od", &log);
+
+    // requests that cannot be served are refused before anything is sent
+    let (code, _, err) = request(&config, &["fid.late"], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fid.late: not captured by [filter]"), "{err}");
+    let (code, _, err) = request(&config, &["fid.nosuch", "fid.types"], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fid.nosuch: no such table"), "{err}");
+    let (code, _, err) = request(&config, &["fid"], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(services.json_topic("od.__signals").is_empty(), "a refused request was sent");
+
+    // fidelity: each row's r record carries the after image its last binlog change carried,
+    // under the same schemas, with the same key bytes
+    let (code, out, err) = request(&config, &["fid.types", "fid.uuidk"], true);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("fid.uuidk: about"), "{out}");
+    let mut reader = TopicReader::new(&services);
+    for topic in ["od.fid.types", "od.fid.uuidk"] {
+        let mut last_change: HashMap<Vec<u8>, (u32, BTreeMap<String, Avro>)> = HashMap::new();
+        let mut reads = 0;
+        let mut marks = Vec::new();
+        reader.scan_raw(topic, |r, key, value| {
+            let (Some(key), Some(value)) = (key, value) else { return };
+            let after = r.image("after").unwrap();
+            if r.op() == Some("r") {
+                reads += 1;
+                marks.push(source_field(&r, "snapshot"));
+                let (id, want) =
+                    last_change.get(key).unwrap_or_else(|| panic!("{topic}: an r record of a key never streamed"));
+                assert_eq!(schema_id(value), *id, "{topic}: the r record's value schema differs from the binlog's");
+                for (col, v) in want {
+                    assert_eq!(after.get(col), Some(v), "{topic} key {key:?}: column {col}");
+                }
+                assert_eq!(after.len(), want.len(), "{topic}: the r record has other columns");
+            } else {
+                last_change.insert(key.to_vec(), (schema_id(value), after));
+            }
+        });
+        assert_eq!(reads, last_change.len(), "{topic}: not one r record per row");
+        assert_eq!(marks.first(), Some(&Avro::String("first".into())), "{topic}: {marks:?}");
+        assert_eq!(marks.last(), Some(&Avro::String("last".into())), "{topic}: {marks:?}");
+    }
+
+    // a snapshot of two tables: the first altered while it is read, the second dropped before
+    let mut waiter = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["snapshot", "--wait", "--table", "fid.grow", "--table", "fid.victim", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = |services: &Services| {
+        progress(services, "od", "od").is_some_and(|p| {
+            p["tables"].as_array().unwrap().iter().any(|t| t["table"] == "fid.grow" && t["rows"].as_u64() > Some(0))
+        })
+    };
+    wait_for(120, || running(&services), "fid.grow's snapshot to begin", &log);
+    db.sql_text("ALTER TABLE fid.grow ADD COLUMN extra INT NOT NULL DEFAULT 5; DROP TABLE fid.victim;");
+    let status = waiter.wait().unwrap();
+    assert!(status.success(), "sluice snapshot --wait: {status}");
+    let p = progress(&services, "od", "od").unwrap();
+    let table = |name: &str| p["tables"].as_array().unwrap().iter().find(|t| t["table"] == name).unwrap().clone();
+    assert_eq!(table("fid.grow")["state"], "done");
+    assert_eq!(table("fid.grow")["rows"], 200_000);
+    assert_eq!(table("fid.victim")["state"], "skipped", "{p}");
+    assert!(table("fid.victim")["note"].as_str().unwrap().contains("does not exist"), "{p}");
+    let grow = reader.read("od.fid.grow");
+    let reads: Vec<&Record> = grow.iter().filter(|r| r.op() == Some("r")).collect();
+    let keys: HashSet<i64> = reads.iter().map(|r| r.int_key()).collect();
+    assert_eq!((reads.len(), keys.len()), (200_000, 200_000), "fid.grow: every row read once");
+    let with_extra = reads.iter().filter(|r| r.image("after").unwrap().get("extra") == Some(&Avro::Int(5))).count();
+    assert!(with_extra > 0 && with_extra < 200_000, "rows read after the ALTER carry its column: {with_extra}");
+
+    // a table added to the filter later: snapshotted on request while another table streams
+    let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
+    let _ = sluice.0.wait();
+    let (config, log) = services.config("od", "topic_prefix = \"od\"", &filter(""));
+    sluice = start_sluice_with(&config, &log, &env);
+    wait_for(60, || log_text(&log).contains("Streaming the binlog"), "the restart", &log);
+    let (code, out, err) = request(&config, &["fid.late"], true);
+    db.sql_text("INSERT INTO fid.uuidk VALUES ('11111111-2222-3333-4444-555555555555', 4);");
+    assert_eq!(code, 0, "{out}{err}");
+    caught_up(&services, "od", "od", &log);
+    let late = reader.read("od.fid.late");
+    assert_eq!(late.len(), 1000);
+    assert!(late.iter().all(|r| r.op() == Some("r")));
+    let uuidk = reader.read("od.fid.uuidk");
+    let streamed = uuidk
+        .iter()
+        .any(|r| r.op() == Some("c") && r.image("after").is_some_and(|a| a.get("n") == Some(&Avro::Int(4))));
+    assert!(streamed, "the stream went on during the snapshot");
+    let check = support::sluice(&["check", "--config", config.to_str().unwrap()]);
+    assert!(check.stdout.contains("fid.late done: 1000 rows"), "{}", check.stdout);
+    assert!(check.stdout.contains("fid.victim skipped"), "{}", check.stdout);
+    let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
+    let _ = sluice.0.wait();
+}
