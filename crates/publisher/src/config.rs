@@ -150,11 +150,6 @@ impl Default for SnapshotSection {
 }
 
 impl SnapshotSection {
-    /// True when `db.table` is snapshotted (not excluded here).
-    pub fn includes(&self, db: &str, table: &str) -> bool {
-        !self.exclude.iter().any(|p| crate::filter::table_matches(p, db, table))
-    }
-
     /// The configured condition for `db.table`, if any.
     pub fn filter_of(&self, db: &str, table: &str) -> Option<&str> {
         self.filters.get(&format!("{db}.{table}")).map(String::as_str)

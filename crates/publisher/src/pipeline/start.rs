@@ -76,7 +76,7 @@ pub fn initial_snapshot(cfg: &Config, tables: &[TrackedTable], reason: &str) -> 
     };
     let mut names: Vec<String> = tables
         .iter()
-        .filter(|t| cfg.snapshot.includes(&t.database, &t.table))
+        .filter(|t| !cfg.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, &t.database, &t.table)))
         .map(|t| format!("{}.{}", t.database, t.table))
         .collect();
     names.sort();
