@@ -141,6 +141,21 @@ const TIMEOUTS: [u16; 4] = [1205, 1213, 1969, 3024];
 /// A binlog position of the source server.
 type Pos = (String, u64);
 
+/// The rows of a pending chunk by their key's identity (`values::identity`), for the stream's
+/// changes inside the window to find.
+fn index_rows(plan: &TablePlan, p: &Pending, scratch: &mut Vec<u8>) -> Result<HashMap<Vec<u8>, usize>, SnapshotError> {
+    let mut index = HashMap::with_capacity(p.rows.len());
+    let (mut raw, mut values) = (Vec::new(), Vec::new());
+    for (n, packet) in p.rows.iter().enumerate() {
+        let Some(packet) = packet else { continue };
+        parse_row(plan, &p.columns, packet, &mut raw, &mut values)?;
+        if identity(&values, plan.key(), scratch) {
+            index.insert(scratch.clone(), n);
+        }
+    }
+    Ok(index)
+}
+
 /// A chunk read and waiting for the stream to reach its high watermark.
 #[derive(Debug)]
 struct Pending {
@@ -150,7 +165,7 @@ struct Pending {
     high: Pos,
     /// The rows' packets in key order; None once a binlog event dropped the row.
     rows: Vec<Option<Bytes>>,
-    by_identity: HashMap<Vec<u8>, usize>,
+    by_identity: Option<HashMap<Vec<u8>, usize>>,
     /// The result columns (to parse the packets with).
     columns: Arc<[ColumnDefinition]>,
     /// The chunk key of the last row read: where the next chunk starts.
@@ -213,6 +228,8 @@ pub struct Snapshotter {
     old_status_statement: bool,
     last_log: Instant,
     started: Instant,
+    /// Time spent reading chunks (watermarks, queries, receiving the rows) since `started`.
+    read_time: Duration,
     rows_at_start: u64,
     /// The identity buffer reused for every row checked against the pending chunk.
     scratch: Vec<u8>,
@@ -247,6 +264,7 @@ impl Snapshotter {
             old_status_statement: false,
             last_log: Instant::now(),
             started: Instant::now(),
+            read_time: Duration::ZERO,
             rows_at_start,
             scratch: Vec::new(),
         }
@@ -269,6 +287,7 @@ impl Snapshotter {
             self.progress.reason = reason.to_string();
             self.progress.started_ms = crate::process::now_ms();
             self.started = Instant::now();
+            self.read_time = Duration::ZERO;
         }
         let added = self.progress.request(tables);
         if fresh {
@@ -451,7 +470,10 @@ impl Snapshotter {
         let mut tries = 0;
         loop {
             tries += 1;
-            let e = match self.read_chunk(i, plan).await {
+            let started = Instant::now();
+            let r = self.read_chunk(i, plan).await;
+            self.read_time += started.elapsed();
+            let e = match r {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -508,23 +530,19 @@ impl Snapshotter {
             low,
             high,
             rows: Vec::with_capacity(kept.len()),
-            by_identity: HashMap::with_capacity(kept.len()),
+            by_identity: None,
             columns,
             last_key: after,
             last: !more,
         };
-        let mut raw = Vec::new();
-        let mut values: Vec<Option<Value<'_>>> = Vec::new();
-        for (n, packet) in kept.iter().enumerate() {
+        // only the last row is decoded now (for the next chunk's start); the rows are indexed by
+        // key only if the stream changes the table inside the window (see `observe_row`)
+        if let Some(packet) = kept.last() {
+            let (mut raw, mut values) = (Vec::new(), Vec::new());
             parse_row(plan, &pending.columns, packet, &mut raw, &mut values)?;
-            if identity(&values, plan.key(), &mut self.scratch) {
-                pending.by_identity.insert(self.scratch.clone(), n);
-            }
-            if n + 1 == kept.len() {
-                let key: Option<Vec<String>> =
-                    plan.key().iter().map(|&k| values.get(k).and_then(|v| v.as_ref()).and_then(sql_literal)).collect();
-                pending.last_key = key.or(pending.last_key);
-            }
+            let key: Option<Vec<String>> =
+                plan.key().iter().map(|&k| values.get(k).and_then(|v| v.as_ref()).and_then(sql_literal)).collect();
+            pending.last_key = key.or(pending.last_key);
         }
         pending.rows = kept.into_iter().map(Some).collect();
         self.pending = Some(pending);
@@ -578,9 +596,21 @@ impl Snapshotter {
         if plan.name != table || !in_window(p, file, offset) {
             return;
         }
+        if p.by_identity.is_none() {
+            match index_rows(plan, p, &mut self.scratch) {
+                Ok(index) => p.by_identity = Some(index),
+                Err(e) => {
+                    // publishing the chunk would fail the same way: read it again, and fail there
+                    tracing::debug!(table, error = %e, "Snapshot: the chunk's rows cannot be indexed; reading it again");
+                    self.pending = None;
+                    return;
+                }
+            }
+        }
+        let Some(by_identity) = p.by_identity.as_mut() else { return };
         for image in [&row.before, &row.after].into_iter().flatten() {
             if identity(&image.values, plan.key(), &mut self.scratch) {
-                if let Some(i) = p.by_identity.remove(&self.scratch) {
+                if let Some(i) = by_identity.remove(&self.scratch) {
                     if let Some(slot) = p.rows.get_mut(i) {
                         *slot = None;
                     }
@@ -720,6 +750,7 @@ impl Snapshotter {
                 tables = self.progress.tables.len(),
                 skipped,
                 seconds = self.started.elapsed().as_secs(),
+                read_seconds = (self.read_time.as_secs_f64() * 100.0).round() / 100.0,
                 "Snapshot finished"
             );
         }
