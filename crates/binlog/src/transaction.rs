@@ -73,7 +73,9 @@ pub struct ResumePoint {
 
 impl fmt::Display for ResumePoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.gtid, self.file.is_empty()) {
+        // a server that has written no GTID yet has an empty state: nothing to show
+        let gtid = self.gtid.as_ref().map(ToString::to_string).filter(|g| !g.is_empty());
+        match (gtid, self.file.is_empty()) {
             (Some(g), true) => write!(f, "GTID {g}"),
             (Some(g), false) => write!(f, "{}:{} (GTID {g})", self.file, self.position),
             (None, _) => write!(f, "{}:{}", self.file, self.position),

@@ -264,7 +264,8 @@ pub fn binlog_order(a: (&str, u64), b: (&str, u64)) -> Option<std::cmp::Ordering
 impl fmt::Display for Checkpoint {
     /// Where it resumes: `file:position`, with the GTID state when it has one.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.gtid, self.file.is_empty()) {
+        // a server that has written no GTID yet has an empty state: nothing to show
+        match (self.gtid.as_deref().filter(|g| !g.is_empty()), self.file.is_empty()) {
             (Some(g), true) => write!(f, "GTID {g}"),
             (Some(g), false) => write!(f, "{}:{} (GTID {g})", self.file, self.position),
             (None, _) => write!(f, "{}:{}", self.file, self.position),
