@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Snapshot throughput and memory (issue 12), side by side in one run on one server and broker:
+#   (a) drain:    the snapshot's statements for the table (chunked SELECTs, prepared, binary protocol)
+#                 through Sluice's protocol crate, rows received and dropped undecoded
+#                 (crates/protocol/examples/drain_select.rs): the read side's floor;
+#   (b) snapshot: `sluice run` with [snapshot] mode = "initial" and default settings, from its start to
+#                 the log's "Snapshot finished" (every row committed to Kafka as an op r Avro record);
+#   (c) stream:   `sluice run` streaming the same rows from the binlog (the INSERT that loaded them),
+#                 from its start to the checkpoint passing that transaction.
+# Each round runs (a), (b), (c) in turn with fresh topics; peak RSS is VmHWM at the end of each run.
+#
+# Usage: bench/snapshot_bench.sh [ROWS] (default 1000000)
+# Env: SLUICE_WORK (default <repo>/.work), BENCH_RUNS (rounds, default 3), BENCH_NO_BUILD=1.
+# The table has the shape of the decoder benchmark's (bench/gen_bench_binlog.sh: 15 columns of 13 types).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+. "$repo/integration/lib/mariadb.sh"
+. "$repo/integration/lib/broker.sh"
+. "$repo/integration/lib/registry.sh"
+
+rows="${1:-1000000}"
+runs="${BENCH_RUNS:-3}"
+export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
+out="$SLUICE_WORK/snapshot_bench"
+rm -rf "$out"
+mkdir -p "$out"
+
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+    echo "snapshot_bench: building (release)" >&2
+    (cd "$repo" && cargo build --release -q -p sluice --bin sluice \
+        && cargo build --release -q -p sluice-protocol --example drain_select \
+        && cargo build --release -q -p sluice-test-registry)
+fi
+target="${CARGO_TARGET_DIR:-$repo/target}/release"
+export SLUICE_REGISTRY_BIN="$target/sluice-test-registry"
+python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q confluent-kafka >&2
+
+ensure_mariadb_installed
+mariadb_start snapbench --innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=0 --sync-binlog=0 \
+    --max-binlog-size=1G >/dev/null
+broker_start snapbench >/dev/null
+registry_start snapbench >/dev/null
+sluice_pid=""
+trap '[ -n "$sluice_pid" ] && kill -9 "$sluice_pid" 2>/dev/null; mariadb_stop snapbench; broker_stop snapbench; registry_stop snapbench' EXIT
+port="$(mariadb_port snapbench)"
+
+echo "snapshot_bench: loading $rows rows" >&2
+mariadb_sql snapbench - <<SQL
+DROP DATABASE IF EXISTS snapbench;
+CREATE DATABASE snapbench;
+CREATE TABLE snapbench.orders (
+  id BIGINT NOT NULL PRIMARY KEY, account_id INT NOT NULL, kind TINYINT UNSIGNED NOT NULL,
+  amount DECIMAL(12,2) NOT NULL, ratio DOUBLE NULL, customer VARCHAR(64) NOT NULL,
+  city VARCHAR(64) CHARACTER SET utf8mb4 NULL, created_at DATETIME(6) NOT NULL, updated_at TIMESTAMP NULL DEFAULT NULL,
+  due DATE NULL, status ENUM('new','paid','shipped','cancelled') NOT NULL, note TEXT NULL, attrs JSON NULL,
+  flag BIT(1) NOT NULL, token VARBINARY(16) NULL
+) ENGINE=InnoDB;
+FLUSH BINARY LOGS;
+SQL
+read -r bfile bpos < <(mariadb_sql snapbench "SHOW MASTER STATUS" --batch --skip-column-names | awk '{print $1, $2}')
+mariadb_sql snapbench - <<SQL
+USE snapbench;
+SET time_zone = '+00:00';
+INSERT INTO snapbench.orders SELECT seq, seq % 5000, seq % 7, seq / 100, IF(seq % 10 = 0, NULL, seq / 7),
+  CONCAT('customer-', seq), IF(seq % 3 = 0, 'Zürich', 'Łódź'), '2024-01-01' + INTERVAL seq SECOND,
+  IF(seq % 2 = 0, '2024-06-01' + INTERVAL seq SECOND, NULL), '2024-01-01' + INTERVAL (seq % 365) DAY,
+  ELT(1 + seq % 4, 'new', 'paid', 'shipped', 'cancelled'), REPEAT('n', seq % 240),
+  JSON_OBJECT('k', seq, 'tags', JSON_ARRAY('a', 'b')), seq % 2, UNHEX(MD5(seq))
+FROM seq_1_to_$rows;
+SQL
+read -r efile epos < <(mariadb_sql snapbench "SHOW MASTER STATUS" --batch --skip-column-names | awk '{print $1, $2}')
+echo "snapshot_bench: the insert spans $bfile:$bpos to $efile:$epos" >&2
+
+# peak RSS (kB) of a process so far
+hwm() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+config() { # NAME MODE START SERVER_ID (each run its own: the server lists a stopped replica a while)
+    cat >"$out/$1.toml" <<TOML
+[source]
+name = "$1"
+server_id = $4
+url = "mysql://root@127.0.0.1:$port"
+tls = "disabled"
+$3
+[kafka]
+brokers = "$BROKER"
+topic_prefix = "$1"
+partitions = 3
+[registry]
+url = "$REGISTRY_URL"
+[filter]
+include = ["snapbench.orders"]
+[snapshot]
+mode = "$2"
+TOML
+}
+
+results="$out/results"
+: >"$results"
+for round in $(seq "$runs"); do
+    echo "snapshot_bench: round $round: drain" >&2
+    "$target/examples/drain_select" "$port" snapbench orders id 10000 >"$out/drain.json"
+    echo "drain $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain.json")" >>"$results"
+
+    echo "snapshot_bench: round $round: snapshot" >&2
+    config "snap$round" initial "" $((52000 + 2 * round))
+    t0="$(date +%s.%N)"
+    SLUICE_LOG=info "$target/sluice" run --config "$out/snap$round.toml" 2>"$out/snap$round.log" &
+    sluice_pid=$!
+    until grep -q "Snapshot finished" "$out/snap$round.log"; do
+        kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/snap$round.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    t1="$(date +%s.%N)"
+    peak="$(hwm "$sluice_pid")"
+    kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
+    echo "snapshot $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
+    # the read side alone: the snapshot's own time in its chunk reads (watermarks, queries, rows received)
+    read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
+    echo "snapshot-read $round $read_s $rows 0" >>"$results"
+
+    echo "snapshot_bench: round $round: stream" >&2
+    config "stream$round" never "start = \"$bfile:$bpos\"" $((52001 + 2 * round))
+    t0="$(date +%s.%N)"
+    SLUICE_LOG=warn "$target/sluice" run --config "$out/stream$round.toml" 2>"$out/stream$round.log" &
+    sluice_pid=$!
+    ( while kill -0 "$sluice_pid" 2>/dev/null; do hwm "$sluice_pid" >"$out/stream.hwm"; sleep 0.2; done ) &
+    python3 "$here/wait_checkpoint.py" "$BROKER" "stream$round" "$efile" "$epos" "stream$round.__positions" >"$out/t1" &
+    waiter=$!
+    while kill -0 "$waiter" 2>/dev/null; do
+        kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/stream$round.log" >&2; kill "$waiter"; exit 1; }
+        sleep 0.2
+    done
+    t1="$(cat "$out/t1")"
+    peak="$(cat "$out/stream.hwm")"
+    kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
+    echo "stream $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
+done
+
+python3 - "$results" "$rows" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    what, rnd, secs, n, peak = line.split()
+    rows.setdefault(what, []).append((float(secs), int(n), int(peak)))
+print(f"{sys.argv[2]} rows, {len(rows['drain'])} rounds (medians; every round in {sys.argv[1]})")
+print("| contender | seconds | rows/s | peak RSS MiB | rounds (s) |")
+print("|---|---:|---:|---:|---|")
+med = {}
+for what, label in (("drain", "raw drain of the snapshot's SELECTs (protocol crate, undecoded)"),
+                    ("snapshot-read", "the snapshot's chunk reads alone (read_seconds in its log)"),
+                    ("snapshot", "sluice run, snapshot into Kafka (default settings)"),
+                    ("stream", "sluice run, the same rows streamed from the binlog")):
+    r = rows[what]
+    s = statistics.median(x[0] for x in r)
+    med[what] = s
+    peak = max(x[2] for x in r) / 1024
+    print(f"| {label} | {s:.2f} | {r[0][1] / s:,.0f} | {f'{peak:.1f}' if peak else '-'} | {' '.join(f'{x[0]:.2f}' for x in r)} |")
+print(f"snapshot / drain: {med['snapshot'] / med['drain']:.2f}x the time; its reads / drain: "
+      f"{med['snapshot-read'] / med['drain']:.2f}x; snapshot / stream: {med['snapshot'] / med['stream']:.2f}x")
+PY
