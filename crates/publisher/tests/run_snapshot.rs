@@ -394,6 +394,10 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
     };
     let (config, log) = services.config("od", "topic_prefix = \"od\"", &filter("\"fid.late\""));
     let env = [("SLUICE_KAFKA__BATCH_MAX_RECORDS", "100000")];
+    // before any sluice run: nobody would read the request (a first start begins at the end)
+    let (code, _, err) = request(&config, &["fid.types"], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no checkpoint yet: start `sluice run` first"), "{err}");
     let mut sluice = start_sluice_with(&config, &log, &env);
     caught_up(&services, "od", "od", &log);
 
@@ -436,8 +440,9 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
             }
         });
         assert_eq!(reads, last_change.len(), "{topic}: not one r record per row");
-        assert_eq!(marks.first(), Some(&Avro::String("first".into())), "{topic}: {marks:?}");
-        assert_eq!(marks.last(), Some(&Avro::String("last".into())), "{topic}: {marks:?}");
+        // partitions interleave in the reading, so only the counts are in order to check
+        let count = |m: &str| marks.iter().filter(|v| **v == Avro::String(m.into())).count();
+        assert_eq!((count("first"), count("last"), count("true")), (1, 1, reads - 2), "{topic}: {marks:?}");
     }
 
     // a snapshot of two tables: the first altered while it is read, the second dropped before

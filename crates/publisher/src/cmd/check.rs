@@ -100,14 +100,7 @@ pub fn run(args: CheckArgs) -> Exit {
             }
         };
         let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-        let checkpoint = tokio::task::spawn_blocking(move || {
-            if crate::kafka::positions_topic_exists(&k)? {
-                crate::kafka::read_checkpoint(&k, &source)
-            } else {
-                Ok(None)
-            }
-        })
-        .await;
+        let checkpoint = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
         let topic = positions_topic(&cfg.kafka.topic_prefix);
         let checkpoint_ok = match checkpoint {
             Ok(Ok(None)) => {

@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 use super::Exit;
 use crate::config::Config;
 use crate::console::Report;
-use crate::kafka::{positions_topic, positions_topic_exists, read_checkpoint, KafkaSink};
+use crate::kafka::{positions_topic, read_checkpoint, KafkaSink};
 use crate::pipeline::start::{commit_start, resolve_at};
 use crate::position::{Checkpoint, StartFrom};
 use crate::process::now_ms;
@@ -103,24 +103,16 @@ pub fn run(args: PositionArgs) -> Exit {
 /// The committed checkpoint, read without creating anything.
 async fn committed_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, String> {
     let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-    tokio::task::spawn_blocking(
-        move || {
-            if positions_topic_exists(&k)? {
-                read_checkpoint(&k, &source)
-            } else {
-                Ok(None)
-            }
-        },
-    )
-    .await
-    .map_err(|e| format!("reading the checkpoint: {e}"))?
-    .map_err(|e| {
-        format!(
-            "reading the checkpoint from {} on {}: {e}",
-            positions_topic(&cfg.kafka.topic_prefix),
-            cfg.kafka.brokers
-        )
-    })
+    tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
+        .await
+        .map_err(|e| format!("reading the checkpoint: {e}"))?
+        .map_err(|e| {
+            format!(
+                "reading the checkpoint from {} on {}: {e}",
+                positions_topic(&cfg.kafka.topic_prefix),
+                cfg.kafka.brokers
+            )
+        })
 }
 
 /// Prints the checkpoint; false when it cannot be resumed from (its file was purged).

@@ -109,7 +109,10 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     for pattern in &args.tables {
         let matched: Vec<&(String, String)> = existing.iter().filter(|(d, t)| table_matches(pattern, d, t)).collect();
         if matched.is_empty() {
-            problems.push(format!("{pattern}: no such table on the server (or the user cannot see it)"));
+            problems.push(format!(
+                "{pattern}: no such table on the server, or the user has no privilege on it (the snapshot needs \
+                 SELECT: GRANT SELECT ON db.table TO the replication user)"
+            ));
             continue;
         }
         for (db, table) in matched {
@@ -143,6 +146,28 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
         }
         return Exit::Usage;
     }
+    // a first start takes no requests (it begins at the signals' end): say so rather than send
+    // one that nobody will read
+    let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
+    match tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await {
+        Ok(Ok(Some(_))) => {}
+        Ok(Ok(None)) => {
+            crate::eline!(
+                "sluice snapshot: source {:?} has no checkpoint yet: start `sluice run` first (with [snapshot] mode = \
+                 \"initial\", its first start reads every included table anyway), then ask for more",
+                cfg.source.name
+            );
+            return Exit::Usage;
+        }
+        Ok(Err(e)) => {
+            crate::eline!("sluice snapshot: reading the checkpoint: {e}");
+            return Exit::Failure;
+        }
+        Err(e) => {
+            crate::eline!("sluice snapshot: reading the checkpoint: {e}");
+            return Exit::Failure;
+        }
+    }
     let offset = match crate::kafka::signals::send_snapshot_request(&cfg.kafka, &cfg.source.name, &tables).await {
         Ok(o) => o,
         Err(e) => {
@@ -152,8 +177,8 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     };
     crate::report!(
         out,
-        "requested a snapshot of {} for source {:?} ({}.__signals offset {offset}); the running sluice run takes it in \
-         within a second (see `sluice check`)",
+        "requested a snapshot of {} for source {:?} ({}.__signals offset {offset}); sluice run of the source takes it \
+         in within a second, or at its next start if it is not running (see `sluice check`)",
         tables.join(", "),
         cfg.source.name,
         cfg.kafka.topic_prefix

@@ -108,7 +108,7 @@ impl CompactedReader {
 ///
 /// # Errors
 /// Abortable when the broker does not answer.
-pub fn positions_topic_exists(k: &KafkaSection) -> Result<bool, Error> {
+fn positions_topic_exists(k: &KafkaSection) -> Result<bool, Error> {
     let topic = positions_topic(&k.topic_prefix);
     let consumer: BaseConsumer<KafkaContext> = client_config(k)?
         .set("allow.auto.create.topics", "false")
@@ -120,11 +120,15 @@ pub fn positions_topic_exists(k: &KafkaSection) -> Result<bool, Error> {
     Ok(md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
 }
 
-/// The last committed checkpoint of source `source` (None: none, or a deleted one).
+/// The last committed checkpoint of source `source` (None: none, a deleted one, or no
+/// `<prefix>.__positions` topic at all; nothing is created).
 ///
 /// # Errors
 /// Abortable when the broker does not answer; fatal for an unreadable checkpoint.
 pub fn read_checkpoint(k: &KafkaSection, source: &str) -> Result<Option<Checkpoint>, Error> {
+    if !positions_topic_exists(k)? {
+        return Ok(None);
+    }
     let topic = positions_topic(&k.topic_prefix);
     let reader = CompactedReader::new(k, &topic, &format!("sluice-{source}-checkpoint-reader"))?;
     let latest = reader.latest(|key| key == source.as_bytes(), Scope::Tail)?;
