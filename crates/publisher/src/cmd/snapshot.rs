@@ -148,10 +148,9 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     }
     // a first start takes no requests (it begins at the signals' end): say so rather than send
     // one that nobody will read
-    let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-    match tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await {
-        Ok(Ok(Some(_))) => {}
-        Ok(Ok(None)) => {
+    match checkpoint(cfg).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
             crate::eline!(
                 "sluice snapshot: source {:?} has no checkpoint yet: start `sluice run` first (with [snapshot] mode = \
                  \"initial\", its first start reads every included table anyway), then ask for more",
@@ -159,14 +158,7 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
             );
             return Exit::Usage;
         }
-        Ok(Err(e)) => {
-            crate::eline!("sluice snapshot: reading the checkpoint: {e}");
-            return Exit::Failure;
-        }
-        Err(e) => {
-            crate::eline!("sluice snapshot: reading the checkpoint: {e}");
-            return Exit::Failure;
-        }
+        Err(exit) => return exit,
     }
     let offset = match crate::kafka::signals::send_snapshot_request(&cfg.kafka, &cfg.source.name, &tables).await {
         Ok(o) => o,
@@ -189,23 +181,27 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     wait(cfg, &tables, offset, out).await
 }
 
+/// The source's committed checkpoint; a failure to read it is said here and becomes exit 1.
+async fn checkpoint(cfg: &Config) -> Result<Option<crate::position::Checkpoint>, Exit> {
+    let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
+    let read = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
+    let e = match read {
+        Ok(Ok(cp)) => return Ok(cp),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    crate::eline!("sluice snapshot: reading the checkpoint: {e}");
+    Err(Exit::Failure)
+}
+
 /// Follows the checkpoint until the request at `offset` is taken in and `tables` are done.
 async fn wait(cfg: &Config, tables: &[String], offset: i64, out: &mut Report) -> Exit {
     let mut last_line = String::new();
     let started = Instant::now();
     loop {
-        let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-        let cp = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
-        let cp = match cp {
-            Ok(Ok(cp)) => cp,
-            Ok(Err(e)) => {
-                crate::eline!("sluice snapshot: reading the checkpoint: {e}");
-                return Exit::Failure;
-            }
-            Err(e) => {
-                crate::eline!("sluice snapshot: reading the checkpoint: {e}");
-                return Exit::Failure;
-            }
+        let cp = match checkpoint(cfg).await {
+            Ok(cp) => cp,
+            Err(exit) => return exit,
         };
         let taken = cp.as_ref().and_then(|c| c.signals_offset).is_some_and(|o| o > offset);
         if taken {
