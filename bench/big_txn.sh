@@ -12,7 +12,9 @@
 # kafka.batch_max_bytes held in memory), so both peaks should be about the same.
 #
 # Usage: bench/big_txn.sh [ROWS]
-# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR.
+# Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_RUNS (rounds, default 1),
+# SLUICE_BINS ("label=path ...": sluice binaries measured side by side in each round, e.g. an older
+# commit's build against this one; default "sluice=<target>/release/sluice"), BENCH_NO_BUILD=1.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,8 +28,10 @@ export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
 out="$SLUICE_WORK/big_txn"
 mkdir -p "$out"
 
-echo "big_txn: building (release)" >&2
-(cd "$repo" && cargo build --release -q -p sluice --bin sluice && cargo build --release -q -p sluice-test-registry)
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+    echo "big_txn: building (release)" >&2
+    (cd "$repo" && cargo build --release -q -p sluice --bin sluice && cargo build --release -q -p sluice-test-registry)
+fi
 target="${CARGO_TARGET_DIR:-$repo/target}/release"
 export SLUICE_REGISTRY_BIN="$target/sluice-test-registry"
 python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q confluent-kafka >&2
@@ -64,9 +68,9 @@ big_start="$(status)"
 mariadb_sql bigtxn "USE bigtxn; INSERT INTO bigtxn.big $select_sql FROM seq_1_to_$rows"
 big_end="$(status)"
 
-# run_phase NAME START END TABLE: prints "seconds peak_kb"
+# run_phase BIN NAME START END TABLE: prints "seconds peak_kb"
 run_phase() {
-    local name="$1" start="$2" end="$3" table="$4"
+    local bin="$1" name="$2" start="$3" end="$4" table="$5"
     cat >"$out/$name.toml" <<TOML
 [source]
 name = "$name"
@@ -84,7 +88,7 @@ include = ["bigtxn.$table"]
 TOML
     local t0 t1 peak
     t0="$(date +%s.%N)"
-    SLUICE_LOG=warn "$target/sluice" run --config "$out/$name.toml" 2>"$out/$name.log" &
+    SLUICE_LOG=warn "$bin" run --config "$out/$name.toml" 2>"$out/$name.log" &
     sluice_pid=$!
     ( while kill -0 "$sluice_pid" 2>/dev/null; do
           grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/$name.vmhwm"; sleep 0.2
@@ -96,16 +100,29 @@ TOML
     echo "$(echo "$t1 - $t0" | bc -l) $peak"
 }
 
-read -r small_secs small_peak < <(run_phase small "$small_start" "$small_end" small)
-read -r big_secs big_peak < <(run_phase big "$big_start" "$big_end" big)
+results="$out/results"
+: >"$results"
+for round in $(seq "${BENCH_RUNS:-1}"); do
+    for contender in ${SLUICE_BINS:-sluice=$target/sluice}; do
+        label="${contender%%=*}"; bin="${contender#*=}"
+        echo "big_txn: round $round: $label" >&2
+        echo "$label small $(run_phase "$bin" "small$label$round" "$small_start" "$small_end" small)" >>"$results"
+        echo "$label big $(run_phase "$bin" "big$label$round" "$big_start" "$big_end" big)" >>"$results"
+    done
+done
 
-python3 - "$rows" "$small_secs" "$small_peak" "$big_secs" "$big_peak" <<'PY'
-import sys
+python3 - "$rows" "$results" <<'PY'
+import statistics, sys
 rows = int(sys.argv[1])
-small_secs, small_peak, big_secs, big_peak = float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-print(f"rows per phase: {rows:,}")
-print("| transactions | seconds | rows/s | sluice peak RSS (MB) |")
-print("|---|---:|---:|---:|")
-print(f"| {rows // 1000:,} of 1,000 rows | {small_secs:.2f} | {rows / small_secs:,.0f} | {small_peak / 1024:.1f} |")
-print(f"| 1 of {rows:,} rows | {big_secs:.2f} | {rows / big_secs:,.0f} | {big_peak / 1024:.1f} |")
+runs = {}
+for line in open(sys.argv[2]):
+    label, phase, secs, peak = line.split()
+    runs.setdefault((label, phase), []).append((float(secs), int(peak)))
+print(f"rows per phase: {rows:,}; medians of {len(next(iter(runs.values())))} rounds (every round in {sys.argv[2]})")
+print("| contender | transactions | seconds | rows/s | peak RSS MiB (max) | rounds (s) |")
+print("|---|---|---:|---:|---:|---|")
+for (label, phase), r in runs.items():
+    s = statistics.median(x[0] for x in r)
+    what = f"{rows // 1000:,} of 1,000 rows" if phase == "small" else f"1 of {rows:,} rows"
+    print(f"| {label} | {what} | {s:.2f} | {rows / s:,.0f} | {max(x[1] for x in r) / 1024:.1f} | {' '.join(f'{x[0]:.2f}' for x in r)} |")
 PY

@@ -10,7 +10,9 @@
 # Each round runs (a), (b), (c) in turn with fresh topics; peak RSS is VmHWM at the end of each run.
 #
 # Usage: bench/snapshot_bench.sh [ROWS] (default 1000000)
-# Env: SLUICE_WORK (default <repo>/.work), BENCH_RUNS (rounds, default 3), BENCH_NO_BUILD=1.
+# Env: SLUICE_WORK (default <repo>/.work), BENCH_RUNS (rounds, default 3), BENCH_NO_BUILD=1,
+# SLUICE_BINS ("label=path ...": sluice binaries measured side by side in each round, e.g. an older
+# commit's build against this one; default "sluice=<target>/release/sluice").
 # The table has the shape of the decoder benchmark's (bench/gen_bench_binlog.sh: 15 columns of 13 types).
 set -euo pipefail
 
@@ -98,44 +100,49 @@ TOML
 
 results="$out/results"
 : >"$results"
+bins="${SLUICE_BINS:-sluice=$target/sluice}"
+n=0
 for round in $(seq "$runs"); do
     echo "snapshot_bench: round $round: drain" >&2
     "$target/examples/drain_select" "$port" snapbench orders id 10000 >"$out/drain.json"
     echo "drain $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain.json")" >>"$results"
 
-    echo "snapshot_bench: round $round: snapshot" >&2
-    config "snap$round" initial "" $((52000 + 2 * round))
-    t0="$(date +%s.%N)"
-    SLUICE_LOG=info "$target/sluice" run --config "$out/snap$round.toml" 2>"$out/snap$round.log" &
-    sluice_pid=$!
-    until grep -q "Snapshot finished" "$out/snap$round.log"; do
-        kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/snap$round.log" >&2; exit 1; }
-        sleep 0.1
-    done
-    t1="$(date +%s.%N)"
-    peak="$(hwm "$sluice_pid")"
-    kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
-    echo "snapshot $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
-    # the read side alone: the snapshot's own time in its chunk reads (watermarks, queries, rows received)
-    read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
-    echo "snapshot-read $round $read_s $rows 0" >>"$results"
+    for contender in $bins; do
+        label="${contender%%=*}"; bin="${contender#*=}"; n=$((n + 1))
+        echo "snapshot_bench: round $round: snapshot ($label)" >&2
+        config "snap$label$round" initial "" $((52000 + 2 * n))
+        t0="$(date +%s.%N)"
+        SLUICE_LOG=info "$bin" run --config "$out/snap$label$round.toml" 2>"$out/snap$label$round.log" &
+        sluice_pid=$!
+        until grep -q "Snapshot finished" "$out/snap$label$round.log"; do
+            kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/snap$label$round.log" >&2; exit 1; }
+            sleep 0.1
+        done
+        t1="$(date +%s.%N)"
+        peak="$(hwm "$sluice_pid")"
+        kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
+        echo "snapshot:$label $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
+        # the read side alone: the snapshot's own time in its chunk reads (watermarks, queries, rows received)
+        read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
+        echo "snapshot-read:$label $round $read_s $rows 0" >>"$results"
 
-    echo "snapshot_bench: round $round: stream" >&2
-    config "stream$round" never "start = \"$bfile:$bpos\"" $((52001 + 2 * round))
-    t0="$(date +%s.%N)"
-    SLUICE_LOG=warn "$target/sluice" run --config "$out/stream$round.toml" 2>"$out/stream$round.log" &
-    sluice_pid=$!
-    ( while kill -0 "$sluice_pid" 2>/dev/null; do hwm "$sluice_pid" >"$out/stream.hwm"; sleep 0.2; done ) &
-    python3 "$here/wait_checkpoint.py" "$BROKER" "stream$round" "$efile" "$epos" "stream$round.__positions" >"$out/t1" &
-    waiter=$!
-    while kill -0 "$waiter" 2>/dev/null; do
-        kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/stream$round.log" >&2; kill "$waiter"; exit 1; }
-        sleep 0.2
+        echo "snapshot_bench: round $round: stream ($label)" >&2
+        config "stream$label$round" never "start = \"$bfile:$bpos\"" $((52001 + 2 * n))
+        t0="$(date +%s.%N)"
+        SLUICE_LOG=warn "$bin" run --config "$out/stream$label$round.toml" 2>"$out/stream$label$round.log" &
+        sluice_pid=$!
+        ( while kill -0 "$sluice_pid" 2>/dev/null; do hwm "$sluice_pid" >"$out/stream.hwm"; sleep 0.2; done ) &
+        python3 "$here/wait_checkpoint.py" "$BROKER" "stream$label$round" "$efile" "$epos" "stream$label$round.__positions" >"$out/t1" &
+        waiter=$!
+        while kill -0 "$waiter" 2>/dev/null; do
+            kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/stream$label$round.log" >&2; kill "$waiter"; exit 1; }
+            sleep 0.2
+        done
+        t1="$(cat "$out/t1")"
+        peak="$(cat "$out/stream.hwm")"
+        kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
+        echo "stream:$label $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
     done
-    t1="$(cat "$out/t1")"
-    peak="$(cat "$out/stream.hwm")"
-    kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
-    echo "stream $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
 done
 
 python3 - "$results" "$rows" <<'PY'
@@ -147,16 +154,20 @@ for line in open(sys.argv[1]):
 print(f"{sys.argv[2]} rows, {len(rows['drain'])} rounds (medians; every round in {sys.argv[1]})")
 print("| contender | seconds | rows/s | peak RSS MiB | rounds (s) |")
 print("|---|---:|---:|---:|---|")
+labels = [w.split(":", 1)[1] for w in rows if w.startswith("snapshot:")]
 med = {}
-for what, label in (("drain", "raw drain of the snapshot's SELECTs (protocol crate, undecoded)"),
-                    ("snapshot-read", "the snapshot's chunk reads alone (read_seconds in its log)"),
-                    ("snapshot", "sluice run, snapshot into Kafka (default settings)"),
-                    ("stream", "sluice run, the same rows streamed from the binlog")):
+lines = [("drain", "raw drain of the snapshot's SELECTs (protocol crate, undecoded)")]
+for l in labels:
+    lines += [(f"snapshot-read:{l}", f"{l}: the snapshot's chunk reads alone (read_seconds in its log)"),
+              (f"snapshot:{l}", f"{l}: sluice run, snapshot into Kafka (default settings)"),
+              (f"stream:{l}", f"{l}: sluice run, the same rows streamed from the binlog")]
+for what, label in lines:
     r = rows[what]
     s = statistics.median(x[0] for x in r)
     med[what] = s
     peak = max(x[2] for x in r) / 1024
     print(f"| {label} | {s:.2f} | {r[0][1] / s:,.0f} | {f'{peak:.1f}' if peak else '-'} | {' '.join(f'{x[0]:.2f}' for x in r)} |")
-print(f"snapshot / drain: {med['snapshot'] / med['drain']:.2f}x the time; its reads / drain: "
-      f"{med['snapshot-read'] / med['drain']:.2f}x; snapshot / stream: {med['snapshot'] / med['stream']:.2f}x")
+for l in labels:
+    print(f"{l}: snapshot / drain: {med[f'snapshot:{l}'] / med['drain']:.2f}x the time; its reads / drain: "
+          f"{med[f'snapshot-read:{l}'] / med['drain']:.2f}x; snapshot / stream: {med[f'snapshot:{l}'] / med[f'stream:{l}']:.2f}x")
 PY

@@ -15,7 +15,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 // The sink's own producer defaults, so the comparison is like for like.
-use sluice::kafka::PRODUCER_DEFAULTS;
+use sluice::kafka::{PRODUCER_DEFAULTS, QUEUE_MAX_KBYTES};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -32,10 +32,11 @@ fn main() {
 
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", broker).set("enable.idempotence", "true");
-    // the sink's own defaults (partitioner, compression, linger)
+    // the sink's own defaults (partitioner, compression, linger, queue bounds)
     for (k, v) in PRODUCER_DEFAULTS {
         cfg.set(*k, *v);
     }
+    cfg.set("queue.buffering.max.kbytes", QUEUE_MAX_KBYTES.to_string());
     if batch.is_some() {
         cfg.set("transactional.id", format!("plain-produce-{}", std::process::id()));
     }

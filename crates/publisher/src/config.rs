@@ -394,7 +394,8 @@ pub struct KafkaSection {
     /// limit usually comes first: a commit costs the broker a round trip to its transaction
     /// coordinator, and batches of a fraction of a second keep that cost small per record while
     /// read_committed consumers see the records within `batch_max_delay`. While one batch
-    /// commits, the next is encoded, holding up to `batch_max_bytes` of its records in memory.)
+    /// commits, the next is encoded, holding up to half of `batch_max_bytes` of its records in
+    /// memory; then it waits for the commit.)
     #[serde(default = "default_batch_records")]
     pub batch_max_records: usize,
     /// ... or this many bytes of keys and values (an integer, or text with a unit: `"16MiB"`,
@@ -1019,6 +1020,19 @@ impl KafkaSection {
         if self.batch_max_bytes == 0 {
             p.push("kafka.batch_max_bytes", "must be at least 1");
         }
+        let number = |key: &str| self.properties.get(key).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(queue), Some(message)) = (number("queue.buffering.max.kbytes"), number("message.max.bytes")) {
+            if queue.saturating_mul(1024) < message {
+                p.push(
+                    "kafka.properties.\"queue.buffering.max.kbytes\"",
+                    format!(
+                        "{queue} KiB cannot hold one record of message.max.bytes = {message}: librdkafka would wait for \
+                         room forever; raise it to at least {}, or leave it out (Sluice then sizes it)",
+                        message.div_ceil(1024)
+                    ),
+                );
+            }
+        }
         for key in self.properties.keys() {
             if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
                 p.push(
@@ -1229,7 +1243,7 @@ url = "http://127.0.0.1:8081"
             })
             .collect();
         let cfg = load(&uncommented, vec![]).unwrap();
-        assert_eq!(cfg.kafka.properties.get("queue.buffering.max.messages").map(String::as_str), Some("20000"));
+        assert_eq!(cfg.kafka.properties.get("queue.buffering.max.messages").map(String::as_str), Some("50000"));
         assert_eq!(cfg.kafka.properties.get("sasl.username").map(String::as_str), Some("sluice"));
     }
 
@@ -1253,6 +1267,26 @@ url = "http://127.0.0.1:8081"
         assert!(p[0].message.contains("is not an address like 0.0.0.0:9187"), "{p:#?}");
         assert!(p[1].message.contains("must not contain a password"), "{p:#?}");
         assert!(!format!("{p:?}").contains("secret"), "the password must not be echoed: {p:#?}");
+    }
+
+    /// A producer queue smaller than one record of `message.max.bytes` is refused (librdkafka
+    /// would wait for room forever); left out, Sluice sizes it to hold one.
+    #[test]
+    fn producer_queue_holds_the_largest_record() {
+        let with = |props: &str| MINIMAL.replace("[registry]", &format!("[kafka.properties]\n{props}\n\n[registry]"));
+        let p = problems(&with("\"message.max.bytes\" = \"67108864\"\n\"queue.buffering.max.kbytes\" = \"8192\""), vec![]);
+        let text: Vec<String> = p.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|t| t.contains("kafka.properties.\"queue.buffering.max.kbytes\": 8192 KiB cannot hold one \
+                 record of message.max.bytes = 67108864") && t.contains("at least 65536")),
+            "{text:#?}"
+        );
+        let cfg = load(&with("\"message.max.bytes\" = \"67108864\""), vec![]).unwrap();
+        assert_eq!(crate::kafka::queue_max_kbytes(&cfg.kafka.properties), 65537);
+        let cfg = load(MINIMAL, vec![]).unwrap();
+        assert_eq!(crate::kafka::queue_max_kbytes(&cfg.kafka.properties), 8192);
+        let cfg = load(&with("\"queue.buffering.max.kbytes\" = \"100000\""), vec![]).unwrap();
+        assert_eq!(crate::kafka::queue_max_kbytes(&cfg.kafka.properties), 100_000);
     }
 
     /// A wrong type, an unknown key or a missing section does not hide the other problems.

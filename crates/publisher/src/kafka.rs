@@ -29,11 +29,32 @@ pub use sink::KafkaSink;
 
 /// Producer settings Sluice chooses unless `kafka.properties` says otherwise: Java's default
 /// partitioner (murmur2 of the key), so Java consumers and Kafka Streams agree on where a key
-/// lives; lz4; and a linger of 50 ms, which costs no visibility (read_committed consumers see
+/// lives; lz4; a linger of 50 ms, which costs no visibility (read_committed consumers see
 /// records only at the commit, every `batch_max_delay`) and makes produce requests large, which
-/// is what brokers handle best.
-pub const PRODUCER_DEFAULTS: &[(&str, &str)] =
-    &[("partitioner", "murmur2_random"), ("compression.type", "lz4"), ("linger.ms", "50")];
+/// is what brokers handle best; and a producer queue of at most 8 MiB and 20,000 records
+/// (librdkafka's own defaults, 1 GiB and 100,000, let the queue alone take 30-50 MB at full
+/// speed; this bound cost no throughput in `bench/`, see "Memory" there). The queue is raised
+/// to hold one record of `message.max.bytes` when that is set higher ([`queue_max_kbytes`]).
+pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
+    ("partitioner", "murmur2_random"),
+    ("compression.type", "lz4"),
+    ("linger.ms", "50"),
+    ("queue.buffering.max.messages", "20000"),
+];
+/// The default bound of the producer queue, in KiB (`queue.buffering.max.kbytes`).
+pub const QUEUE_MAX_KBYTES: u64 = 8 * 1024;
+
+/// `queue.buffering.max.kbytes` for these properties: as set, or [`QUEUE_MAX_KBYTES`] raised
+/// to hold one record of the configured `message.max.bytes` (librdkafka never accepts a record
+/// larger than its queue: it would wait for room forever).
+pub fn queue_max_kbytes(properties: &std::collections::BTreeMap<String, String>) -> u64 {
+    if let Some(v) = properties.get("queue.buffering.max.kbytes").and_then(|v| v.parse().ok()) {
+        return v;
+    }
+    let max_message = properties.get("message.max.bytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    QUEUE_MAX_KBYTES.max(max_message.div_ceil(1024) + 1)
+}
+
 /// librdkafka's default `message.max.bytes`.
 pub const LIBRDKAFKA_MESSAGE_MAX_BYTES: usize = 1_000_000;
 

@@ -46,6 +46,7 @@ pub fn producer_config(k: &KafkaSection, source_name: &str) -> Result<ClientConf
             pc.set(*key, *v);
         }
     }
+    pc.set("queue.buffering.max.kbytes", super::queue_max_kbytes(&k.properties).to_string());
     // exactly once rests on these
     pc.set("transactional.id", format!("sluice-{source_name}"))
         .set("enable.idempotence", "true")
@@ -131,23 +132,49 @@ impl Topics {
 }
 
 /// Records of the next batch, held while the previous batch's commit is in flight (librdkafka
-/// takes no records between `commit_transaction` and the next `begin_transaction`): one byte
-/// arena and each record's place in it, so holding a record allocates nothing of its own.
+/// takes no records between `commit_transaction` and the next `begin_transaction`), in blocks
+/// of [`HELD_BLOCK`] bytes: holding a record allocates nothing of its own, and growing never
+/// copies what is held (a doubling arena touches twice the held bytes at each growth and the
+/// allocator keeps the old one a while: that was a large part of the peak RSS).
 #[derive(Default)]
 struct Held {
-    bytes: Vec<u8>,
+    /// Filled blocks and the one being filled (the last).
+    blocks: Vec<Vec<u8>>,
+    /// Emptied blocks of the standard size, kept for the next commit.
+    spare: Vec<Vec<u8>>,
+    /// Memory held: keys, values and the records' places (bounded by half `kafka.batch_max_bytes`).
+    bytes: usize,
     records: Vec<HeldRecord>,
     topics: Vec<String>,
 }
 
+/// The size of a [`Held`] block; a record larger than this gets a block of its own size.
+const HELD_BLOCK: usize = 1 << 20;
+
+/// Where a held record is: 20 bytes, so 100,000 small records cost 2 MB of places, not 6.
 struct HeldRecord {
-    topic: usize,
-    key: Option<std::ops::Range<usize>>,
-    value: Option<std::ops::Range<usize>>,
+    topic: u32,
+    block: u32,
+    /// The key, then the value, from here in the block.
+    start: u32,
+    key_len: u32,
+    value_len: u32,
 }
 
+/// A `key_len`/`value_len` for no key or value (a tombstone).
+const ABSENT: u32 = u32::MAX;
+
 impl Held {
-    fn push(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) {
+    /// Holds a record; false when it cannot be (a part of 4 GiB or more: send it once the
+    /// commit is through instead).
+    fn push(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> bool {
+        let len = |p: Option<&[u8]>| p.map_or(Some(ABSENT), |p| u32::try_from(p.len()).ok().filter(|&n| n != ABSENT));
+        let (Some(key_len), Some(value_len)) = (len(key), len(value)) else { return false };
+        let need = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        if self.blocks.last().is_none_or(|b| b.capacity() - b.len() < need) {
+            let spare = if need <= HELD_BLOCK { self.spare.pop() } else { None };
+            self.blocks.push(spare.unwrap_or_else(|| Vec::with_capacity(need.max(HELD_BLOCK))));
+        }
         let topic = match self.topics.iter().rposition(|t| t == topic) {
             Some(i) => i,
             None => {
@@ -155,18 +182,41 @@ impl Held {
                 self.topics.len() - 1
             }
         };
-        let mut put = |b: &[u8]| {
-            let start = self.bytes.len();
-            self.bytes.extend_from_slice(b);
-            start..self.bytes.len()
+        let (Ok(topic), Ok(block)) = (u32::try_from(topic), u32::try_from(self.blocks.len() - 1)) else { return false };
+        let Some(buf) = self.blocks.last_mut() else { return false };
+        let Ok(start) = u32::try_from(buf.len()) else { return false };
+        buf.extend_from_slice(key.unwrap_or_default());
+        buf.extend_from_slice(value.unwrap_or_default());
+        self.bytes += need + std::mem::size_of::<HeldRecord>();
+        self.records.push(HeldRecord { topic, block, start, key_len, value_len });
+        true
+    }
+
+    /// A held record's topic, key and value.
+    fn get(&self, r: &HeldRecord) -> (&str, Option<&[u8]>, Option<&[u8]>) {
+        let block = self.blocks.get(r.block as usize).map_or(&[][..], Vec::as_slice);
+        let mut at = r.start as usize;
+        let mut part = |len: u32| {
+            (len != ABSENT).then(|| {
+                let p = block.get(at..at + len as usize).unwrap_or_default();
+                at += len as usize;
+                p
+            })
         };
-        let key = key.map(&mut put);
-        let value = value.map(&mut put);
-        self.records.push(HeldRecord { topic, key, value });
+        let key = part(r.key_len);
+        let value = part(r.value_len);
+        (self.topics.get(r.topic as usize).map_or("", String::as_str), key, value)
     }
 
     fn clear(&mut self) {
-        self.bytes.clear();
+        for mut b in self.blocks.drain(..) {
+            // blocks made for one large record go back to the allocator
+            if b.capacity() == HELD_BLOCK {
+                b.clear();
+                self.spare.push(b);
+            }
+        }
+        self.bytes = 0;
         self.records.clear();
         self.topics.clear();
     }
@@ -175,7 +225,7 @@ impl Held {
 /// The transactional producer and the topics it has made sure exist.
 ///
 /// A batch's commit runs on the blocking pool while the pipeline goes on decoding and encoding
-/// the next batch, whose records are held in memory (up to `kafka.batch_max_bytes`) until the
+/// the next batch, whose records are held in memory (up to half of `kafka.batch_max_bytes`) until the
 /// commit is through; a commit waits for the one before it. A failed commit surfaces at the
 /// next call, and the caller replays from the last checkpoint that did commit.
 pub struct KafkaSink {
@@ -267,7 +317,8 @@ impl KafkaSink {
             txn_bytes: 0,
             committing: None,
             held: Held::default(),
-            hold_max: usize::try_from(k.batch_max_bytes).unwrap_or(usize::MAX),
+            // half a batch: enough to keep encoding through a typical commit (bench/README.md, "Memory")
+            hold_max: usize::try_from(k.batch_max_bytes / 2).unwrap_or(usize::MAX),
             commit_seconds: None,
         };
         sink.blocking("initializing transactions", |p| p.init_transactions(TXN_CALL_TIMEOUT)).await?;
@@ -323,8 +374,7 @@ impl KafkaSink {
         self.open = true;
         self.txn_bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
         if let Some(c) = &self.committing {
-            if !c.is_finished() && self.held.bytes.len() < self.hold_max {
-                self.held.push(topic, key, value);
+            if !c.is_finished() && self.held.bytes < self.hold_max && self.held.push(topic, key, value) {
                 return Ok(());
             }
             self.settle().await?;
@@ -390,9 +440,8 @@ impl KafkaSink {
         self.begin_now()?;
         let held = std::mem::take(&mut self.held);
         for r in &held.records {
-            let part = |range: &Option<std::ops::Range<usize>>| range.clone().and_then(|r| held.bytes.get(r));
-            let topic = held.topics.get(r.topic).map_or("", String::as_str);
-            self.produce(topic, part(&r.key), part(&r.value)).await?;
+            let (topic, key, value) = held.get(r);
+            self.produce(topic, key, value).await?;
         }
         // keep the arena's capacity for the next commit
         self.held = held;
@@ -508,6 +557,42 @@ mod tests {
 
     use super::*;
     use crate::disposition::Disposition;
+
+    /// Held records come back as they went in, in order, across blocks and with one larger
+    /// than a block; clearing keeps the standard blocks for the next commit and drops the
+    /// large one.
+    #[test]
+    fn held_records_span_blocks_without_copying() {
+        let mut h = Held::default();
+        let big = vec![7u8; HELD_BLOCK + 10];
+        let mut want = Vec::new();
+        for i in 0..30_000u32 {
+            let key = i.to_be_bytes().to_vec();
+            let value = if i % 1000 == 999 { None } else { Some(vec![(i % 251) as u8; 60 + (i % 40) as usize]) };
+            let topic = if i % 2 == 0 { "a" } else { "b" };
+            assert!(h.push(topic, Some(&key), value.as_deref()));
+            want.push((topic, key, value));
+            if i == 12_345 {
+                assert!(h.push("c", None, Some(&big)));
+                want.push(("c", Vec::new(), Some(big.clone())));
+            }
+        }
+        let bytes: usize = want.iter().map(|(_, k, v)| k.len() + v.as_ref().map_or(0, Vec::len)).sum();
+        assert_eq!(h.bytes, bytes + want.len() * std::mem::size_of::<HeldRecord>());
+        assert!(h.blocks.len() >= 3, "{} blocks", h.blocks.len());
+        assert_eq!(h.records.len(), want.len());
+        for (r, (topic, key, value)) in h.records.iter().zip(&want) {
+            let (t, k, v) = h.get(r);
+            assert_eq!(t, *topic);
+            assert_eq!(k.unwrap_or_default(), &key[..]);
+            assert_eq!(v, value.as_deref());
+        }
+        let standard = h.blocks.iter().filter(|b| b.capacity() == HELD_BLOCK).count();
+        h.clear();
+        assert_eq!((h.bytes, h.records.len(), h.blocks.len(), h.spare.len()), (0, 0, 0, standard));
+        assert!(h.push("a", Some(b"k"), Some(b"")));
+        assert_eq!((h.spare.len(), h.get(&h.records[0])), (standard - 1, ("a", Some(&b"k"[..]), Some(&b""[..]))));
+    }
 
     fn section(brokers: &str) -> KafkaSection {
         toml::from_str(&format!(
