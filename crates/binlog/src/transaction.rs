@@ -18,9 +18,18 @@
 //! The **resume point** is the position just after the last complete transaction: a reader
 //! that starts there (after a reconnect, or after a restart from a checkpoint) gets whole
 //! transactions only. It moves forward only within a file (the FDE a server re-sends at the
-//! start of a dump carries its original, earlier end position) and only at a boundary. Its
-//! GTID state is kept only when it started with one (a set built from the GTIDs seen since a
-//! file position would be partial, and resuming from it would replay the server's history).
+//! start of a dump carries its original, earlier end position) and only at a boundary.
+//!
+//! Its **GTID state** comes with the start (a start by GTID), or else from the binlog itself:
+//! every file begins with the server's whole GTID state at that point (MySQL's
+//! PREVIOUS_GTIDS, MariaDB's GTID_LIST), so a reader that has read a file from its start
+//! takes that state and adds each transaction's GTID to it; from then on every resume point
+//! carries it, and a restart can resume by GTID on any server of the topology. A set built
+//! only from the GTIDs seen since a position inside a file would be partial (resuming from it
+//! would replay the server's history), so a reader that starts inside a file has no GTID
+//! state until it is given one ([`TransactionTracker::set_gtid_state`], e.g. from MariaDB's
+//! `BINLOG_GTID_POS()`) or reaches the next file. A MySQL server without GTIDs writes empty
+//! PREVIOUS_GTIDS and anonymous GTID events: an empty set is not taken.
 //!
 //! References: <https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-concepts.html>,
 //! <https://mariadb.com/kb/en/gtid/> (event groups, `FL_STANDALONE`).
@@ -195,6 +204,25 @@ impl TransactionTracker {
         self.gtid = None;
     }
 
+    /// Gives the resume point the GTID state the server had there (when the reader started
+    /// inside a file without one: see the module docs).
+    pub fn set_gtid_state(&mut self, state: GtidState) {
+        self.resume.gtid = Some(state);
+    }
+
+    /// A file's opening GTID state becomes the resume point's when it has none yet and every
+    /// transaction after the event will be seen: the reader is between transactions in that
+    /// file, at or before the event. (A start by GTID keeps the state it came with.)
+    fn adopt(&mut self, ev: &Located<'_>, state: GtidState) {
+        if self.resume.gtid.is_none()
+            && self.state == State::Idle
+            && ev.file == self.resume.file
+            && ev.offset >= self.resume.position
+        {
+            self.resume.gtid = Some(state);
+        }
+    }
+
     /// Takes in the next event: what it means, and the resume point moved past it when it
     /// ends a transaction.
     pub fn observe(&mut self, ev: &Located<'_>) -> Step {
@@ -249,10 +277,17 @@ impl TransactionTracker {
                 Step::Inside
             }
             Event::Heartbeat { .. } => return Step::Outside,
-            Event::FormatDescription(_)
-            | Event::PreviousGtids(_)
-            | Event::MariadbGtidList(_)
-            | Event::MariadbBinlogCheckpoint(_) => Step::Outside,
+            Event::PreviousGtids(set) => {
+                if !set.is_empty() {
+                    self.adopt(ev, GtidState::Mysql(set.clone()));
+                }
+                Step::Outside
+            }
+            Event::MariadbGtidList(list) => {
+                self.adopt(ev, GtidState::Mariadb(list.clone()));
+                Step::Outside
+            }
+            Event::FormatDescription(_) | Event::MariadbBinlogCheckpoint(_) => Step::Outside,
             _ if self.state == State::Idle => Step::Outside,
             _ => Step::Inside,
         };
@@ -307,8 +342,16 @@ mod tests {
 
     /// Feeds events ending at 100, 200, ... of `b.000001`; the steps and the resume offsets.
     fn walk(start: Option<&str>, events: Vec<Event<'_>>) -> (Vec<Step>, Vec<u64>, TransactionTracker) {
-        let gtid = start.map(|g| GtidState::Mariadb(g.parse().unwrap()));
-        let mut t = TransactionTracker::new(ResumePoint { file: "b.000001".into(), position: 4, gtid });
+        walk_from(4, start.map(|g| GtidState::Mariadb(g.parse().unwrap())), events)
+    }
+
+    /// As [`walk`], from `position` with GTID state `gtid`.
+    fn walk_from(
+        position: u64,
+        gtid: Option<GtidState>,
+        events: Vec<Event<'_>>,
+    ) -> (Vec<Step>, Vec<u64>, TransactionTracker) {
+        let mut t = TransactionTracker::new(ResumePoint { file: "b.000001".into(), position, gtid });
         let (mut steps, mut resumes) = (Vec::new(), Vec::new());
         for (i, event) in events.into_iter().enumerate() {
             let end = 100 * (i as u32 + 1);
@@ -363,6 +406,35 @@ mod tests {
         assert_eq!(t.resume_point().gtid.as_ref().unwrap().to_string(), "0-1-7");
         assert_eq!(t.gtid().map(ToString::to_string).as_deref(), Some("0-1-8"));
         assert!(t.in_transaction());
+    }
+
+    /// Read from a file's start, the file's GTID_LIST is the state the GTIDs after it add to;
+    /// read from inside the file (after the list), there is no state to take; a state the
+    /// start came with is kept.
+    #[test]
+    fn gtid_state_comes_from_the_file_start() {
+        let list = |l: &str| Event::MariadbGtidList(l.parse().unwrap());
+        let fde = || Event::MariadbBinlogCheckpoint(Cow::Borrowed("b.000001"));
+        let events = || vec![fde(), list("0-1-5,1-2-40"), gtid(6), Event::Xid(1), gtid(7), Event::Xid(2)];
+        let (_, _, t) = walk_from(4, None, events());
+        assert_eq!(t.resume_point().gtid.as_ref().map(ToString::to_string).as_deref(), Some("0-1-7,1-2-40"));
+        assert_eq!(t.resume_point().position, 600);
+        let (_, _, t) = walk_from(300, None, events());
+        assert_eq!(t.resume_point().gtid, None, "started after the list: no partial state");
+        let (_, _, t) = walk_from(4, Some(GtidState::Mariadb("0-1-3".parse().unwrap())), events());
+        assert_eq!(t.resume_point().gtid.as_ref().map(ToString::to_string).as_deref(), Some("0-1-7"));
+        // given a state (BINLOG_GTID_POS of a position inside the file), the GTIDs add to it
+        let mut t = TransactionTracker::new(ResumePoint { file: "b.000001".into(), position: 300, gtid: None });
+        t.set_gtid_state(GtidState::Mariadb("0-1-5,1-2-40".parse().unwrap()));
+        assert_eq!(t.resume_point().gtid.as_ref().map(ToString::to_string).as_deref(), Some("0-1-5,1-2-40"));
+
+        // MySQL: PREVIOUS_GTIDS is the executed set; an empty one (GTIDs off) is not a state
+        let uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let prev = |s: &str| Event::PreviousGtids(s.parse().unwrap());
+        let (_, _, t) = walk_from(4, None, vec![fde(), prev(&format!("{uuid}:1-77"))]);
+        assert_eq!(t.resume_point().gtid, Some(GtidState::Mysql(format!("{uuid}:1-77").parse().unwrap())));
+        let (_, _, t) = walk_from(4, None, vec![fde(), prev("")]);
+        assert_eq!(t.resume_point().gtid, None);
     }
 
     /// The DDL case, decided once: a statement outside BEGIN..COMMIT is a transaction of its own

@@ -1274,11 +1274,14 @@ url = "http://127.0.0.1:8081"
     #[test]
     fn producer_queue_holds_the_largest_record() {
         let with = |props: &str| MINIMAL.replace("[registry]", &format!("[kafka.properties]\n{props}\n\n[registry]"));
-        let p = problems(&with("\"message.max.bytes\" = \"67108864\"\n\"queue.buffering.max.kbytes\" = \"8192\""), vec![]);
+        let p =
+            problems(&with("\"message.max.bytes\" = \"67108864\"\n\"queue.buffering.max.kbytes\" = \"8192\""), vec![]);
         let text: Vec<String> = p.iter().map(ToString::to_string).collect();
         assert!(
-            text.iter().any(|t| t.contains("kafka.properties.\"queue.buffering.max.kbytes\": 8192 KiB cannot hold one \
-                 record of message.max.bytes = 67108864") && t.contains("at least 65536")),
+            text.iter().any(|t| t.contains(
+                "kafka.properties.\"queue.buffering.max.kbytes\": 8192 KiB cannot hold one \
+                 record of message.max.bytes = 67108864"
+            ) && t.contains("at least 65536")),
             "{text:#?}"
         );
         let cfg = load(&with("\"message.max.bytes\" = \"67108864\""), vec![]).unwrap();

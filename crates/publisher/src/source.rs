@@ -381,9 +381,12 @@ impl ReplicationSource {
 
     async fn open_stream(&mut self, conn: Connection) -> Result<(), SourceError> {
         let resume = self.tx.resume_point().clone();
+        // An empty state (a server that has written no GTID yet) with a known file starts by
+        // position: by GTID it would mean "from the first binlog on".
+        let empty = resume.gtid.as_ref().is_some_and(|g| g.to_string().is_empty()) && !resume.file.is_empty();
         let start = match &resume.gtid {
-            Some(GtidState::Mariadb(l)) if self.mariadb => StartPosition::MariadbGtid(l.clone()),
-            Some(GtidState::Mysql(s)) if !self.mariadb => StartPosition::MysqlGtid(s.clone()),
+            Some(GtidState::Mariadb(l)) if self.mariadb && !empty => StartPosition::MariadbGtid(l.clone()),
+            Some(GtidState::Mysql(s)) if !self.mariadb && !empty => StartPosition::MysqlGtid(s.clone()),
             _ => StartPosition::FilePosition { file: resume.file.clone(), position: resume.position },
         };
         let mut req = DumpRequest::new(self.cfg.server_id, start);

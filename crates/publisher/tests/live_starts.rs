@@ -33,7 +33,7 @@ fn unusable_starts_are_refused_with_the_reason() {
     // a start the server can serve
     let (code, text) = check(&config, &[]);
     assert_eq!(code, Some(0), "{text}");
-    assert!(text.contains("source.start = \"earliest\" (now mysql-bin.000002:4)"), "{text}");
+    assert!(text.contains("source.start = \"earliest\" (now mysql-bin.000002:4 (GTID 0-1-"), "{text}");
 
     // a file the server purged
     let (code, text) = check(&config, &[("SLUICE_SOURCE__START", "mysql-bin.000001:4")]);

@@ -96,7 +96,7 @@ pub async fn resolve_start(
             let Some((file, _)) = logs.first() else {
                 return Err(SourceError::Start("the server lists no binary logs (SHOW BINARY LOGS is empty)".into()));
             };
-            ResumePoint { file: file.clone(), position: 4, gtid: None }
+            ResumePoint { file: file.clone(), position: 4, gtid: mariadb_gtid_at(conn, facts, file, 4).await }
         }
         StartFrom::Position { file, position } => {
             let Some((_, size)) = logs.iter().find(|(f, _)| f == file) else {
@@ -112,7 +112,11 @@ pub async fn resolve_start(
             if position < size {
                 event_boundary_problem(conn, file, *position).await?;
             }
-            ResumePoint { file: file.clone(), position: *position, gtid: None }
+            ResumePoint {
+                file: file.clone(),
+                position: *position,
+                gtid: mariadb_gtid_at(conn, facts, file, *position).await,
+            }
         }
         StartFrom::MysqlGtid(set) => {
             if facts.mariadb {
@@ -206,8 +210,13 @@ fn mariadb_gtid_problem(
             Some(n) if n.seq_no < g.seq_no => {
                 return Some(format!(
                     "the server has not reached {g}: its newest GTID in domain {} is {n} (gtid_binlog_pos \
-                     {newest}); is this the right server, or is it a replica that is behind?",
-                    g.domain_id
+                     {newest}), so it lacks GTIDs {}-{}-{} to {g}, which were published from another server; is \
+                     this the right server, or is it a replica that is behind (let it catch up, or promote one that \
+                     has them)?",
+                    g.domain_id,
+                    g.domain_id,
+                    g.server_id,
+                    n.seq_no + 1
                 ))
             }
             _ => {}
@@ -258,6 +267,31 @@ pub async fn replica_hosts(conn: &mut Connection) -> Result<Vec<(u32, String)>> 
 /// a transaction (its rows would have no TABLE_MAP, its XID no BEGIN). What the server says
 /// is at the position (`SHOW BINLOG EVENTS IN file FROM position LIMIT 1`) decides; a server
 /// that does not answer (a missing privilege) leaves the check to the stream.
+/// MariaDB's GTID state at `file:position` (`BINLOG_GTID_POS()`), so that a start by file and
+/// position checkpoints GTIDs from the first checkpoint on (MySQL has no such function: there
+/// the state comes from the binlog, see `sluice_binlog::transaction`). None when the server
+/// cannot say (then the stream's next file start gives it).
+async fn mariadb_gtid_at(conn: &mut Connection, facts: &ServerFacts, file: &str, position: u64) -> Option<GtidState> {
+    if !facts.mariadb {
+        return None;
+    }
+    let sql = format!("SELECT BINLOG_GTID_POS({}, {position})", sluice_protocol::replication::sql_string_literal(file));
+    match scalar(conn, &sql).await {
+        Ok(Some(text)) => match text.parse() {
+            Ok(list) => Some(GtidState::Mariadb(list)),
+            Err(e) => {
+                tracing::warn!(gtid = %text, error = %e, "BINLOG_GTID_POS() returned an unreadable GTID list");
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            tracing::debug!(error = %e, "BINLOG_GTID_POS() failed: the GTID state comes from the stream");
+            None
+        }
+    }
+}
+
 async fn event_boundary_problem(
     conn: &mut Connection,
     file: &str,
@@ -340,6 +374,7 @@ mod tests {
             ahead.starts_with("the server has not reached 0-1-501: its newest GTID in domain 0 is 0-1-500"),
             "{ahead}"
         );
+        assert!(ahead.contains("so it lacks GTIDs 0-1-501 to 0-1-501"), "{ahead}");
         assert!(!ahead.contains("purged") && !ahead.contains("lost"), "{ahead}");
         let domain = mariadb_gtid_problem(&l("7-1-1"), &newest, &[], &oldest, "b.000002").unwrap();
         assert!(domain.contains("no GTID in domain 7"), "{domain}");

@@ -116,6 +116,21 @@ impl Server {
         assert!(out.status.success(), "restart failed: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// Crashes the server with SIGKILL and leaves it down (a failed primary).
+    #[allow(dead_code)]
+    pub fn kill(&self) {
+        let dir = work_dir().join(format!("mariadb-{}", self.name));
+        for file in ["pid", "mariadbd.pid"] {
+            let Ok(pid) = std::fs::read_to_string(dir.join(file)) else { continue };
+            let pid = pid.trim().to_string();
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            while Command::new("kill").args(["-0", &pid]).status().is_ok_and(|s| s.success()) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = std::fs::remove_file(dir.join(file));
+        }
+    }
+
     /// The server's datadir.
     pub fn datadir(&self) -> PathBuf {
         work_dir().join(format!("mariadb-{}/data", self.name))

@@ -1,0 +1,125 @@
+//! Failover by GTID (issue 13): the primary dies mid-stream, its GTID replica
+//! (`log_slave_updates`) is promoted and takes the writes, and `sluice run` restarted against
+//! the replica (the operator's restart against another host) resumes from the checkpoint's
+//! GTIDs there: every change of both servers exactly once, in order per key. A second replica
+//! that stopped replicating before the last transactions Sluice published is refused, with a
+//! message that names the GTIDs it lacks, never streamed from with a gap.
+//! Real MariaDB servers (three, replicating), broker and registry.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use support::kafka::{log_text, start_sluice, wait_for, Services, TopicReader};
+use support::Server;
+
+/// Makes `replica` replicate from `primary` by GTID, and waits until it has caught up.
+fn replicate(replica: &Server, primary: &Server) {
+    replica.sql_text(&format!(
+        "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={}, MASTER_USER='root', MASTER_USE_GTID=slave_pos; \
+         START SLAVE;",
+        primary.port
+    ));
+    caught_up(replica, primary);
+}
+
+fn caught_up(replica: &Server, primary: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let want = primary.gtid_pos();
+    while replica.scalar("SELECT @@gtid_slave_pos") != want {
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not catch up with {want}: {:?}",
+            replica.sql("SHOW SLAVE STATUS")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn set_url(config: &std::path::Path, from: u16, to: u16) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let (a, b) = (format!("127.0.0.1:{from}"), format!("127.0.0.1:{to}"));
+    assert!(text.contains(&a), "{text}");
+    std::fs::write(config, text.replace(&a, &b)).unwrap();
+}
+
+#[test]
+fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
+    let Some(services) = Services::start("run-failover", &["--log-slave-updates"]) else { return };
+    let primary = &services.mariadb;
+    let replica = Server::start("run-failover-r1", &["--server-id=2", "--log-slave-updates"]).unwrap();
+    let lagging = Server::start("run-failover-r2", &["--server-id=3", "--log-slave-updates"]).unwrap();
+    primary.sql_text("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v INT);");
+    replicate(&replica, primary);
+    replicate(&lagging, primary);
+
+    let (config, log) = services.config("failover", "", "");
+    let mut reader = TopicReader::new(&services);
+    let mut want: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let mut child = start_sluice(&config, &log);
+    // writes on the primary: inserts, updates; the lagging replica stops half-way
+    for i in 1..=60 {
+        primary.sql_text(&format!("INSERT INTO shop.t VALUES ({i}, 0)"));
+        want.insert(i, vec!["c".into()]);
+        if i % 3 == 0 {
+            primary.sql_text(&format!("UPDATE shop.t SET v = v + 1 WHERE id = {}", i - 1));
+            want.get_mut(&(i - 1)).unwrap().push("u".into());
+        }
+        if i == 30 {
+            caught_up(&lagging, primary);
+            lagging.sql_text("STOP SLAVE;");
+        }
+    }
+    wait_for(60, || reader.per_key("sluice.shop.t", "v") == want, "the primary's changes", &log);
+    let primary_gtid = primary.gtid_pos();
+    wait_for(
+        30,
+        || services.checkpoint("sluice", "failover").is_some_and(|c| c["gtid"].as_str() == Some(&primary_gtid)),
+        "the checkpoint at the primary's last GTID",
+        &log,
+    );
+    caught_up(&replica, primary);
+
+    // the primary dies mid-stream; the replica is promoted and takes the writes
+    let published = want.clone();
+    primary.kill();
+    replica.sql_text("STOP SLAVE; RESET SLAVE ALL;");
+    for i in 61..=90 {
+        replica.sql_text(&format!("INSERT INTO shop.t VALUES ({i}, 0)"));
+        want.insert(i, vec!["c".into()]);
+        if i % 5 == 0 {
+            replica.sql_text(&format!("DELETE FROM shop.t WHERE id = {}", i - 60));
+            want.get_mut(&(i - 60)).unwrap().extend(["d".to_string(), "tombstone".to_string()]);
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // the lagging replica lacks what Sluice published: refused, naming the GTIDs, exit 1
+    set_url(&config, primary.port, lagging.port);
+    let lagging_gtid = lagging.gtid_pos();
+    let mut child = start_sluice(&config, &log);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        assert!(Instant::now() < deadline, "sluice did not stop against the lagging replica:\n{}", log_text(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let text = log_text(&log);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains(&primary_gtid) && text.contains(&lagging_gtid), "the stop names both positions:\n{text}");
+    assert_eq!(reader.per_key("sluice.shop.t", "v"), published, "nothing from the lagging replica");
+
+    // the operator restarts it against the promoted replica: it resumes by GTID there
+    set_url(&config, lagging.port, replica.port);
+    let mut child = start_sluice(&config, &log);
+    wait_for(60, || reader.per_key("sluice.shop.t", "v") == want, "every change exactly once after the failover", &log);
+    let text = log_text(&log);
+    let resumed = text.lines().filter(|l| l.contains("Streaming the binlog")).last().unwrap();
+    assert!(resumed.contains(&format!("start=GTID {primary_gtid}")), "{resumed}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
