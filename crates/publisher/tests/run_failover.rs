@@ -118,7 +118,7 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
     let mut child = start_sluice(&config, &log);
     wait_for(60, || reader.per_key("sluice.shop.t", "v") == want, "every change exactly once after the failover", &log);
     let text = log_text(&log);
-    let resumed = text.lines().filter(|l| l.contains("Streaming the binlog")).last().unwrap();
+    let resumed = text.lines().rfind(|l| l.contains("Streaming the binlog")).unwrap();
     assert!(resumed.contains(&format!("start=GTID {primary_gtid}")), "{resumed}");
     child.kill().unwrap();
     child.wait().unwrap();
