@@ -106,6 +106,13 @@ pub struct SnapshotSection {
     /// with a unit: `"8MiB"`).
     #[serde(default = "default_chunk_bytes", deserialize_with = "byte_size")]
     pub chunk_max_bytes: u64,
+    /// How long a chunk query waits for a table lock (the server's `lock_wait_timeout` on the
+    /// snapshot's connection): a chunk behind a DDL or `LOCK TABLES ... WRITE` would otherwise
+    /// hold the stream for as long as the lock is held (the server's default is a year). A
+    /// chunk that waits this long is tried again twice (1 and 2 s later), then Sluice stops
+    /// naming the table; the next start resumes at that chunk.
+    #[serde(default = "default_lock_wait", with = "humantime_serde")]
+    pub lock_wait_timeout: Duration,
     /// Tables (patterns, as in `[filter]`) left out of snapshots; they are still streamed.
     #[serde(default)]
     pub exclude: Vec<String>,
@@ -143,6 +150,7 @@ impl Default for SnapshotSection {
             mode: SnapshotMode::default(),
             chunk_size: default_chunk_size(),
             chunk_max_bytes: default_chunk_bytes(),
+            lock_wait_timeout: default_lock_wait(),
             exclude: Vec::new(),
             filters: BTreeMap::new(),
         }
@@ -161,6 +169,9 @@ impl SnapshotSection {
         }
         if self.chunk_max_bytes < 1024 {
             p.push("snapshot.chunk_max_bytes", "must be at least 1KiB");
+        }
+        if self.lock_wait_timeout < Duration::from_secs(1) {
+            p.push("snapshot.lock_wait_timeout", "must be at least 1s (whole seconds)");
         }
         for pattern in &self.exclude {
             if let Some(m) = table_pattern_problem(pattern) {
@@ -547,6 +558,9 @@ fn default_chunk_size() -> usize {
 }
 fn default_chunk_bytes() -> u64 {
     8 << 20
+}
+fn default_lock_wait() -> Duration {
+    Duration::from_secs(10)
 }
 fn default_txn_timeout() -> Duration {
     Duration::from_secs(300)

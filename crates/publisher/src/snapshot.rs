@@ -86,16 +86,14 @@ pub enum SnapshotError {
         why: &'static str,
     },
     /// A chunk query that timed out every time it was tried.
-    #[error(
-        "{last} (tried {tries} times); lower snapshot.chunk_size or chunk_max_bytes, or raise the server's \
-         max_statement_time (MariaDB) / max_execution_time (MySQL) for the replication user; the next start \
-         resumes at this chunk"
-    )]
+    #[error("{last} (tried {tries} times); {advice}; the next start resumes at this chunk")]
     GaveUp {
         /// How often it was tried.
         tries: u32,
         /// The last failure.
         last: Box<SnapshotError>,
+        /// What to change, by the kind of timeout.
+        advice: &'static str,
     },
     /// A value that does not fit its column.
     #[error("snapshot of {table}: {source}")]
@@ -133,10 +131,23 @@ impl SnapshotError {
 /// How often a chunk is read before its failure is final.
 const CHUNK_TRIES: u32 = 3;
 
-/// Server errors of a query that may pass on the next try: ER_LOCK_WAIT_TIMEOUT,
-/// ER_LOCK_DEADLOCK, ER_STATEMENT_TIMEOUT (MariaDB `max_statement_time`),
-/// ER_QUERY_TIMEOUT (MySQL `max_execution_time`).
-const TIMEOUTS: [u16; 4] = [1205, 1213, 1969, 3024];
+/// For a server error of a chunk query that may pass on the next try, what to change when it
+/// keeps failing: ER_LOCK_WAIT_TIMEOUT and ER_LOCK_DEADLOCK (a DDL or `LOCK TABLES` holds the
+/// table), ER_STATEMENT_TIMEOUT (MariaDB `max_statement_time`), ER_QUERY_TIMEOUT (MySQL
+/// `max_execution_time`). None: not a timeout.
+fn gave_up_advice(code: u16) -> Option<&'static str> {
+    match code {
+        1205 | 1213 => Some(
+            "another session holds a lock on the table (a DDL, LOCK TABLES ... WRITE, FLUSH TABLES ... WITH READ \
+             LOCK; SHOW PROCESSLIST names it): let it finish, or raise snapshot.lock_wait_timeout",
+        ),
+        1969 | 3024 => Some(
+            "lower snapshot.chunk_size or chunk_max_bytes, or raise the server's max_statement_time (MariaDB) / \
+             max_execution_time (MySQL) for the replication user",
+        ),
+        _ => None,
+    }
+}
 
 /// A binlog position of the source server.
 type Pos = (String, u64);
@@ -310,6 +321,8 @@ impl Snapshotter {
             for sql in [
                 "SET SESSION character_set_results = NULL, SESSION time_zone = '+00:00', SESSION sql_mode = ''",
                 "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+                // a chunk behind a DDL's metadata lock gives up instead of holding the stream
+                format!("SET SESSION lock_wait_timeout = {}", self.cfg.lock_wait_timeout.as_secs().max(1)).as_str(),
             ] {
                 c.query_drop(sql).await.map_err(SnapshotError::Connect)?;
             }
@@ -478,12 +491,18 @@ impl Snapshotter {
                 Err(e) => e,
             };
             let SnapshotError::Query { source, .. } = &e else { return Err(e) };
-            let timeout = matches!(source, sluice_protocol::Error::Server(s) if TIMEOUTS.contains(&s.code));
-            if !(timeout || source.is_transient()) {
+            let lock_or_timeout = match source {
+                sluice_protocol::Error::Server(s) => gave_up_advice(s.code),
+                _ => None,
+            };
+            if !(lock_or_timeout.is_some() || source.is_transient()) {
                 return Err(e);
             }
             if tries >= CHUNK_TRIES {
-                return Err(if timeout { SnapshotError::GaveUp { tries, last: Box::new(e) } } else { e });
+                return Err(match lock_or_timeout {
+                    Some(advice) => SnapshotError::GaveUp { tries, last: Box::new(e), advice },
+                    None => e,
+                });
             }
             let wait = Duration::from_secs(1 << (tries - 1));
             tracing::warn!(table = %plan.name, error = %e, tries, wait = ?wait, "Snapshot: reading a chunk failed; trying again");

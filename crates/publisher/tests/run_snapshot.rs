@@ -498,3 +498,129 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
     let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
     let _ = sluice.0.wait();
 }
+
+/// Holds `LOCK TABLES table WRITE` on a connection of its own until dropped (the test kills
+/// the connection), so that a snapshot's chunk query waits for the table's metadata lock.
+struct TableLock {
+    port: u16,
+    marker: u32,
+    holder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TableLock {
+    fn hold(port: u16, table: &str, marker: u32) -> TableLock {
+        let sql = format!("LOCK TABLES {table} WRITE; SELECT SLEEP({marker}); UNLOCK TABLES;");
+        let holder = std::thread::spawn(move || {
+            let _ = support::try_sql(port, &sql);
+        });
+        let lock = TableLock { port, marker, holder: Some(holder) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while lock.connection().is_none() {
+            assert!(Instant::now() < deadline, "the lock holder did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        lock
+    }
+
+    /// The holder's connection id, once it holds the lock (it sleeps then).
+    fn connection(&self) -> Option<String> {
+        support::try_sql(
+            self.port,
+            &format!("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP({})'", self.marker),
+        )
+        .ok()?
+        .into_iter()
+        .next()?
+        .into_iter()
+        .next()
+    }
+}
+
+impl Drop for TableLock {
+    fn drop(&mut self) {
+        if let Some(id) = self.connection() {
+            let _ = support::try_sql(self.port, &format!("KILL {id}"));
+        }
+        if let Some(h) = self.holder.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A chunk query behind another session's table lock: with `snapshot.lock_wait_timeout`, it
+/// gives up on the lock instead of holding the stream, is tried again in place and goes on when
+/// the lock is released in time; a lock held past three tries stops `sluice run` (exit 1) with
+/// a message naming the table, the lock and the setting, and the next start resumes the
+/// snapshot. Both snapshots end with every row exactly once.
+#[test]
+fn a_chunk_behind_a_table_lock_is_retried_then_stops_clearly() {
+    let Some(services) = Services::start("snap-lock", &[]) else { return };
+    let db = &services.mariadb;
+    let rows = 5000;
+    db.sql_text(&format!(
+        "CREATE DATABASE sl; USE sl; CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20));
+         INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_{rows};"
+    ));
+    let (config, log) = services.config(
+        "lock",
+        "topic_prefix = \"sl\"",
+        "[filter]\ninclude = [\"sl.*\", \"sl_hidden.t\"]\n[snapshot]\nchunk_size = 1000\nlock_wait_timeout = \"1s\"\n",
+    );
+    let reads = |services: &Services| {
+        let mut per_key: BTreeMap<i64, usize> = BTreeMap::new();
+        TopicReader::new(services).scan("sl.sl.t", |r| {
+            if r.op() == Some("r") {
+                *per_key.entry(r.int_key()).or_default() += 1;
+            }
+        });
+        per_key
+    };
+
+    // 1: the lock is released between the tries
+    let lock = TableLock::hold(db.port, "sl.t", 3601);
+    let mut sluice = start_sluice(&config, &log);
+    wait_for(60, || log_text(&log).contains("reading a chunk failed; trying again"), "a retried chunk", &log);
+    drop(lock);
+    wait_for(120, || snapshot_done(&services, "sl", "lock"), "the snapshot to finish", &log);
+    let text = log_text(&log);
+    assert!(text.contains("Lock wait timeout exceeded"), "the retry names the cause:\n{text}");
+    assert!(
+        text.contains("filter.include names tables the server does not show this user") && text.contains("sl_hidden.t"),
+        "an included table the server does not show is warned about:\n{text}"
+    );
+    let first = reads(&services);
+    assert_eq!(first.len(), rows, "every row read once");
+    assert!(first.values().all(|&n| n == 1), "a row read twice");
+
+    // 2: a lock held past every try stops with what to do; the next start resumes
+    let lock = TableLock::hold(db.port, "sl.t", 3602);
+    let (code, _, err) = request(&config, &["sl.t"], false);
+    assert_eq!(code, 0, "{err}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = sluice.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "sluice run did not stop behind the lock:\n{}", log_text(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status.code(), Some(1), "{}", log_text(&log));
+    let text = log_text(&log);
+    for part in ["sl.t", "tried 3 times", "holds a lock on the table", "snapshot.lock_wait_timeout"] {
+        assert!(text.contains(part), "the stop message lacks {part:?}:\n{text}");
+    }
+    drop(lock);
+    let mut sluice = start_sluice(&config, &log);
+    // the request was not committed before the stop, so the new instance reads it again
+    wait_for(
+        120,
+        || reads(&services).values().all(|&n| n >= 2) && snapshot_done(&services, "sl", "lock"),
+        "the second snapshot to finish",
+        &log,
+    );
+    let both = reads(&services);
+    assert_eq!(both.len(), rows);
+    assert!(both.values().all(|&n| n == 2), "each row once per snapshot: {:?}", both.iter().find(|(_, &n)| n != 2));
+    let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
+    let _ = sluice.0.wait();
+}

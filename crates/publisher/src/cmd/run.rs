@@ -215,7 +215,7 @@ async fn attempt(
         Some(c) => (c.snapshot.clone(), c.signals_offset),
         None => (None, None),
     };
-    let (mut src, mut schemas, snapshot) = match &checkpoint {
+    let (mut src, mut schemas, snapshot, signals) = match &checkpoint {
         Some(c) => {
             *first_start = None;
             if let Some((file, position)) = metrics.last_checkpoint() {
@@ -232,7 +232,7 @@ async fn attempt(
             tracing::info!(resume = %start, "Resuming from the committed checkpoint");
             let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);
             match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
-                Ok((src, loaded)) => (src, committed.into_history(loaded), snapshot),
+                Ok((src, loaded)) => (src, committed.into_history(loaded), snapshot, signals),
                 Err(SourceError::Purged(why)) if cfg.snapshot.mode == SnapshotMode::WhenNeeded => {
                     // the binlog since the checkpoint is gone: snapshot again from the present
                     tracing::warn!(
@@ -252,7 +252,7 @@ async fn attempt(
                         })
                         .await?;
                     let checked = CheckedConnection::open(&source_cfg).await?;
-                    (ReplicationSource::open(source_cfg.clone(), checked, resume).await?, schemas, snapshot)
+                    (ReplicationSource::open(source_cfg.clone(), checked, resume).await?, schemas, snapshot, signals)
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -280,7 +280,9 @@ async fn attempt(
                 "No checkpoint yet: recorded the configured start as the first checkpoint"
             );
             let checked = CheckedConnection::open(&source_cfg).await?;
-            (ReplicationSource::open(source_cfg.clone(), checked, resume).await?, schemas, snapshot)
+            // the offset just committed: a request made from now on is read even if this
+            // instance stops before it commits again
+            (ReplicationSource::open(source_cfg.clone(), checked, resume).await?, schemas, snapshot, signals)
         }
     };
     schemas.set_lower_case_table_names(src.lower_case_table_names());

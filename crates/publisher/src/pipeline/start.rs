@@ -81,11 +81,29 @@ pub fn initial_snapshot(cfg: &Config, tables: &[TrackedTable], reason: &str) -> 
         .collect();
     names.sort();
     names.dedup();
+    for pattern in unseen_includes(&cfg.filter.include, tables) {
+        // MariaDB and MySQL list only the tables a user has a privilege on, so a table the user
+        // cannot SELECT looks absent: say so, or its rows would silently miss the snapshot
+        tracing::warn!(
+            pattern,
+            "filter.include names tables the server does not show this user: they do not exist yet, or the user \
+             lacks SELECT on them (GRANT SELECT ON <db>.* TO <user>); they are not snapshotted"
+        );
+    }
     Some(SnapshotProgress {
         reason: reason.to_string(),
         started_ms: crate::process::now_ms(),
         tables: names.into_iter().map(TableProgress::pending).collect(),
     })
+}
+
+/// The `filter.include` patterns that match none of `tables` (the tables the server shows).
+fn unseen_includes<'a>(include: &'a [String], tables: &[TrackedTable]) -> Vec<&'a str> {
+    include
+        .iter()
+        .filter(|p| !tables.iter().any(|t| crate::filter::table_matches(p, &t.database, &t.table)))
+        .map(String::as_str)
+        .collect()
 }
 
 /// Resolves a relative `source.start` (`current`, `earliest`) as `sluice run` begins, before
@@ -102,5 +120,31 @@ pub async fn resolve_early(cfg: &Config) -> Option<ResolvedStart> {
             tracing::warn!(error = %e, "Cannot resolve source.start yet; it is resolved once the source answers");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(database: &str, table: &str) -> TrackedTable {
+        TrackedTable {
+            database: database.into(),
+            table: table.into(),
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            default_charset: None,
+            version: 1,
+            since: "server".into(),
+            unknown: None,
+        }
+    }
+
+    #[test]
+    fn includes_the_server_does_not_show_are_named() {
+        let include: Vec<String> = ["shop.orders", "shop.*", "audit.log", "hr.*"].map(String::from).into();
+        let tables = [table("shop", "orders"), table("shop", "items")];
+        assert_eq!(unseen_includes(&include, &tables), ["audit.log", "hr.*"]);
+        assert!(unseen_includes(&[], &tables).is_empty());
     }
 }
