@@ -198,6 +198,18 @@ pub struct SourceSection {
     pub name: String,
     /// `mysql://USER@HOST:PORT` (no password here).
     pub url: SourceUrl,
+    /// Other servers of the same replication topology (GTID replicas with
+    /// `log_slave_updates`), tried in order when the current one stays unreachable for
+    /// `failover_after`: Sluice resumes there by the checkpoint's GTIDs, after checking that
+    /// the server's GTID history contains them (else it stops naming the missing GTIDs, never
+    /// streaming with a gap). Same user, password and TLS as `url`. A checkpoint without GTIDs
+    /// cannot move between servers: failover then stops with a message.
+    #[serde(default)]
+    pub failover: Vec<SourceUrl>,
+    /// How long the current server may stay unreachable before the next of `failover` is
+    /// tried (e.g. `30s`).
+    #[serde(default = "default_failover_after", with = "humantime_serde")]
+    pub failover_after: Duration,
     /// File holding the password (trailing newline ignored).
     #[serde(default)]
     pub password_file: Option<PathBuf>,
@@ -443,6 +455,9 @@ pub struct RegistrySection {
     /// File holding the basic-auth password.
     #[serde(default)]
     pub password_file: Option<PathBuf>,
+    /// Environment variable holding the basic-auth password.
+    #[serde(default)]
+    pub password_env: Option<String>,
 }
 
 /// What records look like.
@@ -528,6 +543,9 @@ pub struct Route {
 
 fn default_server_id() -> u32 {
     51_001
+}
+fn default_failover_after() -> Duration {
+    Duration::from_secs(30)
 }
 fn default_heartbeat() -> Duration {
     Duration::from_secs(5)
@@ -933,6 +951,11 @@ impl Config {
 }
 
 impl SourceSection {
+    /// `url`, then the `failover` servers, in the order they are tried.
+    pub fn servers(&self) -> Vec<&SourceUrl> {
+        std::iter::once(&self.url).chain(&self.failover).collect()
+    }
+
     /// The password from its file or environment variable (empty when neither is set).
     ///
     /// # Errors
@@ -1006,6 +1029,9 @@ impl SourceSection {
         if self.server_id == 0 {
             p.push("source.server_id", "must not be 0");
         }
+        if self.failover_after < Duration::from_secs(1) {
+            p.push("source.failover_after", "must be at least 1s");
+        }
         if self.heartbeat < Duration::from_secs(1) {
             p.push("source.heartbeat", "must be at least 1s");
         }
@@ -1060,6 +1086,17 @@ impl KafkaSection {
 }
 
 impl RegistrySection {
+    /// The basic-auth password from its file or environment variable, if configured.
+    ///
+    /// # Errors
+    /// An unreadable password file.
+    pub fn password(&self) -> Result<Option<Secret>, ConfigError> {
+        if self.password_file.is_none() && self.password_env.is_none() {
+            return Ok(None);
+        }
+        read_secret(&self.password_file, &self.password_env).map(Some)
+    }
+
     fn validate(&self, p: &mut Problems) {
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             p.push("registry.url", format!("{:?} must start with http:// or https://", redact_url(&self.url)));
@@ -1068,7 +1105,7 @@ impl RegistrySection {
                 "registry.url",
                 format!(
                     "{:?} must not contain a password (it would be shown wherever the URL is): use registry.username \
-                     and registry.password_file",
+                     and registry.password_file or password_env",
                     redact_url(&self.url)
                 ),
             );

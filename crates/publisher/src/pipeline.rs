@@ -118,6 +118,12 @@ pub enum Error {
 
 impl Error {
     /// What `sluice run` does next.
+    /// True when the source server could not be reached or the stream from it broke (what
+    /// counts towards `source.failover_after`).
+    pub fn source_unreachable(&self) -> bool {
+        matches!(self, Error::Source(e) if e.disposition() == Disposition::Restart)
+    }
+
     pub fn disposition(&self) -> Disposition {
         match self {
             Error::Source(e) => e.disposition(),

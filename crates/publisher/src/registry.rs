@@ -11,9 +11,10 @@
 //! <https://docs.confluent.io/platform/current/schema-registry/fundamentals/serdes-develop/index.html#wire-format>.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::config::RegistrySection;
+use crate::config::{RegistrySection, Secret};
 use crate::disposition::Disposition;
 
 /// What went wrong talking to the registry.
@@ -72,14 +73,41 @@ impl RegistryError {
     }
 }
 
-/// A registry client with an id cache per (subject, schema text).
-#[derive(Debug)]
+/// How long one registry request may take: a registry that accepts the connection and then
+/// says nothing (a stalled network path) is given up on after this and retried.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// reqwest's error with its causes ("error sending request ...: connection refused"), the
+/// timeout named: its own text says only that sending failed.
+fn cause_chain(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("no answer within {:.1} s (timed out)", timeout.as_secs_f64());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// A registry client with an id cache per (subject, schema text). Clones share the cache, so
+/// `sluice run` keeps the ids across its restarts: after one, the tables already registered
+/// flow again without asking a registry that may still be away.
+#[derive(Debug, Clone)]
 pub struct RegistryClient {
     base: String,
     http: reqwest::Client,
     username: Option<String>,
-    password: Option<String>,
-    cache: HashMap<(String, String), u32>,
+    password: Option<Secret>,
+    cache: Arc<Mutex<HashMap<(String, String), u32>>>,
+    /// How long one request may take ([`REQUEST_TIMEOUT`]; shorter in tests).
+    timeout: Duration,
     /// Where requests are counted by outcome and timed, when set.
     metrics: Option<crate::metrics::RegistryMetrics>,
 }
@@ -90,19 +118,8 @@ impl RegistryClient {
     /// # Errors
     /// An unreadable password file.
     pub fn new(cfg: &RegistrySection) -> Result<RegistryClient, RegistryError> {
-        let password = match &cfg.password_file {
-            Some(f) => Some(
-                std::fs::read_to_string(f)
-                    .map_err(|e| {
-                        RegistryError::Setup(format!("cannot read registry.password_file {}: {e}", f.display()))
-                    })?
-                    .trim_end_matches(['\n', '\r'])
-                    .to_string(),
-            ),
-            None => None,
-        };
+        let password = cfg.password().map_err(|e| RegistryError::Setup(format!("registry.password_file: {e}")))?;
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| RegistryError::Setup(format!("creating the HTTP client: {e}")))?;
         Ok(RegistryClient {
@@ -110,7 +127,8 @@ impl RegistryClient {
             http,
             username: cfg.username.clone(),
             password,
-            cache: HashMap::new(),
+            cache: Arc::default(),
+            timeout: REQUEST_TIMEOUT,
             metrics: None,
         })
     }
@@ -123,8 +141,8 @@ impl RegistryClient {
     /// [`RegistryError::Unreachable`] when no answer comes.
     pub async fn register(&mut self, subject: &str, schema: &str) -> Result<u32, RegistryError> {
         let cache_key = (subject.to_string(), schema.to_string());
-        if let Some(id) = self.cache.get(&cache_key) {
-            return Ok(*id);
+        if let Some(id) = self.cached(&cache_key) {
+            return Ok(id);
         }
         let started = std::time::Instant::now();
         let result = self.post(subject, schema).await;
@@ -138,8 +156,12 @@ impl RegistryClient {
             m.request(outcome, started.elapsed());
         }
         let id = result?;
-        self.cache.insert(cache_key, id);
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(cache_key, id);
         Ok(id)
+    }
+
+    fn cached(&self, key: &(String, String)) -> Option<u32> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key).copied()
     }
 
     /// Counts and times the registry requests from now on.
@@ -156,13 +178,14 @@ impl RegistryClient {
             .post(&url)
             .header("Content-Type", "application/vnd.schemaregistry.v1+json")
             .header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
-            .body(body);
+            .body(body)
+            .timeout(self.timeout);
         if let Some(u) = &self.username {
-            req = req.basic_auth(u, self.password.as_deref());
+            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
         }
         let unreachable = |e: reqwest::Error| RegistryError::Unreachable {
             url: crate::config::redact_url(&self.base),
-            message: crate::config::redact_url(&e.to_string()),
+            message: crate::config::redact_url(&cause_chain(&e, self.timeout)),
         };
         let resp = req.send().await.map_err(unreachable)?;
         let status = resp.status().as_u16();
@@ -227,7 +250,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let section = RegistrySection { url: server.url(), username: None, password_file: None };
+        let section = RegistrySection { url: server.url(), username: None, password_file: None, password_env: None };
         let mut c = RegistryClient::new(&section).unwrap();
         let v1 = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#;
         let id = c.register("t-value", v1).await.unwrap();
@@ -245,5 +268,57 @@ mod tests {
         assert_eq!(frame(0x0102_0304, &[9, 8]), vec![0, 1, 2, 3, 4, 9, 8]);
         assert_eq!(encode_path("sluice.shop.orders-value"), "sluice.shop.orders-value");
         assert_eq!(encode_path("a b"), "a%20b");
+    }
+}
+
+#[cfg(test)]
+mod stall_tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn client(port: u16) -> RegistryClient {
+        let url = format!("http://127.0.0.1:{port}");
+        let section = RegistrySection { url, username: None, password_file: None, password_env: None };
+        let mut c = RegistryClient::new(&section).unwrap();
+        c.timeout = Duration::from_millis(500);
+        c
+    }
+
+    /// A registry that accepts the connection and never answers (a stalled path): the request
+    /// gives up after the timeout as a transient error that names it.
+    #[tokio::test]
+    async fn a_registry_that_never_answers_times_out() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hold = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+        let e = client(port).register("t-value", r#""int""#).await.unwrap_err();
+        assert!(e.is_transient(), "{e}");
+        assert!(e.to_string().contains("no answer within 0.5 s"), "{e}");
+        drop(hold);
+    }
+
+    /// The same over a kept-alive connection that answered before and then stalls.
+    #[tokio::test]
+    async fn a_pooled_connection_that_stalls_times_out() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hold = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = r#"{"id":7}"#;
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = s.write_all(format!("{head}{body}").as_bytes());
+            let _ = s.read(&mut buf);
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        let mut c = client(port);
+        assert_eq!(c.register("t-value", r#""int""#).await.unwrap(), 7);
+        let started = std::time::Instant::now();
+        let e = c.register("u-value", r#""int""#).await.unwrap_err();
+        assert!(e.to_string().contains("no answer within 0.5 s"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        hold.join().unwrap();
     }
 }

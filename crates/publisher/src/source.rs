@@ -112,10 +112,20 @@ impl SourceConfig {
     /// # Errors
     /// An unreadable password file.
     pub fn for_run(cfg: &crate::config::Config) -> Result<SourceConfig, crate::config::ConfigError> {
+        SourceConfig::for_server(cfg, 0)
+    }
+
+    /// As [`SourceConfig::for_run`], for server `index` of [`crate::config::SourceSection::servers`]
+    /// (0: `source.url`, then the `failover` list; wraps around).
+    ///
+    /// # Errors
+    /// An unreadable password file.
+    pub fn for_server(cfg: &crate::config::Config, index: usize) -> Result<SourceConfig, crate::config::ConfigError> {
         let s = &cfg.source;
         let password = s.password()?;
+        let servers = s.servers();
         let endpoint = Endpoint {
-            url: &s.url,
+            url: servers[index % servers.len()],
             password: &password,
             tls: s.tls,
             ca_file: s.ca_file.clone(),

@@ -6,66 +6,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
+use support::proxy::FaultProxy;
 use support::{of_table, Server};
 
 const MANY_ROWS: usize = 5000;
-
-/// A proxy to `127.0.0.1:upstream` that, on its first connection only, closes both sides
-/// after `cut_after` bytes from the server; later connections are forwarded untouched.
-struct CuttingProxy {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-}
-
-impl CuttingProxy {
-    fn start(upstream: u16, cut_after: usize) -> CuttingProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let conns = connections.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let n = conns.fetch_add(1, Ordering::SeqCst);
-                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
-                let limit = if n == 0 { Some(cut_after) } else { None };
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                std::thread::spawn(move || pump(c2, s2, None));
-                std::thread::spawn(move || pump(server, client, limit));
-            }
-        });
-        CuttingProxy { port, connections }
-    }
-}
-
-/// Copies `from` to `to`; with a limit, stops after that many bytes and closes both.
-fn pump(mut from: TcpStream, mut to: TcpStream, limit: Option<usize>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut sent = 0usize;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let n = limit.map_or(n, |l| n.min(l - sent));
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-        sent += n;
-        if limit.is_some_and(|l| sent >= l) {
-            break;
-        }
-    }
-    let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
-}
 
 fn sha256_b64(v: &serde_json::Value) -> (usize, String) {
     let bytes = base64::engine::general_purpose::STANDARD.decode(v.as_str().expect("a base64 string")).unwrap();
@@ -129,7 +75,7 @@ fn transactions_beyond_16_mib_and_a_cut_connection() {
 
     // through a proxy that cuts the first connection 10 MB into the stream: inside the blob's
     // 20 MB event, in the middle of its first 16 MiB packet
-    let proxy = CuttingProxy::start(db.port, 10_000_000);
+    let proxy = FaultProxy::cutting_first_after(db.port, 10_000_000);
     let url = format!("mysql://root@127.0.0.1:{}", proxy.port);
     let run = support::sluice(&[
         "dump",
@@ -145,7 +91,7 @@ fn transactions_beyond_16_mib_and_a_cut_connection() {
     .ok();
     assert!(run.stderr.contains("The replication connection failed; reconnecting"), "{}", run.stderr);
     assert!(run.stderr.contains("Reconnected"), "{}", run.stderr);
-    assert!(proxy.connections.load(Ordering::SeqCst) >= 2);
+    assert!(proxy.connections() >= 2);
     check(&run.rows(), &db);
     assert_eq!(run.resume_file_pos(), end);
 }

@@ -1,10 +1,11 @@
 //! Failover by GTID (issue 13): the primary dies mid-stream, its GTID replica
-//! (`log_slave_updates`) is promoted and takes the writes, and `sluice run` restarted against
-//! the replica (the operator's restart against another host) resumes from the checkpoint's
-//! GTIDs there: every change of both servers exactly once, in order per key. A second replica
-//! that stopped replicating before the last transactions Sluice published is refused, with a
-//! message that names the GTIDs it lacks, never streamed from with a gap.
-//! Real MariaDB servers (three, replicating), broker and registry.
+//! (`log_slave_updates`) is promoted and takes the writes, and `sluice run`, started with the
+//! dead primary in `source.url` and the replica in `source.failover`, fails over by itself
+//! after `failover_after` and resumes from the checkpoint's GTIDs there: every change of both
+//! servers exactly once, in order per key. A second replica that stopped replicating before the
+//! last transactions Sluice published is refused, with a message that names the GTIDs it lacks,
+//! never streamed from with a gap. Real MariaDB servers (three, replicating), broker and
+//! registry.
 
 mod support;
 
@@ -113,13 +114,20 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
     assert!(text.contains(&primary_gtid) && text.contains(&lagging_gtid), "the stop names both positions:\n{text}");
     assert_eq!(reader.per_key("sluice.shop.t", "v"), published, "nothing from the lagging replica");
 
-    // the operator restarts it against the promoted replica: it resumes by GTID there
-    set_url(&config, lagging.port, replica.port);
+    // started against the dead primary with the promoted replica in source.failover: after
+    // failover_after without reaching the primary it resumes by GTID on the replica
+    set_url(&config, lagging.port, primary.port);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let failover = format!("failover = [\"mysql://root@127.0.0.1:{}\"]\nfailover_after = \"3s\"\n", replica.port);
+    std::fs::write(&config, text.replacen("heartbeat = ", &format!("{failover}heartbeat = "), 1)).unwrap();
+    let before = log_text(&log).len();
     let mut child = start_sluice(&config, &log);
-    wait_for(60, || reader.per_key("sluice.shop.t", "v") == want, "every change exactly once after the failover", &log);
-    let text = log_text(&log);
+    wait_for(90, || reader.per_key("sluice.shop.t", "v") == want, "every change exactly once after the failover", &log);
+    let text = log_text(&log)[before..].to_string();
+    assert!(text.contains("The source server stays unreachable: failing over"), "{text}");
     let resumed = text.lines().rfind(|l| l.contains("Streaming the binlog")).unwrap();
     assert!(resumed.contains(&format!("start=GTID {primary_gtid}")), "{resumed}");
+    assert!(child.try_wait().unwrap().is_none(), "sluice run stopped:\n{text}");
     child.kill().unwrap();
     child.wait().unwrap();
 }

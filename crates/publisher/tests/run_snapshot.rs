@@ -68,21 +68,6 @@ fn snapshot_done(services: &Services, prefix: &str, source: &str) -> bool {
     })
 }
 
-/// Waits until the checkpoint is at the server's binlog end (the workload stopped).
-fn caught_up(services: &Services, prefix: &str, source: &str, log: &Path) {
-    let (file, pos) = services.mariadb.master_status();
-    wait_for(
-        180,
-        || {
-            services.checkpoint(prefix, source).is_some_and(|c| {
-                c["file"].as_str() == Some(file.as_str()) && c["position"].as_u64().unwrap_or(0) >= pos
-            })
-        },
-        "the checkpoint to reach the binlog end",
-        log,
-    );
-}
-
 /// What a topic says per key: the records in order (op, after image).
 type History = BTreeMap<i64, Vec<(String, Option<BTreeMap<String, Avro>>)>>;
 
@@ -236,7 +221,7 @@ fn snapshot_under_writes_and_sigkills_is_exact_and_resumes() {
     wait_for(600, || snapshot_done(&services, "sk", "kill"), "the snapshot to finish", &log);
     stop.store(true, Ordering::Relaxed);
     let ops = workload.join().unwrap();
-    caught_up(&services, "sk", "kill", &log);
+    services.wait_caught_up("sk", "kill", &log);
     let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
     let _ = sluice.0.wait();
     eprintln!("snapshot and {ops} workload operations done at {:.1} s", started.elapsed().as_secs_f64());
@@ -399,7 +384,7 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("has no checkpoint yet: start `sluice run` first"), "{err}");
     let mut sluice = start_sluice_with(&config, &log, &env);
-    caught_up(&services, "od", "od", &log);
+    services.wait_caught_up("od", "od", &log);
 
     // requests that cannot be served are refused before anything is sent
     let (code, _, err) = request(&config, &["fid.late"], false);
@@ -483,7 +468,7 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
     let (code, out, err) = request(&config, &["fid.late"], true);
     db.sql_text("INSERT INTO fid.uuidk VALUES ('11111111-2222-3333-4444-555555555555', 4);");
     assert_eq!(code, 0, "{out}{err}");
-    caught_up(&services, "od", "od", &log);
+    services.wait_caught_up("od", "od", &log);
     let late = reader.read("od.fid.late");
     assert_eq!(late.len(), 1000);
     assert!(late.iter().all(|r| r.op() == Some("r")));

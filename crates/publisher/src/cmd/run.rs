@@ -131,16 +131,27 @@ async fn serve(cfg: &Config) -> Exit {
         });
         tokio::spawn(watch);
     }
+    let mut registry = match RegistryClient::new(&cfg.registry) {
+        Ok(r) => r,
+        Err(e) => {
+            crate::eline!("sluice run: {e}");
+            return Exit::Failure;
+        }
+    };
+    registry.count_requests(metrics.registry());
     let mut backoff = Duration::from_secs(1);
     let mut progress = ProgressLog::default();
     let mut first_start = tokio::select! {
         s = resolve_early(cfg) => s,
         () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => return Exit::Ok,
     };
+    // the server streamed from (an index into source.servers()), and since when it has been
+    // unreachable (consecutive attempts failing to reach it)
+    let (mut server, mut unreachable_since) = (0usize, None::<Instant>);
     loop {
         let started = Instant::now();
         let outcome = tokio::select! {
-            r = attempt(cfg, &stop, &metrics, &mut progress, &mut first_start) => r,
+            r = attempt(cfg, server, &stop, &metrics, &registry, &mut progress, &mut first_start) => r,
             () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => {
                 if let Some(s) = &first_start {
                     tracing::warn!(
@@ -173,6 +184,24 @@ async fn serve(cfg: &Config) -> Exit {
                 if started.elapsed() > Duration::from_secs(60) {
                     backoff = Duration::from_secs(1);
                 }
+                let servers = cfg.source.servers();
+                if e.source_unreachable() && servers.len() > 1 {
+                    let since = *unreachable_since.get_or_insert(started);
+                    if since.elapsed() >= cfg.source.failover_after {
+                        let next = (server + 1) % servers.len();
+                        tracing::warn!(
+                            from = %servers[server % servers.len()],
+                            to = %servers[next],
+                            unreachable_for = ?since.elapsed(),
+                            "The source server stays unreachable: failing over (resuming by the checkpoint's GTIDs)"
+                        );
+                        server = next;
+                        unreachable_since = None;
+                        backoff = Duration::from_secs(1);
+                    }
+                } else {
+                    unreachable_since = None;
+                }
                 tracing::warn!(error = %e, wait = ?backoff, "Restarting from the last committed checkpoint");
                 metrics.restart();
                 let wait = backoff;
@@ -193,8 +222,10 @@ async fn serve(cfg: &Config) -> Exit {
 /// own, before anything is published, so every later attempt resumes from it.
 async fn attempt(
     cfg: &Config,
+    server: usize,
     stop: &AtomicBool,
     metrics: &Arc<Metrics>,
+    registry: &RegistryClient,
     progress: &mut ProgressLog,
     first_start: &mut Option<ResolvedStart>,
 ) -> Result<(), Error> {
@@ -205,7 +236,7 @@ async fn attempt(
     let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
         .await
         .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
-    let source_cfg = SourceConfig::for_run(cfg)?;
+    let source_cfg = SourceConfig::for_server(cfg, server)?;
     // the tracked schema: as committed with the checkpoint, else read from the server at the
     // moment the start position is taken
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, checkpoint.as_ref()).await?;
@@ -228,8 +259,19 @@ async fn attempt(
                     );
                 }
             }
+            let servers = cfg.source.servers();
+            if server > 0 && c.gtid.is_none() {
+                // a binlog file and position mean nothing on another server
+                return Err(SourceError::Start(format!(
+                    "cannot fail over to {}: the checkpoint ({c}) has no GTIDs to resume by there; enable GTIDs on \
+                     the servers, or restart Sluice against {} once it is back",
+                    servers[server % servers.len()],
+                    cfg.source.url
+                ))
+                .into());
+            }
             let start = c.start()?;
-            tracing::info!(resume = %start, "Resuming from the committed checkpoint");
+            tracing::info!(resume = %start, server = %servers[server % servers.len()], "Resuming from the committed checkpoint");
             let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);
             match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
                 Ok((src, loaded)) => (src, committed.into_history(loaded), snapshot, signals),
@@ -287,8 +329,7 @@ async fn attempt(
     };
     schemas.set_lower_case_table_names(src.lower_case_table_names());
     metrics.set_ready(true);
-    let mut registry = RegistryClient::new(&cfg.registry)?;
-    registry.count_requests(metrics.registry());
+    let registry = registry.clone();
     let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
     let settings = Settings {
         source_name: &cfg.source.name,

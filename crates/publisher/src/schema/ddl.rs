@@ -53,7 +53,7 @@ impl SchemaHistory {
             Ok(statements) => {
                 for st in &statements {
                     if let Err(why) = self.apply_statement(st, &ctx, version) {
-                        self.mark_mentioned_unknown(&ctx, &format!("{why}; statement: {sql}"), version);
+                        self.mark_mentioned_unknown(&ctx, &format!("{why}; statement: {}", shown(sql)), version);
                     }
                 }
             }
@@ -74,7 +74,7 @@ impl SchemaHistory {
                     }
                 }
                 None => {
-                    let why = format!("Sluice cannot parse this DDL statement ({e}): {sql}");
+                    let why = format!("Sluice cannot parse this DDL statement ({e}): {}", shown(sql));
                     self.mark_mentioned_unknown(&ctx, &why, version);
                 }
             },
@@ -278,6 +278,12 @@ fn last_ident(name: &ObjectName) -> Result<String, String> {
     name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).ok_or_else(|| format!("unexpected name {name}"))
 }
 
+/// A statement as messages and the schema history quote it: a FEDERATED or CONNECT table's
+/// `CONNECTION='mysql://user:password@host/...'` with the password masked.
+fn shown(sql: &str) -> String {
+    crate::config::redact_url(sql)
+}
+
 /// The statement without a trailing `START TRANSACTION`.
 pub(super) fn strip_start_transaction(sql: &str) -> &str {
     let t = sql.trim_end().trim_end_matches(';').trim_end();
@@ -297,12 +303,16 @@ pub(super) fn parse(sql: &str) -> Result<Vec<Statement>, sqlparser::parser::Pars
 }
 
 /// A cheap pre-filter: only statements that may change a table's columns are parsed.
-fn looks_like_ddl(sql: &str) -> bool {
+pub(super) fn looks_like_ddl(sql: &str) -> bool {
     // most statements say what they are in their first word; comments and the like go through
     // the tokenizer
-    let first: String = sql.trim_start().chars().take_while(char::is_ascii_alphabetic).collect();
-    if !first.is_empty() {
-        return matches!(first.to_ascii_uppercase().as_str(), "CREATE" | "ALTER" | "RENAME" | "DROP");
+    let plain: Vec<String> = sql
+        .split_ascii_whitespace()
+        .take(4)
+        .map(|w| w.chars().take_while(char::is_ascii_alphabetic).collect())
+        .collect();
+    if plain.first().is_some_and(|w| !w.is_empty()) {
+        return table_statement(&plain);
     }
     let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
         // cannot even tokenize: let the parser report it when it names a captured table
@@ -312,7 +322,19 @@ fn looks_like_ddl(sql: &str) -> bool {
         Token::Word(w) => Some(w.value.to_ascii_uppercase()),
         _ => None,
     });
-    matches!(words.next().as_deref(), Some("CREATE" | "ALTER" | "RENAME" | "DROP"))
+    table_statement(&words.by_ref().take(4).collect::<Vec<_>>())
+}
+
+/// True for a statement that may change tables, by its first two words. Account and server
+/// statements (`CREATE USER ... IDENTIFIED BY 'secret'`, `ALTER USER`, `CREATE SERVER ...
+/// PASSWORD`) never do, and carry passwords in clear text in the binlog: they are not parsed,
+/// so their text is never in a log line or a schema-history record.
+fn table_statement(words: &[String]) -> bool {
+    let word = |i: usize| words.get(i).map(|w| w.to_ascii_uppercase()).unwrap_or_default();
+    // `CREATE OR REPLACE USER`: the object is the fourth word
+    let object = if word(1) == "OR" { word(3) } else { word(1) };
+    matches!(word(0).as_str(), "CREATE" | "ALTER" | "RENAME" | "DROP")
+        && !matches!(object.as_str(), "USER" | "ROLE" | "SERVER")
 }
 
 /// What [`options_only_alter`] found.

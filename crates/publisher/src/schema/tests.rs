@@ -820,3 +820,31 @@ fn mariadb_conditional_changes_and_sequence_defaults() {
     h.apply_query("shop", "ALTER TABLE shop.p MODIFY COLUMN IF EXISTS nope BIGINT", Some(45), "b:1", &shop_only);
     assert!(h.get("shop.p").unwrap().unknown.is_some());
 }
+
+#[test]
+fn account_statements_are_never_parsed() {
+    use super::ddl::looks_like_ddl;
+    // their passwords would reach the parser's debug log and any error that quotes the statement
+    for sql in [
+        "CREATE USER 'u'@'%' IDENTIFIED BY 'secret'",
+        "create or replace user u identified by 'secret'",
+        "ALTER USER u IDENTIFIED BY 'secret'",
+        "DROP USER IF EXISTS u",
+        "RENAME USER a TO b",
+        "CREATE ROLE r",
+        "CREATE SERVER s FOREIGN DATA WRAPPER mysql OPTIONS (PASSWORD 'secret')",
+        "/* c */ CREATE USER u IDENTIFIED BY 'secret'",
+        "GRANT ALL ON *.* TO u IDENTIFIED BY 'secret'",
+    ] {
+        assert!(!looks_like_ddl(sql), "{sql}");
+    }
+    for sql in [
+        "CREATE TABLE user (id INT)",
+        "CREATE OR REPLACE TABLE t (id INT)",
+        "ALTER TABLE user ADD c INT",
+        "DROP TABLE role",
+        "/* c */ CREATE TABLE t (id INT)",
+    ] {
+        assert!(looks_like_ddl(sql), "{sql}");
+    }
+}

@@ -68,6 +68,36 @@ impl Services {
         assert!(out.status.success(), "broker up: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// Waits until the committed checkpoint of `source` is at the server's binlog end as of
+    /// now (everything written so far is published).
+    pub fn wait_caught_up(&self, prefix: &str, source: &str, log: &Path) {
+        let (file, pos) = self.mariadb.master_status();
+        wait_for(
+            180,
+            || {
+                self.checkpoint(prefix, source).is_some_and(|c| {
+                    c["file"].as_str() > Some(file.as_str())
+                        || (c["file"].as_str() == Some(file.as_str()) && c["position"].as_u64().unwrap_or(0) >= pos)
+                })
+            },
+            "the checkpoint to reach the binlog end",
+            log,
+        );
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the broker process: SIGSTOP stalls it with every
+    /// connection kept open (no byte answered), as a hung broker or a path that drops packets.
+    pub fn signal_broker(&self, signal: &str) {
+        let pid = std::fs::read_to_string(work_dir().join(format!("broker-{}/pid", self.name))).unwrap();
+        let st = Command::new("kill").arg(format!("-{signal}")).arg(pid.trim()).status().unwrap();
+        assert!(st.success(), "kill -{signal} of the broker");
+    }
+
+    /// The registry's port.
+    pub fn registry_port(&self) -> u16 {
+        self.registry.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok()).unwrap()
+    }
+
     /// Stops the registry (its data stays).
     pub fn stop_registry(&self) {
         let out = lib_sh("registry", &["stop", &self.name]);

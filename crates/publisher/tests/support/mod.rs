@@ -2,13 +2,16 @@
 //! `integration/lib/mariadb.sh` (so tests and scripts start servers the same way, and a
 //! server can be restarted or crashed on its own datadir and port), SQL through the `mariadb`
 //! client, and runs of the built `sluice` binary. The broker, the test registry and an
-//! independent topic reader are in [`kafka`].
+//! independent topic reader are in [`kafka`], the
+//! network faults in [`proxy`].
 //!
 //! When `mariadbd` is missing the scenarios are skipped with a loud message, unless
 //! `SLUICE_REQUIRE_MARIADB` is set (CI), where a missing server is a failure.
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod proxy;
+pub mod workload;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
