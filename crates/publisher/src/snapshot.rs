@@ -76,14 +76,25 @@ pub enum SnapshotError {
     /// No key to read the table in chunks by, and no consistent snapshot to read it in one pass.
     #[error(
         "snapshot of {table}: {why}, and this server (MySQL) has no lock-free consistent snapshot tied to a \
-         binlog position; add a primary key (or a unique key over NOT NULL columns), or leave the table out \
-         of snapshots (snapshot.exclude)"
+         binlog position; add a primary key (or a unique key over NOT NULL columns), name NOT NULL columns \
+         that identify a row in [output.key_columns], or leave the table out of snapshots (snapshot.exclude)"
     )]
     NoKey {
         /// `db.table`.
         table: String,
         /// What the table lacks.
         why: &'static str,
+    },
+    /// `[output.key_columns]` names columns a snapshot cannot page a keyless table by.
+    #[error(
+        "snapshot of {table}: output.key_columns names {why}; name NOT NULL columns that identify a row, or \
+         leave the table out of snapshots (snapshot.exclude)"
+    )]
+    BadKeyColumns {
+        /// `db.table`.
+        table: String,
+        /// Which column, and what is wrong with it.
+        why: String,
     },
     /// A chunk query that timed out every time it was tried.
     #[error("{last} (tried {tries} times); {advice}; the next start resumes at this chunk")]
@@ -222,6 +233,8 @@ pub enum Next {
 /// Runs the snapshot of [`SnapshotProgress`]'s tables, on a connection of its own.
 pub struct Snapshotter {
     cfg: SnapshotSection,
+    /// `[output.key_columns]`: what a keyless table is paged by.
+    key_columns: std::collections::BTreeMap<String, Vec<String>>,
     connect: ConnectOptions,
     conn: Option<Connection>,
     progress: SnapshotProgress,
@@ -264,6 +277,7 @@ impl Snapshotter {
         Snapshotter {
             limit: cfg.chunk_size,
             cfg: cfg.clone(),
+            key_columns: std::collections::BTreeMap::new(),
             connect,
             conn: None,
             progress,
@@ -279,6 +293,13 @@ impl Snapshotter {
             rows_at_start,
             scratch: Vec::new(),
         }
+    }
+
+    /// Pages tables without a usable key by `[output.key_columns]` (once seen to be unique).
+    #[must_use]
+    pub fn with_key_columns(mut self, key_columns: std::collections::BTreeMap<String, Vec<String>>) -> Snapshotter {
+        self.key_columns = key_columns;
+        self
     }
 
     /// The progress to commit with the next checkpoint (None before any snapshot).
@@ -440,8 +461,9 @@ impl Snapshotter {
             self.conn().await?;
             self.mariadb
         };
+        let keys = self.key_columns.get(&name).cloned();
         let conn = self.conn().await?;
-        let loaded = plan::load(conn, db, table, filter.as_deref(), mariadb).await?;
+        let loaded = plan::load(conn, db, table, filter.as_deref(), keys.as_deref(), mariadb).await?;
         let Some(plan) = loaded else {
             if let Some(t) = self.progress.tables.get_mut(i) {
                 t.state = TableState::Skipped;

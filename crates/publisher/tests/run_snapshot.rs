@@ -536,7 +536,8 @@ impl Drop for TableLock {
 /// gives up on the lock instead of holding the stream, is tried again in place and goes on when
 /// the lock is released in time; a lock held past three tries stops `sluice run` (exit 1) with
 /// a message naming the table, the lock and the setting, and the next start resumes the
-/// snapshot. Both snapshots end with every row exactly once.
+/// snapshot. Both snapshots end with every row exactly once. Also: a keyless table paged by
+/// its `[output.key_columns]`, and an include pattern the server shows no table for, warned.
 #[test]
 fn a_chunk_behind_a_table_lock_is_retried_then_stops_clearly() {
     let Some(services) = Services::start("snap-lock", &[]) else { return };
@@ -544,12 +545,15 @@ fn a_chunk_behind_a_table_lock_is_retried_then_stops_clearly() {
     let rows = 5000;
     db.sql_text(&format!(
         "CREATE DATABASE sl; USE sl; CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20));
-         INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_{rows};"
+         INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_{rows};
+         CREATE TABLE k (a INT NOT NULL, b VARCHAR(10) NOT NULL, v INT);
+         INSERT INTO k SELECT seq % 100, CONCAT('b', seq DIV 100), seq FROM seq_1_to_2500;"
     ));
     let (config, log) = services.config(
         "lock",
         "topic_prefix = \"sl\"",
-        "[filter]\ninclude = [\"sl.*\", \"sl_hidden.t\"]\n[snapshot]\nchunk_size = 1000\nlock_wait_timeout = \"1s\"\n",
+        "[filter]\ninclude = [\"sl.*\", \"sl_hidden.t\"]\n[snapshot]\nchunk_size = 1000\nlock_wait_timeout = \"1s\"\n\
+         [output.key_columns]\n\"sl.k\" = [\"a\", \"b\"]\n",
     );
     let reads = |services: &Services| {
         let mut per_key: BTreeMap<i64, usize> = BTreeMap::new();
@@ -575,6 +579,16 @@ fn a_chunk_behind_a_table_lock_is_retried_then_stops_clearly() {
     );
     let first = reads(&services);
     assert_eq!(first.len(), rows, "every row read once");
+    // the keyless table is paged by its configured key columns, not read in one pass
+    assert!(text.contains("Snapshot: reading the table in chunks by its key table=sl.k"), "{text}");
+    let mut keyless: BTreeMap<String, usize> = BTreeMap::new();
+    TopicReader::new(&services).scan("sl.sl.k", |r| {
+        if r.op() == Some("r") {
+            *keyless.entry(format!("{:?}", r.key)).or_default() += 1;
+        }
+    });
+    assert_eq!(keyless.len(), 2500, "each keyless row read");
+    assert!(keyless.values().all(|&n| n == 1), "a keyless row read twice");
     assert!(first.values().all(|&n| n == 1), "a row read twice");
 
     // 2: a lock held past every try stops with what to do; the next start resumes

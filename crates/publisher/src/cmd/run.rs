@@ -346,7 +346,8 @@ async fn attempt(
     let mut snap_connect = source_cfg.connect.clone();
     // a chunk's query may scan before its first row (a snapshot.where without an index)
     snap_connect.read_timeout = Some(SNAPSHOT_READ_TIMEOUT);
-    let mut snap = Snapshotter::new(&cfg.snapshot, snap_connect, snapshot.clone());
+    let mut snap = Snapshotter::new(&cfg.snapshot, snap_connect, snapshot.clone())
+        .with_key_columns(cfg.output.key_columns.clone());
     sink.ensure_topic(&crate::kafka::signals::signals_topic(&cfg.kafka.topic_prefix)).await?;
     let signals_reader = crate::kafka::signals::SignalReader::new(&cfg.kafka, &cfg.source.name, signals)?;
     let mut pipeline = Pipeline::new(settings, registry, connector, committed, schemas, metrics, progress)

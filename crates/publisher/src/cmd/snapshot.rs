@@ -123,7 +123,8 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
                 ));
                 continue;
             }
-            match plan::load(&mut conn, db, table, cfg.snapshot.filter_of(db, table), mariadb).await {
+            let keys = cfg.output.key_columns.get(&format!("{db}.{table}")).map(Vec::as_slice);
+            match plan::load(&mut conn, db, table, cfg.snapshot.filter_of(db, table), keys, mariadb).await {
                 Ok(Some(p)) => {
                     let how = match p.method {
                         plan::Method::Chunked(_) => "in chunks by its key",

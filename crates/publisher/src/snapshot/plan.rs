@@ -123,6 +123,7 @@ pub async fn load(
     db: &str,
     table: &str,
     filter: Option<&str>,
+    key_columns: Option<&[String]>,
     mariadb: bool,
 ) -> Result<Option<TablePlan>, SnapshotError> {
     let name = format!("{db}.{table}");
@@ -209,6 +210,32 @@ pub async fn load(
             .find(|(_, unique, cols)| *unique && cols.iter().all(|&i| columns.get(i).is_some_and(|c| !c.nullable)))
             .map(|(_, _, c)| c.clone())
     });
+    // a table without such a key: the key columns the records use ([output.key_columns]), once
+    // they are seen to identify a row
+    let chunk_key = match (chunk_key, key_columns) {
+        (None, Some(names)) => {
+            let cols = configured_key(&name, names, &columns, &orderable)?;
+            let list: Vec<String> =
+                cols.iter().map(|&i| quote(columns[i].name.as_deref().unwrap_or_default())).collect();
+            let repeated = conn
+                .query(&format!(
+                    "SELECT 1 FROM {}.{} GROUP BY {} HAVING COUNT(*) > 1 LIMIT 1",
+                    quote(db),
+                    quote(table),
+                    list.join(", ")
+                ))
+                .await
+                .map_err(query_err)?;
+            if repeated.get_str(0, 0).is_some() {
+                return Err(SnapshotError::BadKeyColumns {
+                    table: name,
+                    why: format!("({}), whose values repeat: they do not identify a row", names.join(", ")),
+                });
+            }
+            Some(cols)
+        }
+        (k, _) => k,
+    };
     let method = match chunk_key {
         Some(k) if k.iter().all(|&i| orderable(i)) => Method::Chunked(k),
         _ if mariadb => Method::OnePass,
@@ -253,6 +280,33 @@ pub async fn load(
         filter: filter.map(str::to_string),
         estimate,
     }))
+}
+
+/// The columns `[output.key_columns]` names for the table, as column indexes: each must exist,
+/// be NOT NULL and compare exactly (chunks page by them).
+fn configured_key(
+    table: &str,
+    names: &[String],
+    columns: &[Column],
+    orderable: &impl Fn(usize) -> bool,
+) -> Result<Vec<usize>, SnapshotError> {
+    let bad = |why: String| SnapshotError::BadKeyColumns { table: table.to_string(), why };
+    names
+        .iter()
+        .map(|n| {
+            let i = columns
+                .iter()
+                .position(|c| c.name.as_deref().is_some_and(|c| c.eq_ignore_ascii_case(n)))
+                .ok_or_else(|| bad(format!("{n}, a column the table does not have")))?;
+            if columns[i].nullable {
+                return Err(bad(format!("{n}, which may be NULL")));
+            }
+            if !orderable(i) {
+                return Err(bad(format!("{n}, whose type cannot be compared exactly (FLOAT, DOUBLE, UUID, INET)")));
+            }
+            Ok(i)
+        })
+        .collect()
 }
 
 /// The select-list expression of column `name` (`c`, of `information_schema` type
