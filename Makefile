@@ -5,7 +5,7 @@ CARGO ?= cargo
 SLUICE_WORK ?= $(CURDIR)/.work
 export SLUICE_WORK
 
-.PHONY: all build test test-fast lint fmt demo bench bench-data fuzz-smoke setup clean
+.PHONY: all build test test-fast lint fmt demo bench bench-data fuzz-smoke setup soak clean
 
 all: build
 
@@ -59,6 +59,12 @@ BENCH_VARIANT ?= full
 bench: bench-data
 	$(CARGO) run --release -p sluice-binlog --example bench_decode -- --runs $(BENCH_RUNS) \
 		$(SLUICE_WORK)/bench/$(BENCH_VARIANT)/mysql-bin.*
+
+## The long form of the fault suite (by hand, about 15 minutes): a 10-minute write workload at the
+## highest rate MariaDB takes here, RSS and lag sampled every second and plotted, every row change
+## counted, then each fuzz target for a minute (bench/soak.sh; results in bench/soak/).
+soak: setup
+	bench/soak.sh
 
 clean:
 	$(CARGO) clean

@@ -372,9 +372,12 @@ impl KafkaSink {
     /// commit in flight.
     pub async fn send(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), Error> {
         self.open = true;
-        self.txn_bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
+        let size = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        self.txn_bytes += size as u64;
         if let Some(c) = &self.committing {
-            if !c.is_finished() && self.held.bytes < self.hold_max && self.held.push(topic, key, value) {
+            // a record that would take the held bytes past the bound waits for the commit
+            // instead (a huge row is never copied into held blocks that stay allocated)
+            if !c.is_finished() && self.held.bytes + size <= self.hold_max && self.held.push(topic, key, value) {
                 return Ok(());
             }
             self.settle().await?;
