@@ -754,6 +754,38 @@ enum Segment {
     Index(usize),
 }
 
+/// The array elements taken out of the document so far (each by its array's path and its index
+/// in the file): the next element moves up into the place of one taken out, so an error at it is
+/// named by its index in the file, not by its place now.
+#[derive(Default)]
+struct Renumbered(Vec<(Vec<Segment>, usize)>);
+
+impl Renumbered {
+    /// `at` (indexes as the document is now) with indexes as in the file.
+    fn original(&self, at: &[Segment]) -> Vec<Segment> {
+        let mut out = Vec::with_capacity(at.len());
+        for seg in at {
+            let seg = match seg {
+                Segment::Index(i) => {
+                    let mut gone: Vec<usize> = self.0.iter().filter(|(p, _)| *p == out).map(|(_, j)| *j).collect();
+                    gone.sort_unstable();
+                    Segment::Index(gone.into_iter().fold(*i, |j, g| if g <= j { j + 1 } else { j }))
+                }
+                key => key.clone(),
+            };
+            out.push(seg);
+        }
+        out
+    }
+
+    /// Notes that the value at `original` (indexes as in the file) was taken out.
+    fn taken_out(&mut self, original: &[Segment]) {
+        if let Some((Segment::Index(i), parent)) = original.split_last() {
+            self.0.push((parent.to_vec(), *i));
+        }
+    }
+}
+
 fn dotted(path: &[Segment]) -> String {
     let mut out = String::new();
     for s in path {
@@ -841,6 +873,7 @@ impl Config {
         let mut raw = None;
         let mut unknown: Vec<String> = Vec::new();
         let mut removed: Vec<Vec<Segment>> = Vec::new();
+        let mut renumbered = Renumbered::default();
         for _ in 0..256 {
             unknown.clear();
             let mut note_unknown = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
@@ -870,7 +903,7 @@ impl Config {
                     if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
                         at.push(Segment::Key(field.to_string()));
                         if !removed.contains(&at) {
-                            found.add(&dotted(&at), "is missing (required)".into());
+                            found.add(&dotted(&renumbered.original(&at)), "is missing (required)".into());
                         }
                         let stand_in = STAND_INS.iter().find(|(k, _)| *k == dotted(&at));
                         if let (Some((_, v)), Some((Segment::Key(last), parent))) = (stand_in, at.split_last()) {
@@ -881,11 +914,13 @@ impl Config {
                         }
                         at.pop();
                     } else {
-                        found.add(&dotted(&at), message);
+                        found.add(&dotted(&renumbered.original(&at)), message);
                     }
+                    let original = renumbered.original(&at);
                     if !remove_at(&mut doc, &at) {
                         break;
                     }
+                    renumbered.taken_out(&original);
                     removed.push(at);
                 }
             }
@@ -1341,6 +1376,26 @@ url = "http://127.0.0.1:8081"
         assert_eq!(crate::kafka::queue_max_kbytes(&cfg.kafka.properties), 8192);
         let cfg = load(&with("\"queue.buffering.max.kbytes\" = \"100000\""), vec![]).unwrap();
         assert_eq!(crate::kafka::queue_max_kbytes(&cfg.kafka.properties), 100_000);
+    }
+
+    /// Wrong elements of one array are each named by their index in the file (taking the first
+    /// out must not renumber the next).
+    #[test]
+    fn wrong_array_elements_keep_their_indexes() {
+        let text = r#"
+[source]
+name = "shop"
+url = "mysql://u@127.0.0.1:3306"
+failover = ["nonsense", "mysql://u@h2:3306", "mysql://u:pw@h3:3306", "also bad"]
+
+[kafka]
+brokers = "b:9092"
+
+[registry]
+url = "http://r:8081"
+"#;
+        let keys: Vec<String> = problems(text, vec![]).iter().map(|p| p.key.clone()).collect();
+        assert_eq!(keys, ["source.failover[0]", "source.failover[2]", "source.failover[3]"]);
     }
 
     /// A wrong type, an unknown key or a missing section does not hide the other problems.
