@@ -4,11 +4,12 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-# librdkafka is built from source by rdkafka-sys (a C toolchain and make are in the rust image)
+# librdkafka is built from source by rdkafka-sys (a C toolchain, make and libssl-dev are in the
+# rust image); it links OpenSSL for TLS and SASL SCRAM to Kafka (libssl3 in the runtime image)
 RUN cargo build --release --locked --bin sluice && cp target/release/sluice /sluice
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /sluice /usr/local/bin/sluice
 # no transparent huge pages for the allocator, also on hosts where THP is "always": a 2 MiB page

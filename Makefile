@@ -5,11 +5,15 @@ CARGO ?= cargo
 SLUICE_WORK ?= $(CURDIR)/.work
 export SLUICE_WORK
 
-.PHONY: all build test test-fast lint fmt demo bench bench-data fuzz-smoke setup soak clean
+.PHONY: all build build-deps test test-fast lint fmt demo bench bench-data fuzz-smoke setup soak clean
 
 all: build
 
-build:
+## OpenSSL's headers and pkg-config (apt, when missing): librdkafka's TLS and SASL SCRAM link them.
+build-deps:
+	integration/lib/build_deps.sh install
+
+build: build-deps
 	$(CARGO) build --release --bin sluice
 
 TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
@@ -17,9 +21,9 @@ TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 # dependencies; building it from inside a running test would wait on cargo's lock).
 export SLUICE_REGISTRY_BIN ?= $(TARGET_DIR)/debug/sluice-test-registry
 
-## Installs what the tests need: MariaDB and Prometheus (apt), the Kafka-compatible broker
+## Installs what the tests need: OpenSSL's headers, MariaDB and Prometheus (apt), the Kafka-compatible broker
 ## noida-db (cargo install into $(SLUICE_WORK)/tools), and the test Schema Registry binary.
-setup:
+setup: build-deps
 	integration/lib/mariadb.sh install
 	integration/lib/prometheus.sh install
 	integration/lib/broker.sh install
@@ -32,10 +36,10 @@ test: setup
 	integration/helm_check.sh
 
 ## Unit tests only (no servers).
-test-fast:
+test-fast: build-deps
 	$(CARGO) test --workspace --lib
 
-lint:
+lint: build-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 

@@ -458,6 +458,11 @@ pub struct RegistrySection {
     /// Environment variable holding the basic-auth password.
     #[serde(default)]
     pub password_env: Option<String>,
+    /// For an `https://` URL: a PEM file of the CA certificates that signed the registry's
+    /// certificate, besides the public roots (Mozilla's). The certificate and its host name are
+    /// always verified.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// What records look like.
@@ -1144,6 +1149,13 @@ impl RegistrySection {
                     redact_url(&self.url)
                 ),
             );
+        }
+        if let Some(f) = &self.ca_file {
+            if !self.url.starts_with("https://") {
+                p.push("registry.ca_file", "is set, but registry.url is not https://");
+            } else if !f.exists() {
+                p.push("registry.ca_file", format!("{} does not exist", f.display()));
+            }
         }
     }
 }

@@ -116,20 +116,45 @@ pub fn schemas_topic(prefix: &str) -> String {
 /// # Errors
 /// Abortable when no broker answers.
 pub async fn probe(k: &KafkaSection) -> Result<(), Error> {
-    let cfg = client_config(k)?;
-    let brokers = k.brokers.clone();
+    let k = k.clone();
     // one topic's metadata (whether it exists or not): an answer, without the whole cluster's
-    let topic = positions_topic(&k.topic_prefix);
-    tokio::task::spawn_blocking(move || {
-        let client: rdkafka::consumer::BaseConsumer<KafkaContext> = cfg
-            .create_with_context(KafkaContext::new(&brokers))
-            .map_err(|e| Error::Fatal(format!("creating a Kafka client: {e}")))?;
-        rdkafka::consumer::Consumer::fetch_metadata(&client, Some(&topic), Duration::from_secs(10))
-            .map(|_| ())
-            .map_err(|e| Error::Abortable(format!("the Kafka brokers at {brokers} do not answer (within 10 s): {e}")))
-    })
-    .await
-    .map_err(|e| Error::Fatal(format!("asking the Kafka brokers: {e}")))?
+    tokio::task::spawn_blocking(move || metadata(&k, &positions_topic(&k.topic_prefix)).map(|_| ()))
+        .await
+        .map_err(|e| Error::Fatal(format!("asking the Kafka brokers: {e}")))?
+}
+
+/// The metadata of `topic` (blocking; nothing is created). The brokers have 10 s to answer.
+///
+/// # Errors
+/// Fatal when they refuse Sluice's credentials or the TLS handshake fails (reported by
+/// librdkafka's error callback at once, while the request itself would only time out, so the
+/// request is made in steps of a second); abortable when they do not answer.
+pub(crate) fn metadata(k: &KafkaSection, topic: &str) -> Result<rdkafka::metadata::Metadata, Error> {
+    const WAIT: Duration = Duration::from_secs(10);
+    // a producer: its poll() hands librdkafka's error events to the context
+    let client: rdkafka::producer::BaseProducer<KafkaContext> = client_config(k)?
+        .set("allow.auto.create.topics", "false")
+        .create_with_context(KafkaContext::new(&k.brokers))
+        .map_err(|e| Error::Fatal(format!("creating a Kafka client: {e}")))?;
+    let started = std::time::Instant::now();
+    loop {
+        match rdkafka::producer::Producer::client(&client).fetch_metadata(Some(topic), Duration::from_secs(1)) {
+            Ok(md) => return Ok(md),
+            Err(e) => {
+                client.poll(Duration::ZERO);
+                if let Some(denied) = rdkafka::producer::Producer::context(&client).denied() {
+                    return Err(Error::Fatal(denied));
+                }
+                if started.elapsed() >= WAIT {
+                    return Err(Error::Abortable(format!(
+                        "the Kafka brokers at {} do not answer (within {} s): {e}",
+                        k.brokers,
+                        WAIT.as_secs()
+                    )));
+                }
+            }
+        }
+    }
 }
 
 /// The client settings every Kafka client shares: brokers, `kafka.properties`, and the SASL
@@ -196,6 +221,7 @@ pub struct KafkaContext {
     brokers: String,
     last_unreachable: std::sync::Mutex<Option<std::time::Instant>>,
     refused: std::sync::Mutex<Option<Error>>,
+    denied: std::sync::Mutex<Option<String>>,
 }
 
 impl KafkaContext {
@@ -205,7 +231,15 @@ impl KafkaContext {
             brokers: brokers.to_string(),
             last_unreachable: std::sync::Mutex::new(None),
             refused: std::sync::Mutex::new(None),
+            denied: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Why the brokers refused this client's credentials or TLS handshake, once they have:
+    /// librdkafka retries such connections forever, so its calls only time out, while an
+    /// operator has to change the settings.
+    pub fn denied(&self) -> Option<String> {
+        self.denied.lock().ok().and_then(|d| d.clone())
     }
 
     /// One WARN a minute while the brokers cannot be reached; the details at debug level.
@@ -258,11 +292,32 @@ impl ClientContext for KafkaContext {
 
     fn error(&self, error: RdKafkaError, reason: &str) {
         let code = error.rdkafka_error_code();
+        tracing::debug!(?code, reason, "librdkafka: error");
         if matches!(error, RdKafkaError::PartitionEOF(_)) || code == Some(RDKafkaErrorCode::PartitionEOF) {
             return;
         }
         if is_transport(code) {
             self.unreachable(reason);
+            return;
+        }
+        let what = match code {
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => Some(
+                "the Kafka brokers refused Sluice's credentials: check sasl.mechanisms and sasl.username in \
+                 [kafka.properties] and the password in kafka.sasl_password_file (or _env)",
+            ),
+            Some(RDKafkaErrorCode::SSL) => Some(
+                "the TLS handshake with the Kafka brokers failed: check security.protocol, ssl.ca.location (the \
+                 CA that signed the brokers' certificates) and that kafka.brokers names hosts on them",
+            ),
+            _ => None,
+        };
+        if let Some(what) = what {
+            if let Ok(mut d) = self.denied.lock() {
+                if d.is_none() {
+                    tracing::warn!(brokers = %self.brokers, "{what}: {reason}");
+                }
+                *d = Some(format!("{what}: {reason}"));
+            }
             return;
         }
         tracing::warn!(error = %error, "Kafka client: {reason}");

@@ -11,7 +11,7 @@
 //!      ├─ avro, registry                              records and their schemas
 //!      ├─ kafka (sink, compacted)                     transactions, the compacted-topic reader
 //!      └─ metrics
-//!          └─ position, config, filter, render, disposition, process, console
+//!          └─ position, config, filter, http, render, disposition, process, console
 //! ```
 //!
 //! Where things happen, each in one place:
@@ -29,6 +29,7 @@ pub mod config;
 pub mod console;
 pub mod disposition;
 pub mod filter;
+pub mod http;
 pub mod kafka;
 pub mod metrics;
 pub mod pipeline;

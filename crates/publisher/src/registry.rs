@@ -46,6 +46,18 @@ pub enum RegistryError {
     /// The client could not be set up (an unreadable password file, no HTTP client).
     #[error("{0}")]
     Setup(String),
+    /// The registry's TLS certificate was not accepted (a configuration problem, not worth
+    /// retrying).
+    #[error(
+        "the Schema Registry at {url} has a TLS certificate Sluice does not trust: {message}. Set registry.ca_file \
+         to the PEM file of the CA that signed it (and check that registry.url names a host on the certificate)"
+    )]
+    Untrusted {
+        /// Base URL.
+        url: String,
+        /// Cause.
+        message: String,
+    },
     /// The registry could not be reached (worth retrying).
     #[error("cannot reach the Schema Registry at {url}: {message}")]
     Unreachable {
@@ -116,12 +128,11 @@ impl RegistryClient {
     /// A client for `[registry]`.
     ///
     /// # Errors
-    /// An unreadable password file.
+    /// An unreadable password file or CA file.
     pub fn new(cfg: &RegistrySection) -> Result<RegistryClient, RegistryError> {
         let password = cfg.password().map_err(|e| RegistryError::Setup(format!("registry.password_file: {e}")))?;
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| RegistryError::Setup(format!("creating the HTTP client: {e}")))?;
+        let http = crate::http::client(cfg.ca_file.as_deref(), "registry.ca_file", REQUEST_TIMEOUT)
+            .map_err(RegistryError::Setup)?;
         Ok(RegistryClient {
             base: cfg.url.trim_end_matches('/').to_string(),
             http,
@@ -151,13 +162,54 @@ impl RegistryClient {
                 Ok(_) => "ok",
                 Err(RegistryError::Incompatible { .. }) => "incompatible",
                 Err(RegistryError::Refused { .. }) => "refused",
-                Err(RegistryError::Unreachable { .. } | RegistryError::Setup(_)) => "unreachable",
+                Err(RegistryError::Unreachable { .. } | RegistryError::Untrusted { .. } | RegistryError::Setup(_)) => {
+                    "unreachable"
+                }
             };
             m.request(outcome, started.elapsed());
         }
         let id = result?;
         self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(cache_key, id);
         Ok(id)
+    }
+
+    /// `GET /subjects`: how many subjects the registry holds (a check that it answers, with
+    /// the configured TLS and credentials).
+    ///
+    /// # Errors
+    /// As [`RegistryClient::register`].
+    pub async fn subjects(&self) -> Result<usize, RegistryError> {
+        let url = format!("{}/subjects", self.base);
+        let mut req = self.http.get(&url).header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
+        if let Some(u) = &self.username {
+            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
+        }
+        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        let refused = |text: &str| {
+            let hint = if matches!(status, 401 | 403) { ": check registry.username and its password" } else { "" };
+            RegistryError::Setup(format!(
+                "the Schema Registry at {} answered {status} to GET /subjects: {}{hint}",
+                crate::config::redact_url(&self.base),
+                text.chars().take(300).collect::<String>()
+            ))
+        };
+        if !(200..300).contains(&status) {
+            return Err(refused(&text));
+        }
+        serde_json::from_str::<Vec<serde_json::Value>>(&text).map(|v| v.len()).map_err(|_| refused(&text))
+    }
+
+    /// The error of a request that got no answer: an untrusted certificate, else unreachable.
+    fn send_error(&self, e: &reqwest::Error) -> RegistryError {
+        let (url, message) =
+            (crate::config::redact_url(&self.base), crate::config::redact_url(&cause_chain(e, self.timeout)));
+        if certificate_refused(e) {
+            RegistryError::Untrusted { url, message }
+        } else {
+            RegistryError::Unreachable { url, message }
+        }
     }
 
     fn cached(&self, key: &(String, String)) -> Option<u32> {
@@ -183,10 +235,7 @@ impl RegistryClient {
         if let Some(u) = &self.username {
             req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
         }
-        let unreachable = |e: reqwest::Error| RegistryError::Unreachable {
-            url: crate::config::redact_url(&self.base),
-            message: crate::config::redact_url(&cause_chain(&e, self.timeout)),
-        };
+        let unreachable = |e: reqwest::Error| self.send_error(&e);
         let resp = req.send().await.map_err(unreachable)?;
         let status = resp.status().as_u16();
         let text = resp.text().await.map_err(unreachable)?;
@@ -207,6 +256,24 @@ impl RegistryClient {
             .ok_or_else(|| RegistryError::Refused { subject: subject.to_string(), status, body: text.clone() })?;
         Ok(id)
     }
+}
+
+/// True when the request failed because the server's certificate was refused (unknown issuer,
+/// wrong host name, expired): retrying cannot help.
+fn certificate_refused(e: &reqwest::Error) -> bool {
+    // hyper wraps rustls' error in io::Errors, whose `source()` skips the wrapped error itself
+    fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
+        if let Some(rustls::Error::InvalidCertificate(_)) = e.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            if refused(inner) {
+                return true;
+            }
+        }
+        e.source().is_some_and(refused)
+    }
+    std::error::Error::source(e).is_some_and(refused)
 }
 
 /// Percent-encodes a subject for a URL path (topic names are `[A-Za-z0-9._-]`, but be safe).
@@ -250,7 +317,13 @@ mod tests {
         )
         .await
         .unwrap();
-        let section = RegistrySection { url: server.url(), username: None, password_file: None, password_env: None };
+        let section = RegistrySection {
+            url: server.url(),
+            username: None,
+            password_file: None,
+            password_env: None,
+            ca_file: None,
+        };
         let mut c = RegistryClient::new(&section).unwrap();
         let v1 = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#;
         let id = c.register("t-value", v1).await.unwrap();
@@ -261,6 +334,46 @@ mod tests {
         assert!(matches!(e, RegistryError::Incompatible { .. }), "{e}");
         assert!(!e.is_transient());
         assert!(e.to_string().contains("Make the table change compatible"), "{e}");
+    }
+
+    /// Over `https://`: a registry whose certificate a private CA signed is trusted with
+    /// `registry.ca_file` naming that CA, and refused (a stop, not a retry) without it.
+    #[tokio::test]
+    async fn https_with_a_private_ca() {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+        let server = sluice_test_registry::Server::spawn_tls(
+            "127.0.0.1:0".parse().unwrap(),
+            sluice_test_registry::Registry::in_memory(),
+            cert.pem().as_bytes(),
+            key.serialize_pem().as_bytes(),
+        )
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let url = format!("https://localhost:{}", server.addr.port());
+        let section = |ca_file| RegistrySection {
+            url: url.clone(),
+            username: None,
+            password_file: None,
+            password_env: None,
+            ca_file,
+        };
+        let mut c = RegistryClient::new(&section(Some(ca_file))).unwrap();
+        let id = c.register("t-value", r#""int""#).await.unwrap();
+        assert!(id > 0);
+        let e = RegistryClient::new(&section(None)).unwrap().register("t-value", r#""int""#).await.unwrap_err();
+        assert!(matches!(e, RegistryError::Untrusted { .. }), "{e}");
+        assert_eq!(e.disposition(), Disposition::Stop);
+        assert!(e.to_string().contains("Set registry.ca_file"), "{e}");
     }
 
     #[test]
@@ -278,7 +391,7 @@ mod stall_tests {
 
     fn client(port: u16) -> RegistryClient {
         let url = format!("http://127.0.0.1:{port}");
-        let section = RegistrySection { url, username: None, password_file: None, password_env: None };
+        let section = RegistrySection { url, username: None, password_file: None, password_env: None, ca_file: None };
         let mut c = RegistryClient::new(&section).unwrap();
         c.timeout = Duration::from_millis(500);
         c

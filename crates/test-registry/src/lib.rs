@@ -194,6 +194,34 @@ impl Server {
         Ok(Server { addr, handle })
     }
 
+    /// Like [`Server::spawn`], over TLS with the PEM certificate chain and key given (tests of
+    /// clients' `https://` settings). Handshakes that fail are logged and dropped.
+    pub async fn spawn_tls(
+        listen: SocketAddr,
+        registry: Registry,
+        cert_chain_pem: &[u8],
+        key_pem: &[u8],
+    ) -> anyhow::Result<Server> {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(cert_chain_pem).collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)?;
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let tls = TlsListener { tcp: listener, acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)) };
+        let handle = tokio::spawn(async move {
+            if let Err(e) = axum::serve(tls, router(registry)).await {
+                tracing::error!(error = %e, "registry server stopped");
+            }
+        });
+        Ok(Server { addr, handle })
+    }
+
     /// `http://127.0.0.1:PORT`
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -203,6 +231,37 @@ impl Server {
     pub async fn stop(self) {
         self.handle.abort();
         let _ = self.handle.await;
+    }
+}
+
+/// A TCP listener whose connections are TLS-accepted before axum sees them.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (stream, peer) = match self.tcp.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            };
+            match self.acceptor.accept(stream).await {
+                Ok(tls) => return (tls, peer),
+                Err(e) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp.local_addr()
     }
 }
 

@@ -110,13 +110,7 @@ impl CompactedReader {
 /// Abortable when the broker does not answer.
 fn positions_topic_exists(k: &KafkaSection) -> Result<bool, Error> {
     let topic = positions_topic(&k.topic_prefix);
-    let consumer: BaseConsumer<KafkaContext> = client_config(k)?
-        .set("allow.auto.create.topics", "false")
-        .create_with_context(KafkaContext::new(&k.brokers))
-        .map_err(|e| Error::Fatal(format!("creating a metadata client: {e}")))?;
-    let md = consumer
-        .fetch_metadata(Some(&topic), Duration::from_secs(10))
-        .map_err(|e| Error::Abortable(format!("reading the metadata of {topic}: {e}")))?;
+    let md = super::metadata(k, &topic)?;
     Ok(md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
 }
 

@@ -1,0 +1,80 @@
+//! HTTP clients: the one place where Sluice's HTTP clients (the Schema Registry's, and any
+//! other REST endpoint it talks to) get their TLS settings.
+//!
+//! rustls over ring, as on the MySQL connection (reqwest's default provider, aws-lc-rs, needs
+//! cmake and minutes more to build). The server's certificate is always verified, host name
+//! included: against Mozilla's roots (webpki-roots) and, when configured, the certificates of
+//! a CA file (a private CA, as most registries inside a company use). Plain `http://` URLs
+//! ignore all of it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+
+/// The TLS settings of an HTTPS client: Mozilla's roots plus the certificates in `ca_file`.
+///
+/// # Errors
+/// A message naming `key` (the configuration key of the CA file) when the file cannot be read
+/// or holds no certificate.
+pub fn tls_config(ca_file: Option<&Path>, key: &str) -> Result<rustls::ClientConfig, String> {
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| format!("{key} {}: {e}", path.display()))?;
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| format!("{key} {}: {e}", path.display()))?;
+            roots.add(cert).map_err(|e| format!("{key} {}: {e}", path.display()))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(format!("{key} {}: no PEM certificate in the file", path.display()));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS settings: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
+/// An HTTP client whose requests time out after `timeout`, with [`tls_config`] for `https://`.
+///
+/// # Errors
+/// As [`tls_config`], or reqwest's own when the client cannot be built.
+pub fn client(ca_file: Option<&Path>, key: &str, timeout: Duration) -> Result<reqwest::Client, String> {
+    let tls = tls_config(ca_file, key)?;
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .build()
+        .map_err(|e| format!("creating the HTTP client: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_without_certificates_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("ca.pem");
+        std::fs::write(&f, "not a certificate\n").unwrap();
+        let e = tls_config(Some(&f), "registry.ca_file").unwrap_err();
+        assert!(e.starts_with("registry.ca_file ") && e.contains("no PEM certificate"), "{e}");
+        let e = tls_config(Some(&dir.path().join("missing.pem")), "registry.ca_file").unwrap_err();
+        assert!(e.contains("missing.pem") && e.contains("No such file"), "{e}");
+    }
+
+    #[test]
+    fn plain_http_needs_no_file() {
+        assert!(client(None, "registry.ca_file", Duration::from_secs(1)).is_ok());
+    }
+}
