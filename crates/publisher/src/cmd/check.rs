@@ -99,9 +99,46 @@ pub fn run(args: CheckArgs) -> Exit {
                 false
             }
         };
+        let tables_ok = match table_lines(&mut conn, &cfg).await {
+            Ok((ok, lines)) => {
+                for line in lines {
+                    crate::report!(out, "{line}");
+                }
+                ok
+            }
+            Err(e) => {
+                crate::report!(out, "[ERROR] tables: listing the captured tables: {e}");
+                false
+            }
+        };
+        let source_ok = source_ok && tables_ok;
+        let registry_ok = match crate::registry::RegistryClient::new(&cfg.registry) {
+            Ok(r) => match r.subjects().await {
+                Ok(n) => {
+                    crate::report!(
+                        out,
+                        "[ok] registry: {} answers ({n} subjects)",
+                        crate::config::redact_url(&cfg.registry.url)
+                    );
+                    true
+                }
+                Err(e) => {
+                    crate::report!(out, "[ERROR] registry: {e}");
+                    false
+                }
+            },
+            Err(e) => {
+                crate::report!(out, "[ERROR] registry: {e}");
+                false
+            }
+        };
         let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
         let checkpoint = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
         let topic = positions_topic(&cfg.kafka.topic_prefix);
+        let committed = match &checkpoint {
+            Ok(Ok(Some(c))) => Some(c.clone()),
+            _ => None,
+        };
         let checkpoint_ok = match checkpoint {
             Ok(Ok(None)) => {
                 // the first start: can the server serve source.start?
@@ -175,7 +212,15 @@ pub fn run(args: CheckArgs) -> Exit {
                 false
             }
         };
-        if source_ok && checkpoint_ok {
+        let mut failover_ok = true;
+        for index in 1..cfg.source.servers().len() {
+            let (ok, lines) = failover_lines(&cfg, index, committed.as_ref()).await;
+            for line in lines {
+                crate::report!(out, "{line}");
+            }
+            failover_ok &= ok;
+        }
+        if source_ok && checkpoint_ok && registry_ok && failover_ok {
             Exit::Ok
         } else {
             Exit::Failure
@@ -188,6 +233,130 @@ pub fn run(args: CheckArgs) -> Exit {
         }
         None => exit,
     }
+}
+
+/// The checks of failover server `index` (of `source.servers()`): reachable with the same
+/// credentials, set up for capture, and able to serve the committed checkpoint by its GTIDs
+/// (a replica behind it, or one that purged what follows it, is an error naming the GTIDs).
+async fn failover_lines(cfg: &Config, index: usize, checkpoint: Option<&Checkpoint>) -> (bool, Vec<String>) {
+    let servers = cfg.source.servers();
+    let name = servers[index % servers.len()].to_string();
+    let mut lines = Vec::new();
+    let connect = match crate::source::SourceConfig::for_server(cfg, index) {
+        Ok(c) => c.connect,
+        Err(e) => return (false, vec![format!("[ERROR] failover {name}: {e}")]),
+    };
+    let mut conn = match sluice_protocol::Connection::connect(connect).await {
+        Ok(c) => c,
+        Err(e) => {
+            return (
+                false,
+                vec![format!("[ERROR] failover {name}: cannot connect: {e} (Sluice could not fail over to it now)")],
+            )
+        }
+    };
+    let report =
+        match preflight::run(&mut conn, cfg.source.server_id, "source.server_id", &cfg.source.report_host()).await {
+            Ok(r) => r,
+            Err(e) => return (false, vec![format!("[ERROR] failover {name}: checks: {e}")]),
+        };
+    let mut ok = true;
+    for f in report.findings.iter().filter(|f| f.level != preflight::Level::Ok) {
+        // a server id held by this source's own replica is Sluice itself (streaming from here)
+        if f.check == "server_id" && report.predecessor_registered {
+            continue;
+        }
+        ok &= f.level != preflight::Level::Error;
+        lines.push(format!("{} (failover {name})", f));
+    }
+    let gtids = match checkpoint {
+        None => "no checkpoint yet: a first start uses it only for source.start".to_string(),
+        Some(c) if c.gtid.is_none() => {
+            ok = false;
+            lines.push(format!(
+                "[ERROR] failover {name}: the checkpoint ({c}) has no GTIDs, so Sluice cannot resume on another server"
+            ));
+            String::new()
+        }
+        Some(c) => match c.start() {
+            Ok(start) => {
+                let facts = ServerFacts { mariadb: report.mariadb, gtid_position: report.gtid_position.clone() };
+                match server::resolve_start(&mut conn, &start, &facts).await {
+                    Ok(_) => format!("can resume the checkpoint by its GTIDs ({start})"),
+                    Err(e) => {
+                        ok = false;
+                        lines.push(format!("[ERROR] failover {name}: cannot resume the checkpoint here: {e}"));
+                        String::new()
+                    }
+                }
+            }
+            Err(e) => {
+                ok = false;
+                lines.push(format!("[ERROR] failover {name}: {e}"));
+                String::new()
+            }
+        },
+    };
+    if ok {
+        lines.insert(0, format!("[ok] failover {name}: reachable, set up for capture; {gtids}"));
+    }
+    (ok, lines)
+}
+
+/// How many captured tables this user can read, each table it cannot named with the GRANT to
+/// run (an error when a snapshot reads rows: they would be refused mid-snapshot), and each
+/// `filter.include` pattern that matches no table the server shows (a table without any
+/// privilege is invisible). True when nothing is an error.
+async fn table_lines(
+    conn: &mut sluice_protocol::Connection,
+    cfg: &Config,
+) -> sluice_protocol::Result<(bool, Vec<String>)> {
+    /// Beyond this many tables, the rest are not probed one by one.
+    const PROBED: usize = 2000;
+    let filter = crate::filter::TableFilter::from_config(&cfg.filter);
+    let captured = |db: &str, table: &str| filter.matches(db, table);
+    let tables = crate::schema::load::load_from_server(conn, &captured).await?;
+    let reads_rows = matches!(cfg.snapshot.mode, SnapshotMode::Initial | SnapshotMode::WhenNeeded);
+    let mut lines = Vec::new();
+    let mut ok = true;
+    let mut refused = Vec::new();
+    for t in tables.iter().take(PROBED) {
+        if let Some(why) = server::select_refused(conn, &t.database, &t.table).await? {
+            refused.push((format!("{}.{}", t.database, t.table), why));
+        }
+    }
+    let probed = tables.len().min(PROBED);
+    let unprobed = if tables.len() > PROBED { format!(" (the first {PROBED} probed)") } else { String::new() };
+    if refused.is_empty() {
+        lines.push(format!("[ok] tables: {} captured tables, each readable with SELECT{unprobed}", tables.len()));
+    } else {
+        let level = if reads_rows { "[ERROR]" } else { "[warning]" };
+        ok = !reads_rows;
+        let why = if reads_rows {
+            "the snapshot reads them"
+        } else {
+            "snapshots (`sluice snapshot`) and schema lookups need it"
+        };
+        lines.push(format!(
+            "{level} tables: {} of {probed} captured tables cannot be read ({why}){unprobed}:",
+            refused.len()
+        ));
+        for (name, message) in refused.iter().take(20) {
+            lines.push(format!("       {name}: {message}: GRANT SELECT ON {name} TO <user>"));
+        }
+        if refused.len() > 20 {
+            lines.push(format!("       ... and {} more", refused.len() - 20));
+        }
+    }
+    for pattern in &cfg.filter.include {
+        if !tables.iter().any(|t| crate::filter::table_matches(pattern, &t.database, &t.table)) {
+            lines.push(format!(
+                "[warning] tables: filter.include {pattern:?} matches no table this user can see: none exists yet, or \
+                 the user has no privilege on them (GRANT SELECT ON <db>.<table> TO <user>)"
+            ));
+        }
+    }
+    Ok((ok, lines))
 }
 
 /// The report lines of a checkpoint's snapshot progress: one for the snapshot, one per table.

@@ -92,6 +92,37 @@ impl Report {
     }
 }
 
+/// The global privileges Sluice uses, or may be given for a reason (`SELECT` on everything
+/// instead of on the captured tables; `REPLICATION MASTER ADMIN` lets MariaDB list replicas).
+/// MySQL's and MariaDB's names of the same privilege are both here.
+const NEEDED_GLOBAL: &[&str] = &[
+    "USAGE",
+    "REPLICATION SLAVE",
+    "REPLICATION REPLICA",
+    "REPLICATION CLIENT",
+    "BINLOG MONITOR",
+    "SELECT",
+    "REPLICATION MASTER ADMIN",
+];
+
+/// The privileges granted `ON *.*` by `SHOW GRANTS` lines (`GRANT SELECT, REPLICATION SLAVE ON
+/// *.* TO ...`), upper case, one per entry; role grants (`GRANT role TO user`) carry none.
+fn global_privileges(grants: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for g in grants {
+        let upper = g.to_ascii_uppercase();
+        let Some(rest) = upper.strip_prefix("GRANT ") else { continue };
+        let Some((privs, _)) = rest.split_once(" ON *.* ") else { continue };
+        for p in privs.split(',') {
+            let p = p.trim();
+            if !p.is_empty() && !out.iter().any(|o| o == p) {
+                out.push(p.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// Runs every check against the server.
 ///
 /// # Errors
@@ -185,14 +216,13 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
         }
     }
 
-    // privileges
+    // privileges: the least Sluice needs, and what it has beyond them
     match conn.query("SHOW GRANTS FOR CURRENT_USER()").await {
         Ok(rs) => {
             let grants: Vec<String> =
                 rs.to_strings().into_iter().filter_map(|row| row.into_iter().next().flatten()).collect();
-            let global: Vec<String> =
-                grants.iter().filter(|g| g.contains(" ON *.* ")).map(|g| g.to_ascii_uppercase()).collect();
-            let has = |p: &str| global.iter().any(|g| g.contains("ALL PRIVILEGES") || g.contains(p));
+            let global = global_privileges(&grants);
+            let has = |p: &str| global.iter().any(|g| g == "ALL PRIVILEGES" || g == p);
             let mut missing = Vec::new();
             if !(has("REPLICATION SLAVE") || has("REPLICATION REPLICA")) {
                 missing.push("REPLICATION SLAVE");
@@ -210,11 +240,21 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
                     format!("the user lacks {}: GRANT {} ON *.* TO <user>", missing.join(" and "), missing.join(", ")),
                 );
             }
-            if !has("SELECT") {
+            let extra: Vec<&str> = global.iter().map(String::as_str).filter(|p| !NEEDED_GLOBAL.contains(p)).collect();
+            if !extra.is_empty() {
                 r.push(
                     Level::Warning,
                     "privileges",
-                    "no global SELECT: snapshots and schema lookups need SELECT on the captured tables",
+                    format!(
+                        "the user also has {} ON *.*, which Sluice never uses: it needs only {} ON *.* and SELECT on \
+                         the captured tables (README, \"Privileges\")",
+                        extra.join(", "),
+                        if r.mariadb {
+                            "REPLICATION SLAVE, BINLOG MONITOR"
+                        } else {
+                            "REPLICATION SLAVE, REPLICATION CLIENT"
+                        }
+                    ),
                 );
             }
         }
@@ -229,8 +269,23 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
             format!("Sluice's server id {server_id} equals the server's own: choose another with {server_id_setting}"),
         ),
         Some(_) => {
-            let hosts = replica_hosts(conn).await.unwrap_or_default();
-            if let Some((_, host)) = hosts.into_iter().find(|(id, _)| *id == server_id) {
+            let hosts = match replica_hosts(conn).await {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    r.push(
+                        Level::Warning,
+                        "server_id",
+                        format!(
+                            "cannot list the server's replicas ({e}): another replica using server id {server_id} \
+                             shows only once streaming; to have it checked now, GRANT {} ON *.* TO <user> (optional)",
+                            if r.mariadb { "REPLICATION MASTER ADMIN" } else { "REPLICATION SLAVE" }
+                        ),
+                    );
+                    None
+                }
+            };
+            if let Some((_, host)) = hosts.iter().flatten().find(|(id, _)| *id == server_id) {
+                let host = host.clone();
                 let message = if host == report_host {
                     r.predecessor_registered = true;
                     format!(
@@ -245,7 +300,7 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
                     )
                 };
                 r.push(Level::Error, "server_id", message);
-            } else {
+            } else if hosts.is_some() {
                 r.push(Level::Ok, "server_id", format!("{server_id} is free"));
             }
         }
@@ -262,4 +317,21 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
         Err(e) => r.push(Level::Error, "binary_logs", format!("SHOW BINARY LOGS failed: {e}")),
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_privileges_of_grant_lines() {
+        let grants = [
+            "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `sluice`@`%` IDENTIFIED BY PASSWORD '*AB'".to_string(),
+            "GRANT SELECT ON `shop`.* TO `sluice`@`%`".to_string(),
+            "GRANT `reader` TO `sluice`@`%`".to_string(),
+        ];
+        assert_eq!(global_privileges(&grants), ["REPLICATION SLAVE", "BINLOG MONITOR"]);
+        let all = ["GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION".to_string()];
+        assert_eq!(global_privileges(&all), ["ALL PRIVILEGES"]);
+    }
 }

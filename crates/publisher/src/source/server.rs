@@ -242,6 +242,22 @@ fn mariadb_gtid_problem(
     None
 }
 
+/// Whether this user may read `db.table`: None when it may, else the server's refusal.
+/// `SELECT 1 ... LIMIT 0` reads no row and takes no lock a writer would wait for.
+///
+/// # Errors
+/// Server errors other than a refused privilege (1142 table, 1143 column, 1044 database).
+pub async fn select_refused(conn: &mut Connection, db: &str, table: &str) -> Result<Option<String>> {
+    let sql = format!("SELECT 1 FROM {}.{} LIMIT 0", crate::render::ident(db), crate::render::ident(table));
+    match conn.query(&sql).await {
+        Ok(_) => Ok(None),
+        Err(e) => match e.server_error() {
+            Some(s) if [1142, 1143, 1044].contains(&s.code) => Ok(Some(s.message.clone())),
+            _ => Err(e),
+        },
+    }
+}
+
 /// The replicas connected to the server (`SHOW REPLICA HOSTS`, `SHOW SLAVE HOSTS` before
 /// MySQL 8.0.22 and MariaDB 10.5.1): server id and the host name each reported.
 ///
