@@ -82,6 +82,31 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
     );
     caught_up(&replica, primary);
 
+    // `sluice check` tries each failover server against the committed checkpoint: the
+    // caught-up replica can serve it by its GTIDs, the lagging one cannot (and says why)
+    let check_config = config.with_file_name("check.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let listed = format!(
+        "failover = [\"mysql://root@127.0.0.1:{}\", \"mysql://root@127.0.0.1:{}\"]\n",
+        replica.port, lagging.port
+    );
+    std::fs::write(&check_config, text.replacen("heartbeat = ", &format!("{listed}heartbeat = "), 1)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["check", "--config"])
+        .arg(&check_config)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let ok = report.lines().find(|l| l.starts_with("[ok] failover ") && l.contains(&format!(":{}", replica.port)));
+    let ok = ok.unwrap_or_else(|| panic!("no ok line for the replica:\n{report}"));
+    assert!(ok.contains("can resume the checkpoint by its GTIDs"), "{ok}");
+    let refused =
+        report.lines().find(|l| l.starts_with("[ERROR] failover ") && l.contains(&format!(":{}", lagging.port)));
+    let refused = refused.unwrap_or_else(|| panic!("no error line for the lagging replica:\n{report}"));
+    assert!(refused.contains("cannot resume the checkpoint here") && refused.contains(&primary_gtid), "{refused}");
+    eprintln!("sluice check of the failover list:\n{report}");
+
     // the primary dies mid-stream; the replica is promoted and takes the writes
     let published = want.clone();
     primary.kill();
