@@ -155,4 +155,31 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
     assert!(child.try_wait().unwrap().is_none(), "sluice run stopped:\n{text}");
     child.kill().unwrap();
     child.wait().unwrap();
+
+    // a very first start (no checkpoint) while source.url is down: source.start is resolved on
+    // the failover server, recorded there, and everything its binlog holds is published
+    let metrics_port = support::free_port();
+    let (config, log) = services.config(
+        "failover-first",
+        "topic_prefix = \"ff\"",
+        &format!("[metrics]\nlisten = \"127.0.0.1:{metrics_port}\""),
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replacen("heartbeat = ", &format!("{failover}heartbeat = "), 1)).unwrap();
+    let mut child = start_sluice(&config, &log);
+    wait_for(90, || reader.per_key("ff.shop.t", "v") == want, "the replica's binlog from a first start", &log);
+    let text = log_text(&log);
+    assert!(text.contains("The source server stays unreachable: failing over"), "{text}");
+    assert!(text.contains("No checkpoint yet: recorded the configured start"), "{text}");
+    let checkpoint = services.checkpoint("ff", "failover-first").unwrap();
+    assert_eq!(checkpoint["gtid"].as_str(), Some(replica.gtid_pos().as_str()), "{checkpoint}");
+    // the lag in bytes is measured on the server streamed from (it stays -1, unknown, while the
+    // watcher asks the dead source.url)
+    let lag_bytes = || {
+        let (_, body) = support::http_get(metrics_port, "/metrics");
+        body.lines().find(|l| l.starts_with("sluice_lag_bytes")).map(|l| l.rsplit(' ').next().unwrap_or("").to_string())
+    };
+    wait_for(30, || lag_bytes().as_deref() == Some("0"), "sluice_lag_bytes 0 from the replica", &log);
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

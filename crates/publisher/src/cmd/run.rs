@@ -116,17 +116,20 @@ async fn serve(cfg: &Config) -> Exit {
             }
         }
     }
+    // the server streamed from (an index into source.servers()): the lag watcher follows it
+    let (active_tx, active_rx) = tokio::sync::watch::channel(0usize);
     if let Ok(password) = cfg.source.password() {
         let s = &cfg.source;
-        let endpoint = Endpoint {
-            url: &s.url,
-            password: &password,
-            tls: s.tls,
-            ca_file: s.ca_file.clone(),
-            heartbeat: s.heartbeat,
-        };
+        let servers = s
+            .servers()
+            .into_iter()
+            .map(|url| {
+                Endpoint { url, password: &password, tls: s.tls, ca_file: s.ca_file.clone(), heartbeat: s.heartbeat }
+                    .connect_options()
+            })
+            .collect();
         let m = Arc::clone(&metrics);
-        let watch = crate::source::server::watch_binary_logs(endpoint.connect_options(), s.heartbeat, move |logs| {
+        let watch = crate::source::server::watch_binary_logs(servers, active_rx, s.heartbeat, move |logs| {
             m.server_logs(logs);
         });
         tokio::spawn(watch);
@@ -196,6 +199,9 @@ async fn serve(cfg: &Config) -> Exit {
                             "The source server stays unreachable: failing over (resuming by the checkpoint's GTIDs)"
                         );
                         server = next;
+                        let _ = active_tx.send(server);
+                        // without a checkpoint yet, source.start is resolved on the new server
+                        first_start = None;
                         unreachable_since = None;
                         backoff = Duration::from_secs(1);
                     }
@@ -302,7 +308,7 @@ async fn attempt(
         None => {
             let start = match first_start.as_ref() {
                 Some(s) => s.clone(),
-                None => first_start.insert(resolve_configured_start(cfg).await?).clone(),
+                None => first_start.insert(resolve_configured_start(cfg, server).await?).clone(),
             };
             // Record where the first start begins before anything is published: a restart of
             // this attempt (broker, registry, a fenced or failed transaction) resumes here,

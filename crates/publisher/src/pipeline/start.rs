@@ -23,9 +23,10 @@ pub struct ResolvedStart {
     pub tables: Vec<TrackedTable>,
 }
 
-/// Resolves `source.start` at the server (see [`ResolvedStart`]).
-pub async fn resolve_configured_start(cfg: &Config) -> Result<ResolvedStart, Error> {
-    let mut checked = CheckedConnection::open(&SourceConfig::for_run(cfg)?).await?;
+/// Resolves `source.start` at server `server` of `source.servers()` (see [`ResolvedStart`]):
+/// `source.url` unless it stayed unreachable and Sluice failed over before its first checkpoint.
+pub async fn resolve_configured_start(cfg: &Config, server: usize) -> Result<ResolvedStart, Error> {
+    let mut checked = CheckedConnection::open(&SourceConfig::for_server(cfg, server)?).await?;
     let start = resolve_at(cfg, &mut checked, &cfg.source.start).await?;
     // recorded (and said at INFO) once a first checkpoint is committed: unused if one exists
     tracing::debug!(start = %cfg.source.start, position = %start.resume, "Resolved the configured start at the server");
@@ -114,7 +115,7 @@ pub async fn resolve_early(cfg: &Config) -> Option<ResolvedStart> {
     if !matches!(cfg.source.start, StartFrom::Current | StartFrom::Earliest) {
         return None;
     }
-    match resolve_configured_start(cfg).await {
+    match resolve_configured_start(cfg, 0).await {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "Cannot resolve source.start yet; it is resolved once the source answers");

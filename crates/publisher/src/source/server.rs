@@ -350,11 +350,21 @@ async fn event_boundary_problem(
 
 /// Calls `on_logs` with the server's binary logs (`SHOW BINARY LOGS`) every `every`, on a
 /// connection of its own (the replication connection is busy streaming), reconnecting as
-/// needed, until the process ends. Failures only skip a turn (logged at debug level): the
-/// replication stream reports what matters.
-pub async fn watch_binary_logs(connect: ConnectOptions, every: Duration, on_logs: impl Fn(&[(String, u64)])) {
+/// needed, until the process ends. `servers` are the source's servers and `active` the index
+/// of the one streamed from: after a failover the watcher follows to the new one. Failures
+/// only skip a turn (logged at debug level): the replication stream reports what matters.
+pub async fn watch_binary_logs(
+    servers: Vec<ConnectOptions>,
+    mut active: tokio::sync::watch::Receiver<usize>,
+    every: Duration,
+    on_logs: impl Fn(&[(String, u64)]),
+) {
+    if servers.is_empty() {
+        return;
+    }
     loop {
-        match Connection::connect(connect.clone()).await {
+        let index = *active.borrow_and_update() % servers.len();
+        match Connection::connect(servers[index].clone()).await {
             Ok(mut conn) => loop {
                 match binary_logs(&mut conn).await {
                     Ok(logs) => on_logs(&logs),
@@ -364,6 +374,9 @@ pub async fn watch_binary_logs(connect: ConnectOptions, every: Duration, on_logs
                     }
                 }
                 tokio::time::sleep(every).await;
+                if active.has_changed().unwrap_or(false) {
+                    break;
+                }
             },
             Err(e) => tracing::debug!(error = %e, "Connecting for the lag in bytes failed"),
         }
