@@ -29,11 +29,13 @@ setup: build-deps
 	integration/lib/broker.sh install
 	$(CARGO) build -p sluice-test-registry
 
-## Every test: unit, fixtures, oracles, mutation, the scenarios against real MariaDB, and the
-## Helm chart's checks (lint, schemas, alert rule tests).
+## Every test: unit, fixtures, oracles, mutation, the scenarios against real MariaDB, the
+## Helm chart's checks (lint, schemas, alert rule tests), and the image run as the chart runs it
+## (non-root, read-only root filesystem; buildah and podman from apt).
 test: setup
 	$(CARGO) test --workspace --all-targets
 	integration/helm_check.sh
+	integration/container_check.sh
 
 ## Unit tests only (no servers).
 test-fast: build-deps

@@ -15,6 +15,22 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 /// Bytes kept in memory before spilling to a temporary file.
 pub const MEMORY_LIMIT: usize = 16 << 20;
 
+/// The anonymous temporary file output spills into, in `TMPDIR` (else /tmp); an error that
+/// says so (a read-only root filesystem has no writable /tmp).
+fn spill_file() -> io::Result<File> {
+    tempfile::tempfile().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot create a temporary file in {} for output held over {} MiB ({e}): set TMPDIR to a writable \
+                 directory",
+                std::env::temp_dir().display(),
+                MEMORY_LIMIT >> 20
+            ),
+        )
+    })
+}
+
 /// JSON lines of the open transaction, each missing its final `"xid": N}` part.
 #[derive(Default)]
 pub struct TxSpool {
@@ -41,7 +57,7 @@ impl TxSpool {
         if self.mem.len() > MEMORY_LIMIT {
             let f = match &mut self.file {
                 Some(f) => f,
-                None => self.file.insert(tempfile::tempfile()?),
+                None => self.file.insert(spill_file()?),
             };
             f.write_all(&self.mem)?;
             self.mem.clear();
@@ -127,7 +143,7 @@ impl ReverseSpool {
         if self.mem.len() > MEMORY_LIMIT {
             let f = match &mut self.file {
                 Some(f) => f,
-                None => self.file.insert(tempfile::tempfile()?),
+                None => self.file.insert(spill_file()?),
             };
             f.write_all(&self.mem)?;
             self.written += self.mem.len() as u64;
