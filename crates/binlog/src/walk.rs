@@ -46,12 +46,21 @@ pub struct EventWalker {
     payload: PendingPayload,
     file: String,
     follow_rotate: bool,
+    /// Where the last event of `file` ended (its header's next position): the offset named
+    /// for a streamed event whose own header cannot be trusted.
+    last_end: u64,
 }
 
 impl EventWalker {
     /// A walker over the events of `file`; a ROTATE does not change the file name.
     pub fn new(file: impl Into<String>, decoder: EventDecoder) -> EventWalker {
-        EventWalker { decoder, payload: PendingPayload::default(), file: file.into(), follow_rotate: false }
+        EventWalker {
+            decoder,
+            payload: PendingPayload::default(),
+            file: file.into(),
+            follow_rotate: false,
+            last_end: 0,
+        }
     }
 
     /// A walker over a replication stream that starts in `file`: each ROTATE names the file
@@ -101,20 +110,27 @@ impl EventWalker {
         let header = EventHeader::parse(raw).map_err(|e| {
             let at = match offset {
                 Offset::At(o) => o,
-                Offset::FromHeader => 0,
+                Offset::FromHeader => self.last_end,
             };
             e.at(&self.file, at, EventType::Unknown(raw.get(4).copied().unwrap_or(0)))
         })?;
         let offset = match offset {
             Offset::At(o) => o,
+            // a header whose size is not the event's own cannot place it: it starts where the
+            // last one ended
+            Offset::FromHeader if usize::try_from(header.event_size).ok() != Some(raw.len()) => self.last_end,
             Offset::FromHeader => u64::from(header.log_pos).saturating_sub(u64::from(header.event_size)),
         };
-        let Self { decoder, payload, file, follow_rotate } = self;
+        let Self { decoder, payload, file, follow_rotate, last_end } = self;
         let event = decoder.decode(raw).map_err(|e| e.at(file, offset, header.event_type))?;
         payload.refill(decoder, offset);
+        if header.log_pos != 0 {
+            *last_end = u64::from(header.log_pos);
+        }
         if *follow_rotate {
             if let Event::Rotate(r) = &event.event {
                 *file = r.next_file.to_string();
+                *last_end = r.position;
             }
         }
         Ok(Located { file, offset, in_payload: false, event })

@@ -339,7 +339,12 @@ pub fn run(args: DumpArgs) -> Exit {
         Err(Failure::Source(e)) => {
             let _ = d.out.flush();
             tracing::error!("{e}");
-            Exit::Failure
+            // an event the server sent that does not decode is corrupt input, as in a file
+            if matches!(e, SourceError::Decode(_)) {
+                Exit::Data
+            } else {
+                Exit::Failure
+            }
         }
         Err(Failure::Input(e)) => {
             // what was decoded before the error is real: write it out, including the JSON rows
