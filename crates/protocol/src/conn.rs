@@ -558,6 +558,7 @@ impl Connection {
             }
         };
         self.wire.command(&cmd, "starting the binlog dump").await?;
+        self.wire.codec.set_size_hint(Some(replication::binlog_packet_size));
         Ok(BinlogStream { conn: self, finished: false })
     }
 }

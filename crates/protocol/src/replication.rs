@@ -178,6 +178,16 @@ impl ComBinlogDumpGtid {
     }
 }
 
+/// The size of a binlog-stream packet from its first bytes: the OK marker (0x00), then the
+/// event header, whose bytes 9..13 are the event's size (timestamp 4, type 1, server id 4,
+/// event size 4, next position 4, flags 2). A [`crate::packet::SizeHint`] for events over 16 MiB.
+pub fn binlog_packet_size(first_chunk: &[u8]) -> Option<usize> {
+    let (&marker, header) = first_chunk.split_first()?;
+    let size = header.get(9..13)?;
+    let size = u32::from_le_bytes(size.try_into().ok()?);
+    (marker == 0).then(|| usize::try_from(size).ok().map(|s| s + 1)).flatten()
+}
+
 /// Quotes a string as an SQL literal (single quotes, backslash and quote escaped).
 pub fn sql_string_literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

@@ -26,7 +26,7 @@ mod recorded_tests;
 
 use std::sync::Arc;
 
-pub use encode::{AvroEncoder, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
+pub use encode::{min_encoded_len, AvroEncoder, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
 pub use schema::{SchemaOptions, TableSchema, ZeroDates};
 
 /// The envelope's `source` block (`schemas/source.avsc`).

@@ -228,6 +228,12 @@ pub struct SourceSection {
     /// Heartbeat period asked of the server (e.g. `5s`).
     #[serde(default = "default_heartbeat", with = "humantime_serde")]
     pub heartbeat: Duration,
+    /// The largest binlog event Sluice takes (e.g. `"256MiB"`; default `"1GiB"`, MySQL's
+    /// largest `max_allowed_packet`). An event is held whole while it is decoded, so this bounds
+    /// the memory one huge row can take; a larger event stops `sluice run` with its position and
+    /// size. The server's `max_allowed_packet` bounds what it writes.
+    #[serde(default = "default_max_event_size", deserialize_with = "byte_size")]
+    pub max_event_size: u64,
     /// Where to start when there is no checkpoint yet: `earliest`, `current`,
     /// `file:position` (`mysql-bin.000042:4`), or a GTID set (either flavour). Default:
     /// `current` when `snapshot.mode` reads the tables (the snapshot covers what came before),
@@ -549,6 +555,10 @@ pub struct Route {
 fn default_server_id() -> u32 {
     51_001
 }
+fn default_max_event_size() -> u64 {
+    1 << 30
+}
+
 fn default_failover_after() -> Duration {
     Duration::from_secs(30)
 }
@@ -1074,6 +1084,9 @@ impl SourceSection {
         }
         if self.heartbeat < Duration::from_secs(1) {
             p.push("source.heartbeat", "must be at least 1s");
+        }
+        if !(64 * 1024..=1 << 30).contains(&self.max_event_size) {
+            p.push("source.max_event_size", "must be 64KiB to 1GiB");
         }
     }
 }

@@ -96,8 +96,8 @@ pub enum Error {
     Decode(#[from] sluice_binlog::Error),
     /// A record Kafka refuses as too large, named by its table and key.
     #[error(
-        "a record of {size} bytes for table {table} (topic {topic}, key {key}) is larger than {by} accepts; \
-         {TOO_LARGE_SETTINGS}"
+        "a record of {}{size} bytes for table {table} (topic {topic}, key {key}) is larger than {by} accepts; \
+         {TOO_LARGE_SETTINGS}", if *.at_least { "at least " } else { "" }
     )]
     TooLarge {
         /// `db.table`.
@@ -110,6 +110,8 @@ pub enum Error {
         size: usize,
         /// Who refused it.
         by: String,
+        /// `size` counts the row's values only: refused before its record was built.
+        at_least: bool,
     },
     /// The stream ended or reconnected: the attempt starts again from the checkpoint.
     #[error("{0}; replaying from the committed checkpoint")]
@@ -677,6 +679,7 @@ impl<'c> Pipeline<'c> {
             key: key_text,
             size: *size,
             by: by.clone(),
+            at_least: false,
         }
     }
 }

@@ -133,6 +133,7 @@ impl SourceConfig {
         };
         let mut c = SourceConfig::new(&endpoint, s.server_id, "source.server_id", s.report_host());
         c.max_attempts = Some(3);
+        c.connect.max_packet_size = usize::try_from(s.max_event_size).unwrap_or(usize::MAX);
         Ok(c)
     }
 }
@@ -487,6 +488,15 @@ impl ReplicationSource {
 
     /// Turns a definite server error into an operator message.
     async fn definite(&mut self, e: sluice_protocol::Error) -> SourceError {
+        if let sluice_protocol::Error::TooLarge { what: "packet", len, max } = &e {
+            // the packet's size is the event's plus the OK marker
+            return SourceError::Start(format!(
+                "an event of the transaction after {} has {len} bytes (or more), over source.max_event_size ({max} \
+                 bytes), the most Sluice takes: an event is held whole while it is decoded, so raise the limit \
+                 knowingly (up to 1GiB), or keep such rows out of the binlog",
+                self.tx.resume_point()
+            ));
+        }
         if e.server_error().is_some_and(|s| s.code == 1236) {
             let earliest = match connect(&self.cfg.connect).await {
                 Ok(mut c) => server::binary_logs(&mut c).await.ok().and_then(|l| l.first().map(|(f, _)| f.clone())),
@@ -502,7 +512,7 @@ impl ReplicationSource {
             }
             return SourceError::Purged(msg);
         }
-        SourceError::protocol("streaming the binlog", e)
+        SourceError::protocol(format!("streaming the binlog after {}", self.tx.resume_point()), e)
     }
 }
 

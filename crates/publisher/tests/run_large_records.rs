@@ -48,7 +48,7 @@ fn records_over_the_size_limit_stop_with_their_name() {
     let stop =
         text.lines().find(|l| l.contains("is larger than")).unwrap_or_else(|| panic!("no stop message:\n{text}"));
     for part in [
-        "a record of 2000",
+        "a record of at least 2000",
         "for table shop.t (topic la.shop.t, key id=2)",
         "the producer (message.max.bytes = 1000000)",
         "raise message.max.bytes in [kafka.properties]",
@@ -125,8 +125,9 @@ fn a_64_mib_blob_flows_through_with_raised_limits() {
     let row_mib = b.len() as f64 / f64::from(1 << 20);
     let peak_mib = peak as f64 / 1024.0;
     eprintln!("64 MiB row: peak RSS {peak_mib:.0} MiB ({:.0} MiB before it)", before as f64 / 1024.0);
-    // measured: about 590 MiB (9x): the packets reassembled into one event, the Avro record, the
-    // sink's held copy and librdkafka's own copies; a loose guard against a worse multiple
+    // measured: 504 MiB in this debug build, which also reads every record back with apache-avro
+    // (228 MiB in a release build, bench/large_row.sh): the event, the Avro record, librdkafka's
+    // copy; a loose guard against a worse multiple
     assert!(peak_mib < 12.0 * row_mib, "peak RSS {peak_mib:.0} MiB for a {row_mib:.0} MiB row");
     child.kill().unwrap();
     child.wait().unwrap();

@@ -131,6 +131,34 @@ pub struct EventContext {
     pub ts_ms: i64,
 }
 
+/// A lower bound of the bytes `image`'s values take in any record: the lengths of its binary
+/// values (BLOB, BINARY, GEOMETRY, VECTOR) and of its text, counted as the fewest UTF-8 bytes
+/// the column's character set can become (a UTF-16 text may halve, a UTF-32 one quarter).
+/// Cheap (no value is converted), so a row too large for Kafka is refused before its record is
+/// built: a 1 GiB BLOB never costs another gigabyte of Avro.
+pub fn min_encoded_len(image: &RowImage<'_>) -> usize {
+    use sluice_binlog::charset::{charset_of, Charset};
+    image
+        .values
+        .iter()
+        .flatten()
+        .map(|v| match v {
+            Value::Bytes(b) => b.len(),
+            Value::Geometry { wkb, .. } => wkb.len(),
+            Value::Vector(b) => b.len(),
+            Value::Text { bytes, collation } => {
+                let shrink = match collation.and_then(charset_of) {
+                    Some(Charset::Utf32) | None => 4,
+                    Some(Charset::Ucs2 | Charset::Utf16 | Charset::Utf16le) => 2,
+                    Some(_) => 1,
+                };
+                bytes.len() / shrink
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
 /// Writes row images as Avro datums of a [`TableSchema`]'s schemas: the binary encoding
 /// straight into the caller's buffer, with no intermediate value tree (no allocation per field).
 ///

@@ -347,6 +347,11 @@ impl KafkaSink {
         self.topics.ensure(topic).await
     }
 
+    /// The largest record the producer takes (`message.max.bytes`).
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
     /// Bytes of keys and values in the open batch.
     pub fn transaction_bytes(&self) -> u64 {
         self.txn_bytes

@@ -11,7 +11,7 @@ use sluice_binlog::rows::{RowChange, RowImage, RowsKind};
 
 use super::tables::CachedTable;
 use super::Error;
-use crate::avro::{AvroEncoder, EventContext, Op, TableSchema};
+use crate::avro::{min_encoded_len, AvroEncoder, EventContext, Op, TableSchema};
 use crate::config::{OutputSection, ValueMode};
 use crate::kafka::KafkaSink;
 use crate::registry::frame_header;
@@ -27,6 +27,9 @@ pub struct Out<'a> {
     /// The change's `source` and `transaction` blocks.
     pub ctx: &'a EventContext,
 }
+
+/// Records above this size get a buffer of their own size, given back after sending.
+const LARGE_RECORD: usize = 4 << 20;
 
 /// The reused buffers records are framed and encoded into (librdkafka copies them).
 #[derive(Default)]
@@ -110,13 +113,33 @@ impl Out<'_> {
         value: &mut Vec<u8>,
     ) -> Result<usize, Error> {
         let s = &self.table.schema;
+        // a row whose values alone exceed what Kafka takes stops here, before its record is
+        // built (a 1 GiB BLOB would cost another gigabyte of Avro, then be refused)
+        let images = match self.output.value_mode {
+            ValueMode::Envelope => before.map_or(0, min_encoded_len) + after.map_or(0, min_encoded_len),
+            ValueMode::Flattened => after.map_or(0, min_encoded_len),
+        };
+        let floor = key.map_or(0, <[u8]>::len) + images;
+        let max = sink.max_message_bytes();
+        if floor > max {
+            let by = format!("the producer (message.max.bytes = {max})");
+            return Err(self.named_too_large(floor, by, true, op, before, after));
+        }
         value.clear();
+        if floor > LARGE_RECORD {
+            // one allocation of about the record's size, not a doubling series
+            value.reserve(floor + floor / 64 + 64 * 1024);
+        }
         frame_header(self.table.value_id, value);
         match self.output.value_mode {
             ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, value)?,
             ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
         }
         sink.send(&self.table.topic, key, Some(value)).await.map_err(|e| self.too_large(e, op, before, after))?;
+        if value.capacity() > LARGE_RECORD {
+            // librdkafka has its copy: a large row's buffer is not kept for the rows after it
+            *value = Vec::new();
+        }
         if op == Op::Delete && self.output.tombstones && key.is_some() {
             sink.send(&self.table.topic, key, None).await?;
             return Ok(2);
@@ -133,7 +156,20 @@ impl Out<'_> {
         before: Option<&RowImage<'_>>,
         after: Option<&RowImage<'_>>,
     ) -> Error {
-        let crate::kafka::Error::TooLarge { size, by, .. } = &e else { return e.into() };
+        let crate::kafka::Error::TooLarge { size, by, .. } = e else { return e.into() };
+        self.named_too_large(size, by, false, op, before, after)
+    }
+
+    /// The stop for a record of `size` bytes `by` refuses, named by its table and key.
+    fn named_too_large(
+        &self,
+        size: usize,
+        by: String,
+        at_least: bool,
+        op: Op,
+        before: Option<&RowImage<'_>>,
+        after: Option<&RowImage<'_>>,
+    ) -> Error {
         let image = if op == Op::Delete { before } else { after.or(before) };
         let key = match (&self.table.schema.key, image) {
             (Some(fields), Some(img)) => {
@@ -154,8 +190,9 @@ impl Out<'_> {
             table: self.table.tm.qualified_name(),
             topic: self.table.topic.clone(),
             key,
-            size: *size,
-            by: by.clone(),
+            size,
+            by,
+            at_least,
         }
     }
 }
