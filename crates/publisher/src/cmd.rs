@@ -5,12 +5,14 @@
 //! - [`check`]: `sluice check`, the configuration, the server and the checkpoint;
 //! - [`position`]: `sluice position show|set`, the checkpoint and moving it;
 //! - [`snapshot`]: `sluice snapshot`, a request to the running instance to snapshot tables;
+//! - [`sink`]: `sluice sink elasticsearch`, the tables' topics kept in Elasticsearch indices;
 //! - [`dump`]: `sluice dump`, binlog files or a live server to JSON lines, SQL, flashback SQL.
 
 pub mod check;
 pub mod dump;
 pub mod position;
 pub mod run;
+pub mod sink;
 pub mod snapshot;
 
 /// How a command ended, as scripts tell outcomes apart.

@@ -43,6 +43,22 @@ pub struct Config {
     pub metrics: MetricsSection,
     /// Snapshots: the rows already in the tables.
     pub snapshot: SnapshotSection,
+    /// `sluice sink elasticsearch`, when configured.
+    pub elasticsearch: Option<ElasticsearchSection>,
+}
+
+/// What `sluice sink elasticsearch` reads of the configuration: the same file as `sluice run`'s,
+/// without needing `[source]` (the sink never talks to MySQL, so it needs no MySQL password).
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// The Kafka cluster the topics are read from (`topic_prefix` names them).
+    pub kafka: KafkaSection,
+    /// The registry the records' schemas come from.
+    pub registry: RegistrySection,
+    /// The Elasticsearch (or OpenSearch) side.
+    pub elasticsearch: ElasticsearchSection,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsSection,
 }
 
 /// The document as deserialized: every section optional, so that one broken or missing section
@@ -63,6 +79,229 @@ struct RawConfig {
     metrics: MetricsSection,
     #[serde(default)]
     snapshot: SnapshotSection,
+    elasticsearch: Option<ElasticsearchSection>,
+}
+
+/// `[elasticsearch]`: `sluice sink elasticsearch` keeps one index per table equal to the table,
+/// from the table's topic: a row's document is indexed under its key, a delete deletes it, and
+/// each index gets a mapping derived from the table's schema before its first document.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ElasticsearchSection {
+    /// Base URL of Elasticsearch or OpenSearch, e.g. `https://es:9200` (no password here).
+    pub url: String,
+    /// Basic-auth user.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// File holding the basic-auth password.
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// Environment variable holding the basic-auth password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// File holding an API key (the base64 `id:key` Elasticsearch returns as `encoded`), sent
+    /// as `Authorization: ApiKey ...` instead of basic auth.
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// Environment variable holding an API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// For an `https://` URL: a PEM file of the CA certificates that signed the cluster's
+    /// certificate, besides the public roots. The certificate and host name are always verified.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// The index of a table's documents: a pattern with `{topic}`, `{db}` and `{table}`,
+    /// lower-cased (Elasticsearch wants lower case). Default `{topic}` (`sluice.shop.orders`).
+    #[serde(default = "default_es_index")]
+    pub index: String,
+    /// The tables to sync (`db.table` patterns with `*` and `?`; default: every table topic
+    /// under `kafka.topic_prefix`).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Tables never synced (wins over `include`).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// A bulk request is sent at this many actions ...
+    #[serde(default = "default_bulk_actions")]
+    pub bulk_max_actions: usize,
+    /// ... or this many bytes of request body (`"5MiB"`) ...
+    #[serde(default = "default_bulk_bytes", deserialize_with = "byte_size")]
+    pub bulk_max_bytes: u64,
+    /// ... or this long after its first action, whichever comes first.
+    #[serde(default = "default_bulk_interval", with = "humantime_serde")]
+    pub bulk_interval: Duration,
+    /// How long one request may take before it is retried.
+    #[serde(default = "default_es_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// The Kafka consumer group; its committed offsets are where a restart resumes. Default
+    /// `sluice-es-<kafka.topic_prefix>`.
+    #[serde(default)]
+    pub group_id: Option<String>,
+    /// DECIMAL columns as `keyword` (exact; default) or `scaled_float` (numeric, rounded to the
+    /// column's scale: a DECIMAL(65,30) does not fit).
+    #[serde(default)]
+    pub decimal: EsDecimal,
+    /// TIME columns as `long` microseconds (default; sorts and ranges) or `keyword` text
+    /// (`-838:59:59.000000`).
+    #[serde(default)]
+    pub time: EsTime,
+    /// JSON columns as `flattened` (default: any keys, one field type), `object` (each key
+    /// mapped; a value that is not a JSON object is refused) or `keyword` (the JSON text).
+    #[serde(default)]
+    pub json: EsJson,
+    /// POINT columns indexed as `geo_point` (`{lat, lon}` from the WKB), by `db.table.column`
+    /// pattern; other GEOMETRY columns are `{srid, wkb}` with the WKB as `binary`.
+    #[serde(default)]
+    pub geo_point: Vec<String>,
+    /// librdkafka settings for the sink's consumer (e.g. `session.timeout.ms`), over
+    /// `kafka.properties` (which it shares with `sluice run`: brokers' security settings).
+    #[serde(default)]
+    pub consumer: BTreeMap<String, String>,
+}
+
+/// `elasticsearch.decimal`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EsDecimal {
+    /// The exact digits as text.
+    #[default]
+    Keyword,
+    /// A `scaled_float` with the column's scale.
+    ScaledFloat,
+}
+
+/// `elasticsearch.time`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EsTime {
+    /// Signed microseconds.
+    #[default]
+    Long,
+    /// MySQL's text.
+    Keyword,
+}
+
+/// `elasticsearch.json`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EsJson {
+    /// `flattened`.
+    #[default]
+    Flattened,
+    /// `object` (dynamic within the column).
+    Object,
+    /// The canonical JSON text as `keyword`.
+    Keyword,
+}
+
+fn default_es_index() -> String {
+    "{topic}".into()
+}
+fn default_bulk_actions() -> usize {
+    1000
+}
+fn default_bulk_bytes() -> u64 {
+    5 << 20
+}
+fn default_bulk_interval() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_es_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+impl ElasticsearchSection {
+    /// The basic-auth password, if configured.
+    ///
+    /// # Errors
+    /// An unreadable password file or unset variable.
+    pub fn password(&self) -> Result<Option<Secret>, ConfigError> {
+        if self.password_file.is_none() && self.password_env.is_none() {
+            return Ok(None);
+        }
+        read_secret(&self.password_file, &self.password_env).map(Some)
+    }
+
+    /// The API key, if configured.
+    ///
+    /// # Errors
+    /// An unreadable key file or unset variable.
+    pub fn api_key(&self) -> Result<Option<Secret>, ConfigError> {
+        if self.api_key_file.is_none() && self.api_key_env.is_none() {
+            return Ok(None);
+        }
+        read_secret(&self.api_key_file, &self.api_key_env).map(Some)
+    }
+
+    /// The consumer group.
+    pub fn group(&self, topic_prefix: &str) -> String {
+        self.group_id.clone().unwrap_or_else(|| format!("sluice-es-{topic_prefix}"))
+    }
+
+    fn validate(&self, p: &mut Problems) {
+        let key = "elasticsearch.url";
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            p.push(key, format!("{:?} must start with http:// or https://", redact_url(&self.url)));
+        } else if url::Url::parse(&self.url).is_ok_and(|u| u.password().is_some()) {
+            p.push(key, "must not contain a password: use elasticsearch.username and password_file or password_env");
+        }
+        for (file, env, what) in
+            [(&self.password_file, &self.password_env, "password"), (&self.api_key_file, &self.api_key_env, "api_key")]
+        {
+            if file.is_some() && env.is_some() {
+                p.push(format!("elasticsearch.{what}_file"), format!("set only one of {what}_file and {what}_env"));
+            }
+            if let Some(f) = file {
+                if !f.exists() {
+                    p.push(format!("elasticsearch.{what}_file"), format!("{} does not exist", f.display()));
+                }
+            }
+            if let Some(v) = env {
+                if std::env::var_os(v).is_none() {
+                    p.push(format!("elasticsearch.{what}_env"), format!("names {v}, which is not set"));
+                }
+            }
+        }
+        if self.username.is_some() && (self.api_key_file.is_some() || self.api_key_env.is_some()) {
+            p.push("elasticsearch.username", "set either a username (basic auth) or an API key, not both");
+        }
+        if let Some(f) = &self.ca_file {
+            if !self.url.starts_with("https://") {
+                p.push("elasticsearch.ca_file", "is set, but elasticsearch.url is not https://");
+            } else if !f.exists() {
+                p.push("elasticsearch.ca_file", format!("{} does not exist", f.display()));
+            }
+        }
+        if !self.index.contains("{topic}") && !self.index.contains("{table}") {
+            p.push("elasticsearch.index", "must contain {topic} or {table} (each table needs its own index)");
+        }
+        if let Some(bad) = self.index.chars().find(|c| "\\/*?\"<>| ,#:".contains(*c)) {
+            p.push(
+                "elasticsearch.index",
+                format!("must not contain {bad:?} (Elasticsearch refuses it in index names)"),
+            );
+        }
+        for (name, patterns) in [("include", &self.include), ("exclude", &self.exclude)] {
+            for pattern in patterns {
+                if let Some(m) = table_pattern_problem(pattern) {
+                    p.push(format!("elasticsearch.{name}"), m);
+                }
+            }
+        }
+        for pattern in &self.geo_point {
+            if pattern.split('.').count() != 3 {
+                p.push("elasticsearch.geo_point", format!("{pattern:?} must be \"db.table.column\""));
+            }
+        }
+        if self.bulk_max_actions == 0 || self.bulk_max_actions > 100_000 {
+            p.push("elasticsearch.bulk_max_actions", "must be 1 to 100000");
+        }
+        if self.bulk_max_bytes < 1024 {
+            p.push("elasticsearch.bulk_max_bytes", "must be at least 1KiB");
+        }
+        if self.request_timeout < Duration::from_secs(1) {
+            p.push("elasticsearch.request_timeout", "must be at least 1s");
+        }
+    }
 }
 
 /// `[metrics]`
@@ -876,127 +1115,192 @@ impl Config {
         path: &Path,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
-            path: path.into(),
-            message: redact_url(&e.to_string()),
-        })?;
-        let mut doc = toml::Value::Table(table);
-        let overrides = apply_env(&mut doc, env);
-        let mut found = Found { overrides: &overrides, problems: Vec::new() };
-        // Deserialize; at each error, note it, take the offending value out and go again, so
-        // that one wrong value does not hide the next. Unknown keys are collected on the way.
-        let mut raw = None;
-        let mut unknown: Vec<String> = Vec::new();
-        let mut removed: Vec<Vec<Segment>> = Vec::new();
-        let mut renumbered = Renumbered::default();
-        for _ in 0..256 {
-            unknown.clear();
-            let mut note_unknown = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
-            let de = serde_ignored::Deserializer::new(doc.clone(), &mut note_unknown);
-            match serde_path_to_error::deserialize::<_, RawConfig>(de) {
-                Ok(r) => {
-                    raw = Some(r);
+        let (raw, doc) = parse_raw(text, path, env, Role::Run)?;
+        let RawConfig {
+            source: Some(mut source),
+            kafka: Some(kafka),
+            registry: Some(registry),
+            output,
+            filter,
+            routes,
+            metrics,
+            snapshot,
+            elasticsearch,
+        } = raw
+        else {
+            return Err(ConfigError::Invalid { path: path.into(), problems: Vec::new() });
+        };
+        // no start given: a snapshot covers the past, so streaming begins at the present
+        let start_given =
+            matches!(&doc, toml::Value::Table(t) if t.get("source").and_then(|s| s.get("start")).is_some());
+        if !start_given && snapshot.mode != SnapshotMode::Never {
+            source.start = StartFrom::Current;
+        }
+        Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot, elasticsearch })
+    }
+}
+
+impl SinkConfig {
+    /// Reads the configuration `sluice sink elasticsearch` needs from `path` (the same file as
+    /// `sluice run`'s; `[source]` may be left out), with `SLUICE_*` overrides, and validates it.
+    ///
+    /// # Errors
+    /// As [`Config::load`]; a missing `[elasticsearch]` section is one of the problems.
+    pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<SinkConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        SinkConfig::parse(&text, path, env)
+    }
+
+    /// As [`SinkConfig::load`], from the file's text.
+    ///
+    /// # Errors
+    /// As [`SinkConfig::load`].
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<SinkConfig, ConfigError> {
+        let (raw, _) = parse_raw(text, path, env, Role::Sink)?;
+        let RawConfig {
+            kafka: Some(kafka), registry: Some(registry), elasticsearch: Some(elasticsearch), metrics, ..
+        } = raw
+        else {
+            return Err(ConfigError::Invalid { path: path.into(), problems: Vec::new() });
+        };
+        Ok(SinkConfig { kafka, registry, elasticsearch, metrics })
+    }
+}
+
+/// Which command reads the configuration: what it requires and checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// `sluice run` and the others that talk to the source.
+    Run,
+    /// `sluice sink elasticsearch`: no `[source]` needed.
+    Sink,
+}
+
+/// Parses and validates the document for `role`: the raw sections (those `role` requires all
+/// present) and the document after the environment's overrides.
+fn parse_raw(
+    text: &str,
+    path: &Path,
+    env: impl IntoIterator<Item = (String, String)>,
+    role: Role,
+) -> Result<(RawConfig, toml::Value), ConfigError> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::Syntax { path: path.into(), message: redact_url(&e.to_string()) })?;
+    let mut doc = toml::Value::Table(table);
+    let overrides = apply_env(&mut doc, env);
+    let mut found = Found { overrides: &overrides, problems: Vec::new() };
+    // Deserialize; at each error, note it, take the offending value out and go again, so
+    // that one wrong value does not hide the next. Unknown keys are collected on the way.
+    let mut raw = None;
+    let mut unknown: Vec<String> = Vec::new();
+    let mut removed: Vec<Vec<Segment>> = Vec::new();
+    let mut renumbered = Renumbered::default();
+    for _ in 0..256 {
+        unknown.clear();
+        let mut note_unknown = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
+        let de = serde_ignored::Deserializer::new(doc.clone(), &mut note_unknown);
+        match serde_path_to_error::deserialize::<_, RawConfig>(de) {
+            Ok(r) => {
+                raw = Some(r);
+                break;
+            }
+            Err(e) => {
+                let mut at = segments(e.path());
+                let message = e.into_inner().to_string();
+                // toml's own text repeats the key on a line of its own
+                let message = message.split("\nin `").next().unwrap_or_default().trim_end().to_string();
+                // an environment value read as a number or boolean where the key wants
+                // text: it was meant as text
+                if let Some(o) = overrides.iter().find(|o| o.path == at && o.parsed) {
+                    if let Some(v) = value_at(&mut doc, &at) {
+                        if !v.is_str() {
+                            *v = toml::Value::String(o.raw.clone());
+                            continue;
+                        }
+                    }
+                }
+                // A required key that is missing (or that was taken out below): say so once,
+                // then put a stand-in there so that the rest of its section is checked too.
+                if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
+                    at.push(Segment::Key(field.to_string()));
+                    if !removed.contains(&at) {
+                        found.add(&dotted(&renumbered.original(&at)), "is missing (required)".into());
+                    }
+                    let stand_in = STAND_INS.iter().find(|(k, _)| *k == dotted(&at));
+                    if let (Some((_, v)), Some((Segment::Key(last), parent))) = (stand_in, at.split_last()) {
+                        if let Some(toml::Value::Table(t)) = value_at(&mut doc, parent) {
+                            t.insert(last.clone(), toml::Value::String((*v).to_string()));
+                            continue;
+                        }
+                    }
+                    at.pop();
+                } else {
+                    found.add(&dotted(&renumbered.original(&at)), message);
+                }
+                let original = renumbered.original(&at);
+                if !remove_at(&mut doc, &at) {
                     break;
                 }
-                Err(e) => {
-                    let mut at = segments(e.path());
-                    let message = e.into_inner().to_string();
-                    // toml's own text repeats the key on a line of its own
-                    let message = message.split("\nin `").next().unwrap_or_default().trim_end().to_string();
-                    // an environment value read as a number or boolean where the key wants
-                    // text: it was meant as text
-                    if let Some(o) = overrides.iter().find(|o| o.path == at && o.parsed) {
-                        if let Some(v) = value_at(&mut doc, &at) {
-                            if !v.is_str() {
-                                *v = toml::Value::String(o.raw.clone());
-                                continue;
-                            }
-                        }
-                    }
-                    // A required key that is missing (or that was taken out below): say so once,
-                    // then put a stand-in there so that the rest of its section is checked too.
-                    if let Some(field) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
-                        at.push(Segment::Key(field.to_string()));
-                        if !removed.contains(&at) {
-                            found.add(&dotted(&renumbered.original(&at)), "is missing (required)".into());
-                        }
-                        let stand_in = STAND_INS.iter().find(|(k, _)| *k == dotted(&at));
-                        if let (Some((_, v)), Some((Segment::Key(last), parent))) = (stand_in, at.split_last()) {
-                            if let Some(toml::Value::Table(t)) = value_at(&mut doc, parent) {
-                                t.insert(last.clone(), toml::Value::String((*v).to_string()));
-                                continue;
-                            }
-                        }
-                        at.pop();
-                    } else {
-                        found.add(&dotted(&renumbered.original(&at)), message);
-                    }
-                    let original = renumbered.original(&at);
-                    if !remove_at(&mut doc, &at) {
-                        break;
-                    }
-                    renumbered.taken_out(&original);
-                    removed.push(at);
-                }
+                renumbered.taken_out(&original);
+                removed.push(at);
             }
         }
-        for key in unknown {
-            // serde_ignored writes `?` for the inside of an Option (our optional sections)
-            let key = key.split('.').filter(|k| *k != "?").collect::<Vec<_>>().join(".");
-            found.add(&key, "unknown key (misspelt? every key is in sluice.example.toml)".into());
+    }
+    for key in unknown {
+        // serde_ignored writes `?` for the inside of an Option (our optional sections)
+        let key = key.split('.').filter(|k| *k != "?").collect::<Vec<_>>().join(".");
+        found.add(&key, "unknown key (misspelt? every key is in sluice.example.toml)".into());
+    }
+    let Some(raw) = raw else {
+        return Err(ConfigError::Invalid { path: path.into(), problems: found.problems });
+    };
+    let required: &[(bool, &str)] = match role {
+        Role::Run => {
+            &[(raw.source.is_some(), "source"), (raw.kafka.is_some(), "kafka"), (raw.registry.is_some(), "registry")]
         }
-        let Some(raw) = raw else {
-            return Err(ConfigError::Invalid { path: path.into(), problems: found.problems });
-        };
-        for (present, name) in
-            [(raw.source.is_some(), "source"), (raw.kafka.is_some(), "kafka"), (raw.registry.is_some(), "registry")]
-        {
-            let reported = found.problems.iter().any(|p| p.key == name || p.key.starts_with(&format!("{name}.")));
-            if !present && !reported {
-                found.add(name, format!("the [{name}] section is missing"));
-            }
+        Role::Sink => &[
+            (raw.kafka.is_some(), "kafka"),
+            (raw.registry.is_some(), "registry"),
+            (raw.elasticsearch.is_some(), "elasticsearch"),
+        ],
+    };
+    for &(present, name) in required {
+        let reported = found.problems.iter().any(|p| p.key == name || p.key.starts_with(&format!("{name}.")));
+        if !present && !reported {
+            found.add(name, format!("the [{name}] section is missing"));
         }
-        let mut checks = Problems::default();
-        if let Some(s) = &raw.source {
-            s.validate(&mut checks);
-        }
-        if let Some(k) = &raw.kafka {
-            k.validate(&mut checks);
-        }
-        if let Some(r) = &raw.registry {
-            r.validate(&mut checks);
-        }
-        raw.output.validate(&mut checks);
-        raw.snapshot.validate(&mut checks);
-        raw.filter.validate(&mut checks);
-        for (i, r) in raw.routes.iter().enumerate() {
-            r.validate(i, &mut checks);
-        }
-        for (key, message) in checks.0 {
-            found.add(&key, message);
-        }
-        match raw {
-            RawConfig {
-                source: Some(source),
-                kafka: Some(kafka),
-                registry: Some(registry),
-                output,
-                filter,
-                routes,
-                metrics,
-                snapshot,
-            } if found.problems.is_empty() => {
-                let mut source = source;
-                // no start given: a snapshot covers the past, so streaming begins at the present
-                let start_given = matches!(&doc, toml::Value::Table(t)
-                    if t.get("source").and_then(|s| s.get("start")).is_some());
-                if !start_given && snapshot.mode != SnapshotMode::Never {
-                    source.start = StartFrom::Current;
-                }
-                Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot })
-            }
-            _ => Err(ConfigError::Invalid { path: path.into(), problems: found.problems }),
-        }
+    }
+    let mut checks = Problems::default();
+    if let (Some(s), Role::Run) = (&raw.source, role) {
+        s.validate(&mut checks);
+    }
+    if let Some(e) = &raw.elasticsearch {
+        e.validate(&mut checks);
+    }
+    if let Some(k) = &raw.kafka {
+        k.validate(&mut checks);
+    }
+    if let Some(r) = &raw.registry {
+        r.validate(&mut checks);
+    }
+    raw.output.validate(&mut checks);
+    raw.snapshot.validate(&mut checks);
+    raw.filter.validate(&mut checks);
+    for (i, r) in raw.routes.iter().enumerate() {
+        r.validate(i, &mut checks);
+    }
+    for (key, message) in checks.0 {
+        found.add(&key, message);
+    }
+    if found.problems.is_empty() {
+        Ok((raw, doc))
+    } else {
+        Err(ConfigError::Invalid { path: path.into(), problems: found.problems })
     }
 }
 

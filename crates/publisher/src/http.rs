@@ -58,6 +58,43 @@ pub fn client(ca_file: Option<&Path>, key: &str, timeout: Duration) -> Result<re
         .map_err(|e| format!("creating the HTTP client: {e}"))
 }
 
+/// reqwest's error with its causes ("error sending request ...: connection refused"), the
+/// timeout named: its own text says only that sending failed.
+pub fn cause_chain(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("no answer within {:.1} s (timed out)", timeout.as_secs_f64());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// True when the request failed because the server's certificate was refused (unknown issuer,
+/// wrong host name, expired): retrying cannot help.
+pub fn certificate_refused(e: &reqwest::Error) -> bool {
+    // hyper wraps rustls' error in io::Errors, whose `source()` skips the wrapped error itself
+    fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
+        if let Some(rustls::Error::InvalidCertificate(_)) = e.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            if refused(inner) {
+                return true;
+            }
+        }
+        e.source().is_some_and(refused)
+    }
+    std::error::Error::source(e).is_some_and(refused)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

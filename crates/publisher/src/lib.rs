@@ -28,6 +28,7 @@ pub mod cmd;
 pub mod config;
 pub mod console;
 pub mod disposition;
+pub mod elastic;
 pub mod filter;
 pub mod http;
 pub mod kafka;

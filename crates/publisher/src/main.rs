@@ -30,6 +30,7 @@ Examples:
   sluice run --config sluice.toml
   sluice dump mysql-bin.000042
   sluice dump --source mysql://repl@db1:3306 --follow
+  sluice sink elasticsearch --config sluice.toml
   sluice dump --format flashback -t shop.orders --start-datetime '2024-05-01 10:00:00' binlog.000042
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input,
@@ -70,6 +71,9 @@ enum Command {
     /// Ask the running `sluice run` to snapshot tables (their rows as op "r" records) while it
     /// keeps streaming.
     Snapshot(cmd::snapshot::SnapshotArgs),
+    /// Apply the tables' topics to another system: `sluice sink elasticsearch` keeps an index
+    /// per table equal to the table.
+    Sink(cmd::sink::SinkArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Position(args) => cmd::position::run(args),
         Command::Snapshot(args) => cmd::snapshot::run(args),
+        Command::Sink(args) => cmd::sink::run(args),
     };
     ExitCode::from(code(exit))
 }

@@ -435,10 +435,27 @@ impl Metrics {
     }
 }
 
+/// What the HTTP endpoint serves: a process's metrics and whether it is ready.
+pub trait Served: Send + Sync + 'static {
+    /// The Prometheus text exposition.
+    fn render(&self) -> String;
+    /// Ready: streaming (`sluice run`), or applying (`sluice sink`).
+    fn is_ready(&self) -> bool;
+}
+
+impl Served for Metrics {
+    fn render(&self) -> String {
+        Metrics::render(self)
+    }
+    fn is_ready(&self) -> bool {
+        Metrics::is_ready(self)
+    }
+}
+
 /// Serves `GET /metrics` (the text exposition), `GET /healthz` (200 while the process runs)
-/// and `GET /readyz` (200 while the pipeline streams, 503 while it connects or restarts) on
+/// and `GET /readyz` (200 while it streams or applies, 503 while it connects or restarts) on
 /// `listener`, until the process ends.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+pub async fn serve<M: Served>(listener: tokio::net::TcpListener, metrics: Arc<M>) {
     use axum::http::{header, StatusCode};
     use axum::routing::get;
     let m = Arc::clone(&metrics);
@@ -457,15 +474,152 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
                 let m = Arc::clone(&metrics);
                 async move {
                     if m.is_ready() {
-                        (StatusCode::OK, "streaming\n")
+                        (StatusCode::OK, "ready\n")
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not streaming: connecting or restarting\n")
+                        (StatusCode::SERVICE_UNAVAILABLE, "not ready: connecting or restarting\n")
                     }
                 }
             }),
         );
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "The metrics endpoint stopped");
+    }
+}
+
+/// The counters of one `sluice sink elasticsearch` process: documents indexed and deleted by
+/// index, version conflicts (a record older than the index's version: redelivered, or arriving
+/// after a newer one; counted, never applied), records skipped (a table without a key), bulk
+/// requests by outcome and their latency, and the consumer's lag in records and seconds. Every
+/// series has the constant `group` label (the consumer group).
+#[derive(Debug)]
+pub struct SinkMetrics {
+    prometheus: Registry,
+    documents: IntCounterVec,
+    conflicts: IntCounterVec,
+    skipped: IntCounterVec,
+    bulk_requests: IntCounterVec,
+    bulk_seconds: Histogram,
+    lag_records: IntGauge,
+    lag_seconds: IntGauge,
+    restarts: IntCounter,
+    ready: IntGauge,
+}
+
+impl SinkMetrics {
+    /// The metrics of consumer group `group`.
+    pub fn new(group: &str) -> SinkMetrics {
+        let labels = std::iter::once(("group".to_string(), group.to_string())).collect();
+        let r = Registry::new_custom(None, Some(labels)).unwrap_or_default();
+        SinkMetrics {
+            documents: counter_vec(
+                &r,
+                "sluice_es_documents_total",
+                "Documents applied to Elasticsearch, by index and action (index, delete).",
+                &["index", "action"],
+            ),
+            conflicts: counter_vec(
+                &r,
+                "sluice_es_version_conflicts_total",
+                "Records older than the index's version of their document (delivered again, or after a newer one): \
+                 not applied.",
+                &["index"],
+            ),
+            skipped: counter_vec(
+                &r,
+                "sluice_es_skipped_total",
+                "Records not applied, by index and reason (no_key: a table without a key).",
+                &["index", "reason"],
+            ),
+            bulk_requests: counter_vec(
+                &r,
+                "sluice_es_bulk_requests_total",
+                "Bulk requests by outcome (ok, retried, failed).",
+                &["outcome"],
+            ),
+            bulk_seconds: latency_histogram(&r, "sluice_es_bulk_seconds", "How long each bulk request took."),
+            lag_records: gauge(&r, "sluice_es_lag_records", "Records in the topics not yet applied (consumer lag)."),
+            lag_seconds: gauge(
+                &r,
+                "sluice_es_lag_seconds",
+                "Age of the last record applied while more wait (0 when none waits).",
+            ),
+            restarts: counter(&r, "sluice_es_restarts_total", "Restarts of the sink from the committed offsets."),
+            ready: gauge(&r, "sluice_es_ready", "1 while the sink applies records, 0 while it connects or restarts."),
+            prometheus: r,
+        }
+    }
+
+    /// A bulk request's outcome for `index` (documents by action and conflicts).
+    pub fn applied(&self, index: &str, indexed: u64, deleted: u64, conflicts: u64) {
+        self.documents.with_label_values(&[index, "index"]).inc_by(indexed);
+        self.documents.with_label_values(&[index, "delete"]).inc_by(deleted);
+        self.conflicts.with_label_values(&[index]).inc_by(conflicts);
+    }
+
+    /// A record not applied.
+    pub fn skipped(&self, index: &str, reason: &str) {
+        self.skipped.with_label_values(&[index, reason]).inc();
+    }
+
+    /// A bulk request ended (`ok`, `retried`, `failed`) after `seconds`.
+    pub fn bulk(&self, outcome: &str, seconds: f64) {
+        self.bulk_requests.with_label_values(&[outcome]).inc();
+        self.bulk_seconds.observe(seconds);
+    }
+
+    /// The consumer's lag: records waiting, and the age of the last record applied.
+    pub fn lag(&self, records: i64, seconds: i64) {
+        self.lag_records.set(records.max(0));
+        self.lag_seconds.set(if records > 0 { seconds.max(0) } else { 0 });
+    }
+
+    /// Records waiting now.
+    pub fn lag_records(&self) -> i64 {
+        self.lag_records.get()
+    }
+
+    /// The sink restarts.
+    pub fn restart(&self) {
+        self.restarts.inc();
+    }
+
+    /// Applying (ready) or not.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
+    /// The counters' totals: (indexed, deleted, conflicts, skipped).
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        let sum = |v: &IntCounterVec, label: Option<(&str, &str)>| -> u64 {
+            v.collect()
+                .iter()
+                .flat_map(|f| f.get_metric().iter())
+                .filter(|m| {
+                    label.is_none_or(|(k, want)| m.get_label().iter().any(|l| l.name() == k && l.value() == want))
+                })
+                // a counter's value is a whole number kept as a double
+                .map(|m| {
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let v = m.get_counter().get_value() as u64;
+                    v
+                })
+                .sum()
+        };
+        (
+            sum(&self.documents, Some(("action", "index"))),
+            sum(&self.documents, Some(("action", "delete"))),
+            sum(&self.conflicts, None),
+            sum(&self.skipped, None),
+        )
+    }
+}
+
+impl Served for SinkMetrics {
+    fn render(&self) -> String {
+        TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
+    }
+    fn is_ready(&self) -> bool {
+        self.ready.get() == 1
     }
 }
 

@@ -89,25 +89,6 @@ impl RegistryError {
 /// says nothing (a stalled network path) is given up on after this and retried.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// reqwest's error with its causes ("error sending request ...: connection refused"), the
-/// timeout named: its own text says only that sending failed.
-fn cause_chain(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("no answer within {:.1} s (timed out)", timeout.as_secs_f64());
-    }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
-
 /// A registry client with an id cache per (subject, schema text). Clones share the cache, so
 /// `sluice run` keeps the ids across its restarts: after one, the tables already registered
 /// flow again without asking a registry that may still be away.
@@ -118,6 +99,8 @@ pub struct RegistryClient {
     username: Option<String>,
     password: Option<Secret>,
     cache: Arc<Mutex<HashMap<(String, String), u32>>>,
+    /// Schemas fetched by id.
+    by_id: Arc<Mutex<HashMap<u32, Arc<str>>>>,
     /// How long one request may take ([`REQUEST_TIMEOUT`]; shorter in tests).
     timeout: Duration,
     /// Where requests are counted by outcome and timed, when set.
@@ -139,6 +122,7 @@ impl RegistryClient {
             username: cfg.username.clone(),
             password,
             cache: Arc::default(),
+            by_id: Arc::default(),
             timeout: REQUEST_TIMEOUT,
             metrics: None,
         })
@@ -173,6 +157,39 @@ impl RegistryClient {
         Ok(id)
     }
 
+    /// `GET /schemas/ids/{id}`: the schema text registered under `id` (consumers decode records
+    /// with it). Cached: a registered id never changes its schema.
+    ///
+    /// # Errors
+    /// As [`RegistryClient::register`]; a 404 is a refusal naming the id.
+    pub async fn schema_text(&self, id: u32) -> Result<Arc<str>, RegistryError> {
+        if let Some(s) = self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&id) {
+            return Ok(Arc::clone(s));
+        }
+        let url = format!("{}/schemas/ids/{id}", self.base);
+        let mut req = self
+            .http
+            .get(&url)
+            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
+            .timeout(self.timeout);
+        if let Some(u) = &self.username {
+            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
+        }
+        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        let subject = format!("(schema id {id})");
+        if !(200..300).contains(&status) {
+            return Err(RegistryError::Refused { subject, status, body: text });
+        }
+        let schema: Arc<str> = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(Arc::from))
+            .ok_or_else(|| RegistryError::Refused { subject, status, body: text.clone() })?;
+        self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, Arc::clone(&schema));
+        Ok(schema)
+    }
+
     /// `GET /subjects`: how many subjects the registry holds (a check that it answers, with
     /// the configured TLS and credentials).
     ///
@@ -203,9 +220,11 @@ impl RegistryClient {
 
     /// The error of a request that got no answer: an untrusted certificate, else unreachable.
     fn send_error(&self, e: &reqwest::Error) -> RegistryError {
-        let (url, message) =
-            (crate::config::redact_url(&self.base), crate::config::redact_url(&cause_chain(e, self.timeout)));
-        if certificate_refused(e) {
+        let (url, message) = (
+            crate::config::redact_url(&self.base),
+            crate::config::redact_url(&crate::http::cause_chain(e, self.timeout)),
+        );
+        if crate::http::certificate_refused(e) {
             RegistryError::Untrusted { url, message }
         } else {
             RegistryError::Unreachable { url, message }
@@ -256,24 +275,6 @@ impl RegistryClient {
             .ok_or_else(|| RegistryError::Refused { subject: subject.to_string(), status, body: text.clone() })?;
         Ok(id)
     }
-}
-
-/// True when the request failed because the server's certificate was refused (unknown issuer,
-/// wrong host name, expired): retrying cannot help.
-fn certificate_refused(e: &reqwest::Error) -> bool {
-    // hyper wraps rustls' error in io::Errors, whose `source()` skips the wrapped error itself
-    fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
-        if let Some(rustls::Error::InvalidCertificate(_)) = e.downcast_ref::<rustls::Error>() {
-            return true;
-        }
-        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
-            if refused(inner) {
-                return true;
-            }
-        }
-        e.source().is_some_and(refused)
-    }
-    std::error::Error::source(e).is_some_and(refused)
 }
 
 /// Percent-encodes a subject for a URL path (topic names are `[A-Za-z0-9._-]`, but be safe).
@@ -328,6 +329,10 @@ mod tests {
         let v1 = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#;
         let id = c.register("t-value", v1).await.unwrap();
         assert_eq!(c.register("t-value", v1).await.unwrap(), id);
+        let text = c.schema_text(id).await.unwrap();
+        assert_eq!(apache_avro::Schema::parse_str(&text).unwrap(), apache_avro::Schema::parse_str(v1).unwrap());
+        let e = c.schema_text(id + 1000).await.unwrap_err();
+        assert!(matches!(e, RegistryError::Refused { status: 404, .. }), "{e}");
         // a new field without a default cannot read old data: BACKWARD refuses it
         let v2 = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"},{"name":"b","type":"string"}]}"#;
         let e = c.register("t-value", v2).await.unwrap_err();

@@ -1,0 +1,438 @@
+//! The HTTP side of the Elasticsearch sink: the index mappings (created, extended by new
+//! columns, a type change refused with how to reindex) and `_bulk` requests, whose per-item
+//! outcomes are sorted by what happens next: done (created, updated, deleted; a delete of a
+//! missing document), a version conflict (an older record than the index has: counted, not an
+//! error), retried (429, 5xx), or a stop naming the index, the id and Elasticsearch's reason.
+//!
+//! Plain `reqwest` rather than the `elasticsearch` crate: the sink needs three endpoints
+//! (`_bulk`, `_mapping`, index creation), the official client is a large alpha-versioned crate
+//! whose builders generate every API, and reqwest is already here for the registry (same TLS,
+//! same timeouts, one HTTP stack).
+//!
+//! References: <https://www.elastic.co/guide/en/elasticsearch/reference/current/docs-bulk.html>,
+//! <https://www.elastic.co/guide/en/elasticsearch/reference/current/docs-index_.html#index-versioning>.
+
+use std::time::Duration;
+
+use serde_json::{json, Value as Json};
+
+use super::mapping::type_of;
+use crate::config::{redact_url, ElasticsearchSection, Secret};
+use crate::disposition::Disposition;
+
+/// What went wrong with Elasticsearch.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElasticError {
+    /// No answer (refused, reset, timed out): retried.
+    #[error("cannot reach Elasticsearch at {url}: {message}")]
+    Unreachable {
+        /// Base URL.
+        url: String,
+        /// Cause.
+        message: String,
+    },
+    /// The cluster's certificate was not accepted.
+    #[error(
+        "Elasticsearch at {url} has a TLS certificate Sluice does not trust: {message}. Set elasticsearch.ca_file to \
+         the PEM file of the CA that signed it (and check that elasticsearch.url names a host on the certificate)"
+    )]
+    Untrusted {
+        /// Base URL.
+        url: String,
+        /// Cause.
+        message: String,
+    },
+    /// An answer other than success to a whole request.
+    #[error("Elasticsearch answered {status} to {what}: {body}{hint}")]
+    Status {
+        /// The request.
+        what: String,
+        /// HTTP status.
+        status: u16,
+        /// The body (shortened).
+        body: String,
+        /// What to do, when known.
+        hint: &'static str,
+    },
+    /// A field whose type the index has differently.
+    #[error(
+        "index {index} maps field {field:?} as {have}, but the table's schema now needs {want}: Elasticsearch cannot \
+         change a field's type in place. Reindex: point elasticsearch.index at a new name (e.g. \"{{topic}}-v2\"), \
+         reset the consumer group's offsets of the table's topic to the beginning so that the sink fills it, then \
+         move your alias or queries to it and delete the old index"
+    )]
+    Mapping {
+        /// The index.
+        index: String,
+        /// The field.
+        field: String,
+        /// Its type in the index.
+        have: String,
+        /// Its type now.
+        want: String,
+    },
+    /// A document Elasticsearch refused (not a version conflict).
+    #[error("Elasticsearch refused {action} of document {id:?} in index {index} ({status} {kind}): {reason}")]
+    Item {
+        /// `index` or `delete`.
+        action: String,
+        /// The index.
+        index: String,
+        /// The `_id`.
+        id: String,
+        /// The item's status.
+        status: u16,
+        /// Elasticsearch's error type.
+        kind: String,
+        /// Elasticsearch's reason.
+        reason: String,
+    },
+    /// The client could not be set up.
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl ElasticError {
+    /// What the sink does next: retry what may pass (no answer, 429, 5xx), stop for the rest.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            ElasticError::Unreachable { .. } => Disposition::Retry,
+            ElasticError::Status { status, .. } if *status == 429 || *status >= 500 => Disposition::Retry,
+            _ => Disposition::Stop,
+        }
+    }
+}
+
+/// How one item of a bulk request came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// Created or replaced.
+    Indexed,
+    /// Deleted (or already absent: a delete of a missing document is done too).
+    Deleted,
+    /// A version conflict: the index has a newer version of the document (a record delivered
+    /// again, or an older one after a newer): not applied, and not an error.
+    Conflict,
+    /// To send again (429, 5xx).
+    Retry,
+}
+
+/// An Elasticsearch (or OpenSearch) cluster.
+#[derive(Debug, Clone)]
+pub struct Elastic {
+    base: String,
+    http: reqwest::Client,
+    auth: Auth,
+    timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+enum Auth {
+    None,
+    Basic(String, Option<Secret>),
+    ApiKey(Secret),
+}
+
+impl Elastic {
+    /// A client for `[elasticsearch]`.
+    ///
+    /// # Errors
+    /// An unreadable password, key or CA file.
+    pub fn new(es: &ElasticsearchSection) -> Result<Elastic, ElasticError> {
+        let http = crate::http::client(es.ca_file.as_deref(), "elasticsearch.ca_file", es.request_timeout)
+            .map_err(ElasticError::Setup)?;
+        let setup = |e: crate::config::ConfigError| ElasticError::Setup(e.to_string());
+        let auth = match (&es.username, es.api_key().map_err(setup)?) {
+            (_, Some(key)) => Auth::ApiKey(key),
+            (Some(user), None) => Auth::Basic(user.clone(), es.password().map_err(setup)?),
+            (None, None) => Auth::None,
+        };
+        Ok(Elastic { base: es.url.trim_end_matches('/').to_string(), http, auth, timeout: es.request_timeout })
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match &self.auth {
+            Auth::None => req,
+            Auth::Basic(user, password) => req.basic_auth(user, password.as_ref().map(Secret::expose)),
+            Auth::ApiKey(key) => req.header("Authorization", format!("ApiKey {}", key.expose())),
+        }
+    }
+
+    /// Sends a request; the status and the body as JSON (Null when it is not JSON).
+    async fn send(&self, req: reqwest::RequestBuilder, what: &str) -> Result<(u16, Json), ElasticError> {
+        let url = redact_url(&self.base);
+        let failed = |e: reqwest::Error| {
+            let message = redact_url(&crate::http::cause_chain(&e, self.timeout));
+            if crate::http::certificate_refused(&e) {
+                ElasticError::Untrusted { url: url.clone(), message }
+            } else {
+                ElasticError::Unreachable { url: url.clone(), message: format!("{what}: {message}") }
+            }
+        };
+        let resp = req.send().await.map_err(failed)?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(failed)?;
+        let body = serde_json::from_slice(&bytes).unwrap_or(Json::Null);
+        if status == 401 || status == 403 {
+            return Err(ElasticError::Status {
+                what: what.to_string(),
+                status,
+                body: shorten(&String::from_utf8_lossy(&bytes)),
+                hint: ": check elasticsearch.username and its password (or api_key), and the user's privileges on \
+                       the indices (create_index, manage, write)",
+            });
+        }
+        if status >= 500 || status == 429 {
+            return Err(ElasticError::Status {
+                what: what.to_string(),
+                status,
+                body: shorten(&String::from_utf8_lossy(&bytes)),
+                hint: "",
+            });
+        }
+        Ok((status, body))
+    }
+
+    /// `GET /`: the cluster's name and version (a check that it answers, with the settings).
+    ///
+    /// # Errors
+    /// As every request.
+    pub async fn info(&self) -> Result<String, ElasticError> {
+        let (status, body) = self.send(self.request(reqwest::Method::GET, "/"), "GET /").await?;
+        if status != 200 {
+            return Err(ElasticError::Status {
+                what: "GET /".into(),
+                status,
+                body: shorten(&body.to_string()),
+                hint: "",
+            });
+        }
+        let name = body.pointer("/version/distribution").and_then(Json::as_str).unwrap_or("Elasticsearch");
+        let version = body.pointer("/version/number").and_then(Json::as_str).unwrap_or("?");
+        Ok(format!("{name} {version}"))
+    }
+
+    /// Makes sure `index` exists with every field of `mapping`: creates it with the mapping,
+    /// or adds the fields it lacks. Returns the fields added (all of them for a new index).
+    ///
+    /// # Errors
+    /// [`ElasticError::Mapping`] for a field the index has with another type; request errors.
+    pub async fn ensure_mapping(&self, index: &str, mapping: &Json) -> Result<Vec<String>, ElasticError> {
+        let path = format!("/{}/_mapping", encode(index));
+        let (status, body) = self.send(self.request(reqwest::Method::GET, &path), &format!("GET {path}")).await?;
+        let wanted = mapping.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
+        if status == 404 {
+            let create = format!("/{}", encode(index));
+            let (status, body) = self
+                .send(self.request(reqwest::Method::PUT, &create).json(&json!({"mappings": mapping})), "create index")
+                .await?;
+            let exists =
+                body.pointer("/error/type").and_then(Json::as_str) == Some("resource_already_exists_exception");
+            if (200..300).contains(&status) {
+                return Ok(wanted.keys().cloned().collect());
+            }
+            if !exists {
+                return Err(ElasticError::Status {
+                    what: format!("PUT /{index}"),
+                    status,
+                    body: shorten(&body.to_string()),
+                    hint: "",
+                });
+            }
+            // created meanwhile (another instance): compare with its mapping
+            return Box::pin(self.ensure_mapping(index, mapping)).await;
+        }
+        if status != 200 {
+            return Err(ElasticError::Status {
+                what: format!("GET {path}"),
+                status,
+                body: shorten(&body.to_string()),
+                hint: "",
+            });
+        }
+        // keyed by the concrete index (`index` may be an alias)
+        let have = body
+            .as_object()
+            .and_then(|m| m.values().next())
+            .and_then(|v| v.pointer("/mappings/properties"))
+            .and_then(Json::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut missing = serde_json::Map::new();
+        for (field, want) in &wanted {
+            match have.get(field) {
+                None => {
+                    missing.insert(field.clone(), want.clone());
+                }
+                Some(h) if type_of(h) != type_of(want) => {
+                    return Err(ElasticError::Mapping {
+                        index: index.to_string(),
+                        field: field.clone(),
+                        have: type_of(h).to_string(),
+                        want: type_of(want).to_string(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (status, body) = self
+            .send(self.request(reqwest::Method::PUT, &path).json(&json!({"properties": missing})), "PUT _mapping")
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(ElasticError::Status {
+                what: format!("PUT {path}"),
+                status,
+                body: shorten(&body.to_string()),
+                hint: ": the new columns' mapping was refused",
+            });
+        }
+        Ok(missing.keys().cloned().collect())
+    }
+
+    /// Sends a `_bulk` request of `items` actions (NDJSON, built by [`bulk_line`]).
+    ///
+    /// # Errors
+    /// The first refused item that is not a version conflict (nor a missing document's delete),
+    /// and request errors.
+    pub async fn bulk(&self, body: Vec<u8>, items: usize) -> Result<Vec<Item>, ElasticError> {
+        let req =
+            self.request(reqwest::Method::POST, "/_bulk").header("Content-Type", "application/x-ndjson").body(body);
+        let (status, resp) = self.send(req, "POST /_bulk").await?;
+        if status != 200 {
+            return Err(ElasticError::Status {
+                what: "POST /_bulk".into(),
+                status,
+                body: shorten(&resp.to_string()),
+                hint: "",
+            });
+        }
+        let list = resp.get("items").and_then(Json::as_array).map_or(&[][..], Vec::as_slice);
+        if list.len() != items {
+            return Err(ElasticError::Status {
+                what: "POST /_bulk".into(),
+                status,
+                body: format!("{} items answered for {items} sent", list.len()),
+                hint: "",
+            });
+        }
+        let mut out = Vec::with_capacity(items);
+        for item in list {
+            let Some((action, r)) = item.as_object().and_then(|o| o.iter().next()) else {
+                out.push(Item::Retry);
+                continue;
+            };
+            let status = r.get("status").and_then(Json::as_u64).and_then(|s| u16::try_from(s).ok()).unwrap_or(0);
+            out.push(match (action.as_str(), status) {
+                ("delete", 200..=299 | 404) => Item::Deleted,
+                (_, 200..=299) => Item::Indexed,
+                (_, 409) => Item::Conflict,
+                (_, 429 | 500..) => Item::Retry,
+                _ => {
+                    let text = |p: &str| r.pointer(p).and_then(Json::as_str).unwrap_or("").to_string();
+                    let mut reason = text("/error/reason");
+                    let caused = text("/error/caused_by/reason");
+                    if !caused.is_empty() {
+                        reason = format!("{reason}: {caused}");
+                    }
+                    return Err(ElasticError::Item {
+                        action: action.clone(),
+                        index: text("/_index"),
+                        id: text("/_id"),
+                        status,
+                        kind: text("/error/type"),
+                        reason,
+                    });
+                }
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Appends one bulk action: `index` with the document (a serialized JSON object), or `delete`,
+/// both with the external version `version` (the record's Kafka offset: every key lives in one
+/// partition, so its offsets order its versions, and an older record never replaces a newer
+/// one).
+pub fn bulk_line(out: &mut Vec<u8>, index: &str, id: &str, version: i64, doc: Option<&[u8]>) {
+    let meta = json!({"_index": index, "_id": id, "version": version, "version_type": "external"});
+    let line = match doc {
+        Some(_) => json!({ "index": meta }),
+        None => json!({ "delete": meta }),
+    };
+    // serde_json writes no newline inside a value, as NDJSON needs
+    out.extend_from_slice(line.to_string().as_bytes());
+    out.push(b'\n');
+    if let Some(d) = doc {
+        out.extend_from_slice(d);
+        out.push(b'\n');
+    }
+}
+
+/// An index name for a URL path (names are lower-case `[a-z0-9._-]` here, but be safe).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn shorten(s: &str) -> String {
+    let mut t: String = s.chars().take(500).collect();
+    if t.len() < s.len() {
+        t.push_str(" ...");
+    }
+    t
+}
+
+/// How long to wait before trying again after `attempt` failures (1 s doubling to 30 s).
+pub fn backoff(attempt: u32) -> Duration {
+    Duration::from_secs(1u64 << attempt.min(5)).min(Duration::from_secs(30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_lines_are_ndjson_with_external_versions() {
+        let mut out = Vec::new();
+        let doc = serde_json::to_vec(&json!({"id": 7, "note": "line\nbreak"})).unwrap();
+        bulk_line(&mut out, "sluice.shop.t", "[7,\"k\"]", 42, Some(&doc));
+        bulk_line(&mut out, "sluice.shop.t", "8", 43, None);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let meta: Json = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(
+            meta,
+            json!({"index": {"_index": "sluice.shop.t", "_id": "[7,\"k\"]", "version": 42, "version_type": "external"}})
+        );
+        assert_eq!(serde_json::from_str::<Json>(lines[1]).unwrap(), json!({"id": 7, "note": "line\nbreak"}));
+        assert_eq!(serde_json::from_str::<Json>(lines[2]).unwrap()["delete"]["version"], 43);
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn errors_by_what_happens_next() {
+        let status = |s| ElasticError::Status { what: "x".into(), status: s, body: String::new(), hint: "" };
+        assert_eq!(status(503).disposition(), Disposition::Retry);
+        assert_eq!(status(429).disposition(), Disposition::Retry);
+        assert_eq!(status(400).disposition(), Disposition::Stop);
+        let e =
+            ElasticError::Mapping { index: "i".into(), field: "f".into(), have: "long".into(), want: "keyword".into() };
+        assert_eq!(e.disposition(), Disposition::Stop);
+        assert!(e.to_string().contains("Reindex"), "{e}");
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(9), Duration::from_secs(30));
+    }
+}
