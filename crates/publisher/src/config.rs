@@ -113,6 +113,10 @@ pub struct ElasticsearchSection {
     /// lower-cased (Elasticsearch wants lower case). Default `{topic}` (`sluice.shop.orders`).
     #[serde(default = "default_es_index")]
     pub index: String,
+    /// Index names of single tables, over `index` (`"shop.orders" = "orders-v2"`): how a table
+    /// whose column changed type moves to a new index (see the README, "Reindexing").
+    #[serde(default)]
+    pub indices: BTreeMap<String, String>,
     /// The tables to sync (`db.table` patterns with `*` and `?`; default: every table topic
     /// under `kafka.topic_prefix`).
     #[serde(default)]
@@ -279,6 +283,14 @@ impl ElasticsearchSection {
                 "elasticsearch.index",
                 format!("must not contain {bad:?} (Elasticsearch refuses it in index names)"),
             );
+        }
+        for (table, name) in &self.indices {
+            if table.split('.').count() != 2 || table.contains('*') || table.contains('?') {
+                p.push(format!("elasticsearch.indices.{table}"), "the key must be \"db.table\" (no wildcards)");
+            }
+            if let Some(bad) = name.chars().find(|c| "\\/*?\"<>| ,#:".contains(*c)) {
+                p.push(format!("elasticsearch.indices.{table}"), format!("must not contain {bad:?}"));
+            }
         }
         for (name, patterns) in [("include", &self.include), ("exclude", &self.exclude)] {
             for pattern in patterns {
@@ -1595,6 +1607,52 @@ url = "http://127.0.0.1:8081"
         match load(text, env) {
             Err(ConfigError::Invalid { problems, .. }) => problems,
             other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    fn sink(text: &str, env: Vec<(&str, &str)>) -> Result<SinkConfig, ConfigError> {
+        SinkConfig::parse(text, Path::new("sluice.toml"), env.into_iter().map(|(a, b)| (a.to_string(), b.to_string())))
+    }
+
+    /// The sink needs [kafka], [registry] and [elasticsearch], not [source] (nor its password);
+    /// every problem of its section is listed at once, each naming its key.
+    #[test]
+    fn the_sink_configuration() {
+        let text = "[kafka]\nbrokers = \"k:9092\"\ntopic_prefix = \"cdc\"\n[registry]\nurl = \"http://r:8081\"\n\
+                    [elasticsearch]\nurl = \"http://es:9200\"\n";
+        let cfg = sink(text, vec![("SLUICE_ELASTICSEARCH__BULK_MAX_ACTIONS", "500")]).unwrap();
+        assert_eq!(cfg.elasticsearch.index, "{topic}");
+        assert_eq!(cfg.elasticsearch.bulk_max_actions, 500);
+        assert_eq!(cfg.elasticsearch.bulk_max_bytes, 5 << 20);
+        assert_eq!(cfg.elasticsearch.group("cdc"), "sluice-es-cdc");
+        assert_eq!(cfg.elasticsearch.decimal, EsDecimal::Keyword);
+        // a [source] with a password file that is not there does not matter to the sink
+        let with_source =
+            format!("[source]\nname = \"s\"\nurl = \"mysql://u@h\"\npassword_file = \"/nowhere\"\n{text}");
+        assert!(sink(&with_source, vec![]).is_ok());
+        let missing = match sink("[kafka]\nbrokers = \"k\"\n[registry]\nurl = \"http://r\"\n", vec![]) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(missing[0].key, "elasticsearch");
+        let bad = "[kafka]\nbrokers = \"k\"\n[registry]\nurl = \"http://r\"\n[elasticsearch]\nurl = \"es:9200\"\n\
+                   index = \"Sluice Index\"\nbulk_max_actions = 0\ndecimal = \"float\"\ngeo_point = [\"shop.t\"]\n\
+                   ca_file = \"/ca.pem\"\n[elasticsearch.indices]\n\"shop.*\" = \"x\"\n";
+        let p = match sink(bad, vec![]) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("{other:?}"),
+        };
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        for key in [
+            "elasticsearch.url",
+            "elasticsearch.index",
+            "elasticsearch.bulk_max_actions",
+            "elasticsearch.decimal",
+            "elasticsearch.geo_point",
+            "elasticsearch.ca_file",
+            "elasticsearch.indices.shop.*",
+        ] {
+            assert!(keys.contains(&key), "{key} in {p:#?}");
         }
     }
 

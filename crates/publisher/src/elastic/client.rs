@@ -58,9 +58,11 @@ pub enum ElasticError {
     /// A field whose type the index has differently.
     #[error(
         "index {index} maps field {field:?} as {have}, but the table's schema now needs {want}: Elasticsearch cannot \
-         change a field's type in place. Reindex: point elasticsearch.index at a new name (e.g. \"{{topic}}-v2\"), \
-         reset the consumer group's offsets of the table's topic to the beginning so that the sink fills it, then \
-         move your alias or queries to it and delete the old index"
+         change a field's type in place. Reindex: give the table a new index ([elasticsearch.indices] \
+         \"db.table\" = \"{index}-v2\"), then fill it: reset the sink's consumer group on the table's topic to the \
+         earliest offset (kafka-consumer-groups --reset-offsets --to-earliest), or, if the topic no longer holds \
+         every row, `sluice snapshot --table db.table`; then point your alias or queries at it and delete the old \
+         index (README, \"Reindexing\")"
     )]
     Mapping {
         /// The index.
@@ -420,6 +422,80 @@ mod tests {
         assert_eq!(serde_json::from_str::<Json>(lines[1]).unwrap(), json!({"id": 7, "note": "line\nbreak"}));
         assert_eq!(serde_json::from_str::<Json>(lines[2]).unwrap()["delete"]["version"], 43);
         assert!(text.ends_with('\n'));
+    }
+
+    fn section(url: &str) -> ElasticsearchSection {
+        toml::from_str(&format!("url = \"{url}\"")).unwrap()
+    }
+
+    /// The request head a client sends, answered with `{}` (a listener on loopback).
+    async fn head_of(es: ElasticsearchSection) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = s.read(&mut buf).await.unwrap();
+            let body = "{}";
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+            s.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&buf[..n]).to_string()
+        });
+        let es = ElasticsearchSection { url: format!("http://127.0.0.1:{port}"), ..es };
+        Elastic::new(&es).unwrap().info().await.unwrap();
+        server.await.unwrap()
+    }
+
+    /// Basic auth or an API key, as configured; never both.
+    #[tokio::test]
+    async fn credentials_go_in_the_authorization_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "s3cret\n").unwrap();
+        let mut es = section("http://x");
+        es.username = Some("sluice".into());
+        es.password_file = Some(pw.clone());
+        let head = head_of(es).await;
+        // base64("sluice:s3cret")
+        assert!(head.contains("authorization: Basic c2x1aWNlOnMzY3JldA=="), "{head}");
+        let mut es = section("http://x");
+        es.api_key_file = Some(pw);
+        let head = head_of(es).await;
+        assert!(head.contains("authorization: ApiKey s3cret"), "{head}");
+        assert!(!head_of(section("http://x")).await.contains("authorization"));
+    }
+
+    /// Over `https://` with a private CA: trusted with `ca_file`, refused (a stop) without it.
+    /// The server is the test registry served over TLS (it answers `GET /` with `{}`).
+    #[tokio::test]
+    async fn https_with_a_private_ca() {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+        let server = sluice_test_registry::Server::spawn_tls(
+            "127.0.0.1:0".parse().unwrap(),
+            sluice_test_registry::Registry::in_memory(),
+            cert.pem().as_bytes(),
+            key.serialize_pem().as_bytes(),
+        )
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let mut es = section(&format!("https://localhost:{}", server.addr.port()));
+        assert!(Elastic::new(&es).unwrap().info().await.is_err_and(|e| matches!(e, ElasticError::Untrusted { .. })
+            && e.disposition() == Disposition::Stop
+            && e.to_string().contains("Set elasticsearch.ca_file")));
+        es.ca_file = Some(ca_file);
+        Elastic::new(&es).unwrap().info().await.unwrap();
     }
 
     #[test]

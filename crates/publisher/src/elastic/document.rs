@@ -1,8 +1,8 @@
 //! **Where a record becomes a document**: a decoded Avro record (key and value) becomes a bulk
 //! action: the `_id` from the key, the row's columns by name from the after image (an envelope
-//! or a flattened value), each value in the form `sluice dump` prints it (exact DECIMAL text,
-//! ISO dates with the column's fractional digits, base64 bytes, ENUM and SET by name, JSON as
-//! JSON) except where the mapping wants another (TIME as microseconds, BIT(n) as a number, a
+//! or a flattened value), each value in the form `sluice dump` prints it (exact DECIMAL text, integers
+//! beyond ±2^53 as text, ISO dates with the column's fractional digits, base64 bytes, ENUM and SET by name,
+//! JSON as JSON) except where the mapping wants another (TIME as microseconds, BIT(n) as a number, a
 //! POINT as `{lat, lon}`). A delete, a tombstone or a flattened `__deleted` is a delete.
 //!
 //! `_id`: a one-column key's value as text (an integer in decimal, a string as it is); a
@@ -124,10 +124,10 @@ fn value(kind: &Kind, v: &Avro, forms: Forms) -> Result<Json, String> {
             EsTime::Long => Json::from(*us),
             EsTime::Keyword => Json::String(time_text(*us, *fsp)),
         },
-        (_, Avro::Long(l)) => Json::from(*l),
+        (_, Avro::Long(l)) => integer(i128::from(*l)),
         (Kind::UnsignedLong, Avro::Decimal(d)) => {
             let text = decimal_text(&Vec::<u8>::try_from(d).map_err(|e| e.to_string())?, 0);
-            Json::Number(text.parse::<u64>().map_err(|e| format!("{text}: {e}"))?.into())
+            integer(i128::from(text.parse::<u64>().map_err(|e| format!("{text}: {e}"))?))
         }
         (Kind::Decimal { scale }, Avro::Decimal(d)) => {
             Json::String(decimal_text(&Vec::<u8>::try_from(d).map_err(|e| e.to_string())?, *scale))
@@ -147,7 +147,7 @@ fn value(kind: &Kind, v: &Avro, forms: Forms) -> Result<Json, String> {
         (_, Avro::String(s)) | (_, Avro::Enum(_, s)) => Json::String(s.clone()),
         (Kind::Bits { .. }, Avro::Bytes(b)) => {
             let n = b.iter().try_fold(0u64, |acc, x| acc.checked_mul(256).map(|a| a + u64::from(*x)));
-            Json::from(n.ok_or("a BIT value of more than 64 bits")?)
+            integer(i128::from(n.ok_or("a BIT value of more than 64 bits")?))
         }
         (_, Avro::Bytes(b)) | (_, Avro::Fixed(_, b)) => {
             Json::String(base64::engine::general_purpose::STANDARD.encode(b))
@@ -193,6 +193,19 @@ fn value(kind: &Kind, v: &Avro, forms: Forms) -> Result<Json, String> {
         }
         _ => return Err(unexpected()),
     })
+}
+
+/// An integer as `sluice dump` writes it: a number within ±2^53, else its decimal text, which
+/// Elasticsearch takes for `long` and `unsigned_long` fields as well, and which no reader that
+/// goes through doubles (JavaScript, some engines' `_source`) can round.
+fn integer(n: i128) -> Json {
+    const EXACT: i128 = 1 << 53;
+    if (-EXACT..=EXACT).contains(&n) {
+        // within ±2^53 both fit
+        i64::try_from(n).map_or_else(|_| Json::String(n.to_string()), Json::from)
+    } else {
+        Json::String(n.to_string())
+    }
 }
 
 fn float(f: f64) -> Result<Json, String> {
@@ -328,11 +341,13 @@ mod tests {
         assert_eq!(value(&Kind::Json, &Avro::String("{\"a\": 1}".into()), keyword).unwrap(), "{\"a\": 1}");
         assert_eq!(v(Kind::Json, Avro::String("{\"a\": [1, \"x\"]}".into())), serde_json::json!({"a": [1, "x"]}));
         assert_eq!(v(Kind::Date, Avro::String("0000-00-00".into())), "0000-00-00");
-        assert_eq!(v(Kind::Bits { n: 64 }, Avro::Bytes(vec![0xff; 8])), serde_json::json!(u64::MAX));
+        assert_eq!(v(Kind::Bits { n: 64 }, Avro::Bytes(vec![0xff; 8])), "18446744073709551615");
+        assert_eq!(v(Kind::Long, Avro::Long(1 << 53)), serde_json::json!(1u64 << 53));
+        assert_eq!(v(Kind::Long, Avro::Long(-(1 << 53) - 1)), "-9007199254740993");
         assert_eq!(v(Kind::Binary, Avro::Bytes(vec![0, 0xff])), "AP8=");
         assert_eq!(
             v(Kind::UnsignedLong, Avro::Decimal(vec![0, 255, 255, 255, 255, 255, 255, 255, 255].into())),
-            serde_json::json!(u64::MAX)
+            "18446744073709551615"
         );
         let point = {
             let mut wkb = vec![1u8, 1, 0, 0, 0];

@@ -1,6 +1,5 @@
 //! The sink's loop: **where a topic's records become bulk requests**. Records come from a
-//! read_committed consumer of the table topics (a consumer group, subscribed by pattern, so
-//! tables added later are picked up), are decoded with their registered schemas, turn into
+//! read_committed consumer of the table topics, are decoded with their registered schemas, turn into
 //! actions ([`super::document`]) and gather into a batch; a batch is sent as one `_bulk`
 //! request at `bulk_max_actions`, `bulk_max_bytes` or `bulk_interval`, and only once every item
 //! of it is through (applied, or a version conflict) are the batch's offsets committed. So a
@@ -9,6 +8,13 @@
 //!
 //! Before the first document of a table version (a value schema id), the index gets the
 //! mapping of that version's columns ([`super::mapping`]): created, or extended by new columns.
+//!
+//! The sink assigns itself every partition of the synced tables' topics (looked up again every
+//! [`TOPICS_EVERY`], so tables added later are picked up) and starts each at the consumer
+//! group's committed offset: no group membership, no rebalances. So one instance applies a
+//! group's tables (two would apply everything twice, harmlessly but for nothing: split tables
+//! with `include`/`exclude` and a `group_id` each to spread the work). The offsets are committed
+//! to the group, where Kafka's tools show them and the lag.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -30,6 +36,9 @@ use crate::filter::{table_matches, wildcard};
 use crate::kafka::KafkaContext;
 use crate::metrics::SinkMetrics;
 use crate::registry::{RegistryClient, RegistryError};
+
+/// How often the topics are looked up for tables added since.
+pub const TOPICS_EVERY: Duration = Duration::from_secs(30);
 
 /// Why the sink stopped or restarts.
 #[derive(Debug, thiserror::Error)]
@@ -211,9 +220,7 @@ pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Arc<At
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("isolation.level", "read_committed")
-        .set("statistics.interval.ms", "5000")
-        // tables added later get their topics picked up within this
-        .set("topic.metadata.refresh.interval.ms", "30000");
+        .set("statistics.interval.ms", "5000");
     for (key, v) in &cfg.elasticsearch.consumer {
         c.set(key, v);
     }
@@ -221,14 +228,7 @@ pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Arc<At
     let context = SinkContext { inner: KafkaContext::new(&k.brokers), lag: Arc::clone(&lag) };
     let consumer: StreamConsumer<SinkContext> =
         c.create_with_context(context).map_err(|e| SinkError::Kafka(format!("creating the consumer: {e}")))?;
-    // every topic under the prefix; the tables not synced are skipped (and their offsets kept)
-    let pattern = format!("^{}\\..+", regex_escape(&k.topic_prefix));
-    consumer.subscribe(&[&pattern]).map_err(|e| SinkError::Kafka(format!("subscribing to {pattern}: {e}")))?;
     Ok((consumer, lag))
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_string() } else { format!("\\{c}") }).collect()
 }
 
 impl<'c> Feed<'c> {
@@ -275,11 +275,15 @@ impl<'c> Feed<'c> {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), SinkError> {
         let mut progress = Instant::now();
+        let mut assigned: HashSet<(String, i32)> = HashSet::new();
+        self.assign_new(consumer, &mut assigned)?;
+        let mut topics_checked = Instant::now();
         loop {
-            let wait = self
-                .batch
-                .first
-                .map_or(Duration::from_secs(3600), |t| self.es_cfg.bulk_interval.saturating_sub(t.elapsed()));
+            if topics_checked.elapsed() >= TOPICS_EVERY {
+                topics_checked = Instant::now();
+                self.assign_new(consumer, &mut assigned)?;
+            }
+            let wait = self.batch.first.map_or(TOPICS_EVERY, |t| self.es_cfg.bulk_interval.saturating_sub(t.elapsed()));
             tokio::select! {
                 m = consumer.recv() => match m {
                     Ok(m) => self.record(&m).await?,
@@ -317,10 +321,68 @@ impl<'c> Feed<'c> {
         }
     }
 
+    /// Assigns the partitions of synced tables' topics not assigned yet, each from the group's
+    /// committed offset (the beginning when it has none).
+    fn assign_new(
+        &mut self,
+        consumer: &StreamConsumer<SinkContext>,
+        assigned: &mut HashSet<(String, i32)>,
+    ) -> Result<(), SinkError> {
+        let md = tokio::task::block_in_place(|| consumer.fetch_metadata(None, Duration::from_secs(10)));
+        let md = match md {
+            Ok(md) => md,
+            Err(e) => {
+                if let Some(denied) = consumer.context().inner.denied() {
+                    return Err(SinkError::Denied(denied));
+                }
+                return Err(SinkError::Kafka(format!("listing the topics: {e}")));
+            }
+        };
+        let mut new = TopicPartitionList::new();
+        for t in md.topics() {
+            let name = t.name();
+            if t.error().is_some() {
+                continue;
+            }
+            if !self.tables.contains_key(name) {
+                let table = self.table_of(name).map_err(|what| SinkError::Kafka(format!("topic {name}: {what}")))?;
+                self.tables.insert(name.to_string(), table);
+            }
+            if !matches!(self.tables.get(name), Some(Some(_))) {
+                continue;
+            }
+            for p in t.partitions() {
+                if !assigned.contains(&(name.to_string(), p.id())) {
+                    new.add_partition(name, p.id());
+                }
+            }
+        }
+        if new.count() == 0 {
+            return Ok(());
+        }
+        let committed = tokio::task::block_in_place(|| consumer.committed_offsets(new, Duration::from_secs(10)))
+            .map_err(|e| SinkError::Kafka(format!("reading the group's committed offsets: {e}")))?;
+        let mut start = TopicPartitionList::new();
+        for e in committed.elements() {
+            let offset = match e.offset() {
+                rdkafka::Offset::Offset(o) => rdkafka::Offset::Offset(o),
+                _ => rdkafka::Offset::Beginning,
+            };
+            start
+                .add_partition_offset(e.topic(), e.partition(), offset)
+                .map_err(|err| SinkError::Kafka(format!("{}: {err}", e.topic())))?;
+            assigned.insert((e.topic().to_string(), e.partition()));
+        }
+        consumer.incremental_assign(&start).map_err(|e| SinkError::Kafka(format!("assigning partitions: {e}")))?;
+        tracing::debug!(partitions = start.count(), "Assigned partitions");
+        Ok(())
+    }
+
     /// One record into the batch.
     async fn record(&mut self, m: &BorrowedMessage<'_>) -> Result<(), SinkError> {
         let (topic, partition, offset) = (m.topic(), m.partition(), m.offset());
         let timestamp = m.timestamp().to_millis();
+        tracing::trace!(topic, partition, offset, "Record");
         let at = |what: String| SinkError::Record { topic: topic.to_string(), partition, offset, what };
         if !self.tables.contains_key(topic) {
             let t = self.table_of(topic).map_err(at)?;
@@ -390,7 +452,8 @@ impl<'c> Feed<'c> {
         if !included || es.exclude.iter().any(|p| table_matches(p, db, table)) {
             return Ok(None);
         }
-        let index = es.index.replace("{topic}", topic).replace("{db}", db).replace("{table}", table).to_lowercase();
+        let pattern = es.indices.get(&format!("{db}.{table}")).unwrap_or(&es.index);
+        let index = pattern.replace("{topic}", topic).replace("{db}", db).replace("{table}", table).to_lowercase();
         if index.is_empty() || index.starts_with(['-', '_', '+']) || index == "." || index == ".." || index.len() > 255
         {
             return Err(format!(
@@ -475,6 +538,7 @@ impl<'c> Feed<'c> {
     async fn flush(&mut self, consumer: &StreamConsumer<SinkContext>, lag: &AtomicI64) -> Result<(), SinkError> {
         let batch = std::mem::take(&mut self.batch);
         let mut pending: Vec<&Entry> = batch.entries.iter().filter(|e| e.live).collect();
+        tracing::debug!(actions = pending.len(), offsets = batch.offsets.len(), "Sending a batch");
         let mut attempt = 0u32;
         while !pending.is_empty() {
             let mut body = Vec::with_capacity(batch.bytes);
@@ -600,6 +664,5 @@ mod tests {
         assert_eq!(schema_id(&[0, 0, 0, 1, 2, 9]), Ok(258));
         assert!(schema_id(&[1, 0, 0, 0, 1]).is_err());
         assert!(schema_id(&[0, 0]).is_err());
-        assert_eq!(regex_escape("sluice.cdc-1"), "sluice\\.cdc\\-1");
     }
 }

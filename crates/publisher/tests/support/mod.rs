@@ -523,9 +523,20 @@ pub fn http_get(port: u16, path: &str) -> (u16, String) {
 
 /// As [`http_get`], an error while nothing listens yet.
 pub fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    http_request(port, "GET", path, None)
+}
+
+/// `METHOD path` on 127.0.0.1:`port` with an optional JSON body: status and body.
+pub fn http_request(port: u16, method: &str, path: &str, json: Option<&str>) -> std::io::Result<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let body = json.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
     let mut response = String::new();
     s.read_to_string(&mut response)?;
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{response}"));

@@ -1,0 +1,538 @@
+//! `sluice sink elasticsearch` end to end: real MariaDB, broker and registry, `sluice run` with a
+//! snapshot at the start, and an Elasticsearch-API engine (noida-db; no Elasticsearch installs
+//! here, `integration/lib/elastic.sh`). A workload of inserts, updates, primary-key changes and
+//! deletes runs on several tables (a composite key, a table of every column type with each edge
+//! value, a table without a key) while the sink is SIGKILLed and restarted, and once stopped and
+//! sent a range of records again (the group's offsets moved back): at the end every index holds
+//! exactly the rows `SELECT` returns, document by document and field by field, compared as typed
+//! values (numbers as numbers, dates as dates, bytes as bytes), and no document of a deleted row.
+//! The mapping of the every-type table is checked field by field; a column added by DDL reaches
+//! the mapping; a type change Elasticsearch cannot apply stops the sink with how to reindex.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{json, Value as Json};
+use support::kafka::{log_text, start_sluice_with, wait_for, Services};
+use support::{http_request, lib_started, Server};
+
+/// The engine, stopped on drop.
+struct Engine {
+    name: String,
+    port: u16,
+}
+
+impl Engine {
+    fn start(name: &str, engine: &str) -> Engine {
+        let url = lib_started("elastic", &["start", name, engine], "ES_URL").unwrap_or_else(|e| panic!("elastic: {e}"));
+        let port = url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap();
+        Engine { name: name.to_string(), port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Json>) -> (u16, Json) {
+        let text = body.map(Json::to_string);
+        let (status, body) = http_request(self.port, method, path, text.as_deref()).unwrap();
+        (status, serde_json::from_str(&body).unwrap_or(Json::Null))
+    }
+
+    /// Every document of `index` (after a refresh): `_id` → `_source`.
+    fn documents(&self, index: &str) -> BTreeMap<String, Json> {
+        self.call("POST", &format!("/{index}/_refresh"), None);
+        let (status, body) =
+            self.call("POST", &format!("/{index}/_search"), Some(&json!({"size": 10000, "query": {"match_all": {}}})));
+        if status == 404 {
+            return BTreeMap::new();
+        }
+        assert_eq!(status, 200, "{body}");
+        body["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_source"].clone()))
+            .collect()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = support::lib_sh("elastic", &["stop", &self.name]);
+    }
+}
+
+/// `sluice sink elasticsearch --config CONFIG`, its log appended to `log`, killed on drop.
+struct Sink(Child);
+
+impl Sink {
+    /// With `/metrics` on `metrics`.
+    fn start(config: &Path, log: &Path, metrics: u16) -> Sink {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["sink", "elasticsearch", "--config"])
+            .arg(config)
+            .env("SLUICE_LOG", "info")
+            .env("SLUICE_METRICS__LISTEN", format!("127.0.0.1:{metrics}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Sink(child)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
+    /// SIGTERM: sends and commits its batch, then exits 0.
+    fn stop(&mut self) {
+        let st = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status().unwrap();
+        assert!(st.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                assert_eq!(st.code(), Some(0), "the sink's exit on SIGTERM");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the sink did not stop on SIGTERM");
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+const EVERY: &str = "CREATE TABLE shop.every (
+    id INT PRIMARY KEY,
+    ti TINYINT, si SMALLINT UNSIGNED, mi MEDIUMINT, i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED,
+    f FLOAT, d DOUBLE, dec1 DECIMAL(10,2), dec65 DECIMAL(65,30),
+    da DATE, dt DATETIME(6), ts TIMESTAMP(6) NULL, tm TIME(6), y YEAR,
+    c CHAR(4), vc VARCHAR(40), tx TEXT, lat1 VARCHAR(20) CHARACTER SET latin1,
+    e ENUM('red','green','blue'), st SET('a','b','c'),
+    b1 BIT(1), b64 BIT(64), bl BLOB, bn BINARY(4), vb VARBINARY(10),
+    js JSON, g GEOMETRY, pt POINT)";
+
+/// The every-type rows: the edge values, the other edges, NULLs, and ordinary values.
+const EVERY_ROWS: &str = "SET SESSION sql_mode = ''; SET time_zone = '+00:00';
+    INSERT INTO shop.every VALUES
+    (1, 127, 65535, 8388607, 2147483647, 4294967295, 9223372036854775807, 18446744073709551615,
+     1.1, 1.7976931348623157e308, 12345678.91, 99999999999999999999999999999999999.999999999999999999999999999999,
+     '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '-838:59:59.000000', 2155,
+     'abcd', '😀 ünïcödé ✓', REPEAT('long text ', 50), 'Müller', 'blue', 'a,c',
+     b'1', b'1111111111111111111111111111111111111111111111111111111111111111', x'00FF7F80', x'0102', x'',
+     '{\"a\": [1, \"x\"], \"b\": null}', ST_GeomFromText('POLYGON((0 0,10 0,10 10,0 10,0 0))', 4326),
+     ST_GeomFromText('POINT(13.405 52.52)')),
+    (2, -128, 0, -8388608, -2147483648, 0, -9223372036854775808, 0,
+     -3.4e38, -2.2250738585072014e-308, -0.01, -0.000000000000000000000000000001,
+     '1000-01-01', '1000-01-01 00:00:00.000000', '1970-01-01 00:00:01.000000', '-00:00:01.500000', 1901,
+     '', '', '', '', 'red', '',
+     b'0', b'0', x'', x'00', x'FF',
+     '[]', ST_GeomFromText('POINT(0 0)'), ST_GeomFromText('POINT(-180 -90)')),
+    (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    (4, 1, 2, 3, 4, 5, 6, 9007199254740993, 0.5, 2.5, 1.50, 3.141592653589793238462643383279502884197169,
+     '2024-05-01', '2024-05-01 10:00:01.123456', '2038-01-19 03:14:07.999999', '01:02:03.000001', 2024,
+     'x', 'plain', 'text', 'café', 'green', 'b',
+     b'1', b'101', x'DEADBEEF', x'41424344', x'0A0B',
+     '{\"k\": 1.5}', ST_GeomFromText('LINESTRING(0 0,1 1)'), ST_GeomFromText('POINT(2.35 48.85)'));";
+
+/// SELECT of the every-type table with each column in a form to compare with its document.
+const EVERY_SELECT: &str = "SET time_zone = '+00:00'; SELECT id, ti, si, mi, i, iu, bi, bu, f, d, dec1, dec65,
+    da, dt, ts, ROUND(TIME_TO_SEC(tm) * 1000000), y, c, vc, tx, lat1, e, st, b1 + 0, b64 + 0,
+    HEX(bl), HEX(bn), HEX(vb), js, ST_SRID(g), HEX(ST_AsWKB(g)), ST_X(pt), ST_Y(pt) FROM shop.every ORDER BY id";
+
+/// How each selected column compares with the document.
+#[derive(Clone, Copy, Debug)]
+enum Cmp {
+    Int,
+    F32,
+    F64,
+    Text,
+    /// A MySQL date-time text against the document's ISO form (`T`, and `Z` for TIMESTAMP).
+    DateTime,
+    Set,
+    Bool,
+    Hex,
+    /// SRID and WKB hex against `{srid, wkb}`.
+    Geometry,
+    /// ST_X and ST_Y against `{lat, lon}`.
+    GeoPoint,
+}
+
+/// (document field, comparison, how many SELECT columns it takes).
+const EVERY_FIELDS: &[(&str, Cmp)] = &[
+    ("id", Cmp::Int),
+    ("ti", Cmp::Int),
+    ("si", Cmp::Int),
+    ("mi", Cmp::Int),
+    ("i", Cmp::Int),
+    ("iu", Cmp::Int),
+    ("bi", Cmp::Int),
+    ("bu", Cmp::Int),
+    ("f", Cmp::F32),
+    ("d", Cmp::F64),
+    ("dec1", Cmp::Text),
+    ("dec65", Cmp::Text),
+    ("da", Cmp::Text),
+    ("dt", Cmp::DateTime),
+    ("ts", Cmp::DateTime),
+    ("tm", Cmp::Int),
+    ("y", Cmp::Int),
+    ("c", Cmp::Text),
+    ("vc", Cmp::Text),
+    ("tx", Cmp::Text),
+    ("lat1", Cmp::Text),
+    ("e", Cmp::Text),
+    ("st", Cmp::Set),
+    ("b1", Cmp::Bool),
+    ("b64", Cmp::Int),
+    ("bl", Cmp::Hex),
+    ("bn", Cmp::Hex),
+    ("vb", Cmp::Hex),
+    ("js", Cmp::Text),
+    ("g", Cmp::Geometry),
+    ("pt", Cmp::GeoPoint),
+];
+
+fn int_of(v: &Json) -> Option<i128> {
+    match v {
+        Json::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)),
+        Json::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Whether document value `doc` is the row's `cols` (SELECT text, `NULL` for NULL), typed.
+fn same(cmp: Cmp, cols: &[String], doc: Option<&Json>) -> bool {
+    let null = |d: Option<&Json>| d.is_none_or(Json::is_null);
+    if cols.iter().all(|c| c == "NULL") {
+        return null(doc);
+    }
+    let Some(doc) = doc else { return false };
+    let col = cols[0].as_str();
+    match cmp {
+        Cmp::Int => int_of(doc) == col.parse::<i128>().ok(),
+        Cmp::F32 => doc.as_f64().map(|f| f as f32) == col.parse::<f32>().ok(),
+        Cmp::F64 => doc.as_f64() == col.parse::<f64>().ok(),
+        Cmp::Text => doc.as_str() == Some(col),
+        Cmp::DateTime => {
+            let d = doc.as_str().unwrap_or("");
+            // a zero date-time keeps MySQL's text; a valid one is ISO (a TIMESTAMP with Z)
+            d == col || d.trim_end_matches('Z') == col.replacen(' ', "T", 1)
+        }
+        Cmp::Set => {
+            let want: Vec<&str> = if col.is_empty() { Vec::new() } else { col.split(',').collect() };
+            doc.as_array().is_some_and(|a| a.iter().map(|v| v.as_str().unwrap_or("?")).collect::<Vec<_>>() == want)
+        }
+        Cmp::Bool => doc.as_bool() == Some(col == "1"),
+        Cmp::Hex => doc
+            .as_str()
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .is_some_and(|bytes| bytes.iter().map(|b| format!("{b:02X}")).collect::<String>() == col),
+        Cmp::Geometry => {
+            let wkb = doc["wkb"].as_str().and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+            int_of(&doc["srid"]) == col.parse().ok()
+                && wkb.is_some_and(|w| w.iter().map(|b| format!("{b:02X}")).collect::<String>() == cols[1])
+        }
+        Cmp::GeoPoint => {
+            doc["lon"].as_f64() == col.parse::<f64>().ok() && doc["lat"].as_f64() == cols[1].parse::<f64>().ok()
+        }
+    }
+}
+
+/// The columns a comparison takes from the SELECT.
+fn width(cmp: Cmp) -> usize {
+    match cmp {
+        Cmp::Geometry | Cmp::GeoPoint => 2,
+        _ => 1,
+    }
+}
+
+/// Differences between the every-type index and SELECT (empty: equal).
+fn every_diff(db: &Server, engine: &Engine) -> Vec<String> {
+    let docs = engine.documents("sluice.shop.every");
+    let rows = db.sql(EVERY_SELECT);
+    let mut diff = Vec::new();
+    if docs.len() != rows.len() {
+        diff.push(format!(
+            "{} documents for {} rows: ids {:?}",
+            docs.len(),
+            rows.len(),
+            docs.keys().collect::<Vec<_>>()
+        ));
+    }
+    for row in &rows {
+        let Some(doc) = docs.get(&row[0]) else {
+            diff.push(format!("row {} has no document", row[0]));
+            continue;
+        };
+        let mut at = 0;
+        for &(field, cmp) in EVERY_FIELDS {
+            let cols = &row[at..at + width(cmp)];
+            at += width(cmp);
+            if !same(cmp, cols, doc.get(field)) {
+                diff.push(format!("row {} field {field}: SELECT {cols:?}, document {:?}", row[0], doc.get(field)));
+            }
+        }
+    }
+    diff
+}
+
+/// Differences between a simple table's index and `SELECT id_expr, v, qty` (`id_expr` gives the
+/// `_id` as Sluice writes it).
+fn simple_diff(db: &Server, engine: &Engine, index: &str, select: &str) -> Vec<String> {
+    let docs = engine.documents(index);
+    let rows: BTreeMap<String, Vec<String>> =
+        db.sql(select).into_iter().map(|r| (r[0].clone(), r[1..].to_vec())).collect();
+    let mut diff = Vec::new();
+    for id in docs.keys().filter(|k| !rows.contains_key(*k)) {
+        diff.push(format!("{index}: document {id} of a row that does not exist"));
+    }
+    for (id, cols) in &rows {
+        let Some(doc) = docs.get(id) else {
+            diff.push(format!("{index}: row {id} has no document"));
+            continue;
+        };
+        if !same(Cmp::Text, &cols[0..1], doc.get("v")) || !same(Cmp::Int, &cols[1..2], doc.get("qty")) {
+            diff.push(format!("{index}: row {id}: SELECT {cols:?}, document {doc}"));
+        }
+    }
+    diff
+}
+
+fn metric(port: u16, name: &str) -> f64 {
+    let (_, body) = support::http_get(port, "/metrics");
+    body.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn the_indices_end_equal_to_the_tables() {
+    let Some(services) = Services::start("es-sink", &[]) else { return };
+    let engine = Engine::start("es-sink", "noida");
+    let db = &services.mariadb;
+    db.sql_text(&format!(
+        "CREATE DATABASE shop; {EVERY};
+         CREATE TABLE shop.orders (id INT PRIMARY KEY, v VARCHAR(20), qty INT);
+         CREATE TABLE shop.lines (order_id INT, k VARCHAR(10), v VARCHAR(20), qty INT, PRIMARY KEY (order_id, k));
+         CREATE TABLE shop.nokey (a INT, v VARCHAR(10));
+         CREATE TABLE shop.typed (id INT PRIMARY KEY, qty INT);"
+    ));
+    db.sql_text(EVERY_ROWS);
+    let mut sql = String::from("INSERT INTO shop.orders VALUES ");
+    sql.push_str(&(1..=300).map(|i| format!("({i}, 'o{i}', {i})")).collect::<Vec<_>>().join(","));
+    sql.push_str("; INSERT INTO shop.lines VALUES ");
+    sql.push_str(&(1..=100).map(|i| format!("({}, 'k{}', 'l{i}', {i})", i % 20, i)).collect::<Vec<_>>().join(","));
+    sql.push_str("; INSERT INTO shop.nokey VALUES (1, 'a'), (2, 'b'); INSERT INTO shop.typed VALUES (1, 1);");
+    db.sql_text(&sql);
+
+    let metrics = support::free_port();
+    let es = format!(
+        "[elasticsearch]\nurl = \"{}\"\nbulk_interval = \"300ms\"\nbulk_max_actions = 50\ngeo_point = [\"shop.every.pt\"]\n\
+         [snapshot]\nmode = \"initial\"",
+        engine.url()
+    );
+    let (config, log) = services.config("es", "topic_prefix = \"sluice\"", &es);
+    let run_log = log.with_file_name("run.log");
+    let _ = std::fs::remove_file(&run_log);
+    let mut run = start_sluice_with(&config, &run_log, &[("SLUICE_SOURCE__START", "current")]);
+    let sink_log = log.with_file_name("sink.log");
+    let _ = std::fs::remove_file(&sink_log);
+    let mut sink = Sink::start(&config, &sink_log, metrics);
+
+    // the snapshot arrives
+    wait_for(120, || engine.documents("sluice.shop.orders").len() == 300, "the snapshot of shop.orders", &sink_log);
+
+    // a workload while the sink is killed and restarted
+    let mut rng = fastrand::Rng::with_seed(13);
+    let mut next_id = 1000;
+    for round in 0..6 {
+        for _ in 0..40 {
+            let id = rng.i32(1..=300);
+            let stmt = match rng.u8(0..6) {
+                0 => {
+                    next_id += 1;
+                    format!("INSERT INTO shop.orders VALUES ({next_id}, 'n{next_id}', {round})")
+                }
+                1 => format!("UPDATE shop.orders SET v = 'u{round}', qty = qty + 1 WHERE id = {id}"),
+                2 => format!("DELETE FROM shop.orders WHERE id = {id}"),
+                3 => {
+                    next_id += 1;
+                    // a primary-key change: the old document goes, the new one comes
+                    format!("UPDATE IGNORE shop.orders SET id = {next_id} WHERE id = {id}")
+                }
+                4 => format!("UPDATE shop.lines SET qty = qty + 1, v = 'w{round}' WHERE order_id = {}", id % 20),
+                _ => format!("UPDATE IGNORE shop.lines SET k = CONCAT(k, 'x') WHERE order_id = {} LIMIT 1", id % 20),
+            };
+            db.sql_text(&stmt);
+        }
+        db.sql_text(&format!("UPDATE shop.every SET vc = CONCAT('r{round} ', IFNULL(vc, '')) WHERE id = 4"));
+        if round % 2 == 1 {
+            std::thread::sleep(Duration::from_millis(rng.u64(200..1500)));
+            sink.kill();
+            sink = Sink::start(&config, &sink_log, metrics);
+        }
+    }
+    db.sql_text("DELETE FROM shop.lines WHERE order_id = 3; INSERT INTO shop.nokey VALUES (3, 'c');");
+
+    // a column added by DDL reaches the mapping
+    db.sql_text("ALTER TABLE shop.orders ADD COLUMN note VARCHAR(20); UPDATE shop.orders SET note = 'n' WHERE id = 5;");
+
+    // caught up: every index equal to its table
+    services.wait_caught_up("sluice", "es", &run_log);
+    let orders = "SELECT id, IFNULL(v, 'NULL'), qty FROM shop.orders";
+    let lines = "SELECT CONCAT('[', order_id, ',\"', k, '\"]'), v, qty FROM shop.lines";
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let diff: Vec<String> = every_diff(db, &engine)
+            .into_iter()
+            .chain(simple_diff(db, &engine, "sluice.shop.orders", orders))
+            .chain(simple_diff(db, &engine, "sluice.shop.lines", lines))
+            .collect();
+        if diff.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the indices differ from the tables:\n{}\n--- sink log:\n{}",
+            diff.join("\n"),
+            log_text(&sink_log)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let rows = db.scalar("SELECT COUNT(*) FROM shop.orders").parse::<usize>().unwrap();
+    eprintln!("indices equal to the tables: shop.orders {rows} rows, shop.lines, shop.every (4 rows, every type)");
+
+    // the mapping, field by field
+    let (_, m) = engine.call("GET", "/sluice.shop.every/_mapping", None);
+    let props = &m["sluice.shop.every"]["mappings"]["properties"];
+    let want = [
+        ("id", "integer"),
+        ("ti", "integer"),
+        ("si", "integer"),
+        ("mi", "integer"),
+        ("i", "integer"),
+        ("iu", "long"),
+        ("bi", "long"),
+        ("bu", "unsigned_long"),
+        ("f", "float"),
+        ("d", "double"),
+        ("dec1", "keyword"),
+        ("dec65", "keyword"),
+        ("da", "date"),
+        ("dt", "date"),
+        ("ts", "date"),
+        ("tm", "long"),
+        ("y", "integer"),
+        ("c", "text"),
+        ("vc", "text"),
+        ("tx", "text"),
+        ("lat1", "text"),
+        ("e", "keyword"),
+        ("st", "keyword"),
+        ("b1", "boolean"),
+        ("b64", "unsigned_long"),
+        ("bl", "binary"),
+        ("bn", "binary"),
+        ("vb", "binary"),
+        // MariaDB logs JSON as LONGTEXT: the binlog does not say it is JSON
+        ("js", "text"),
+        ("pt", "geo_point"),
+    ];
+    for (field, ty) in want {
+        assert_eq!(props[field]["type"], ty, "{field}: {}", props[field]);
+    }
+    assert_eq!(props["da"]["format"], "strict_date");
+    assert_eq!(props["dt"]["format"], "strict_date_optional_time");
+    assert_eq!(props["vc"]["fields"]["keyword"]["type"], "keyword");
+    assert_eq!(props["g"]["properties"], json!({"srid": {"type": "long"}, "wkb": {"type": "binary"}}));
+    assert_eq!(m["sluice.shop.every"]["mappings"]["dynamic"], "strict");
+    let (_, m) = engine.call("GET", "/sluice.shop.orders/_mapping", None);
+    assert_eq!(m["sluice.shop.orders"]["mappings"]["properties"]["note"]["type"], "text", "{m}");
+    assert_eq!(engine.documents("sluice.shop.orders")["5"]["note"], "n");
+
+    // the keyless table: skipped and counted (by the process now running: the row written last),
+    // with a warning, and no index
+    assert!(engine.documents("sluice.shop.nokey").is_empty());
+    assert!(metric(metrics, "sluice_es_skipped_total") >= 1.0);
+    assert!(log_text(&sink_log).contains("The table has no key, so its rows have no document id"));
+
+    // one range delivered twice: the group's offsets moved back while the sink is stopped
+    sink.stop();
+    let conflicts = redeliver_orders(&services, &config, &sink_log, metrics, &mut sink);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !(every_diff(db, &engine).is_empty() && simple_diff(db, &engine, "sluice.shop.orders", orders).is_empty()) {
+        assert!(Instant::now() < deadline, "the indices changed after a range was delivered again");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("shop.orders delivered again from offset 0: {conflicts} version conflicts counted, the index unchanged");
+
+    // a type Elasticsearch cannot change in place (INT -> BIGINT: compatible in Avro, integer ->
+    // long in the index): a stop that says how to reindex
+    db.sql_text("ALTER TABLE shop.typed MODIFY qty BIGINT; INSERT INTO shop.typed VALUES (2, 2);");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let code = loop {
+        if let Some(st) = sink.0.try_wait().unwrap() {
+            break st.code();
+        }
+        assert!(Instant::now() < deadline, "the sink did not stop at the type change:\n{}", log_text(&sink_log));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let text = log_text(&sink_log);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("maps field \"qty\" as integer, but the table's schema now needs long")
+            && text.contains("Reindex"),
+        "{text}"
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
+/// With the sink stopped: moves the group's committed offsets of the orders topic back to the
+/// beginning (the sink assigns itself partitions, so the group has no members to refuse it),
+/// restarts the sink, and returns the version conflicts it counts once the range came again
+/// (every record older than, or as old as, its document's version is refused).
+fn redeliver_orders(services: &Services, config: &Path, log: &Path, port: u16, sink: &mut Sink) -> f64 {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &services.broker)
+        .set("group.id", "sluice-es-sluice")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..2 {
+        tpl.add_partition_offset("sluice.shop.orders", p, Offset::Offset(0)).unwrap();
+    }
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+    drop(consumer);
+    *sink = Sink::start(config, log, port);
+    let mut conflicts = 0.0;
+    wait_for(
+        120,
+        || {
+            conflicts = support::try_http_get(port, "/metrics")
+                .map_or(0.0, |_| metric(port, "sluice_es_version_conflicts_total"));
+            conflicts >= 200.0
+        },
+        "the records delivered again to be refused as older versions",
+        log,
+    );
+    conflicts
+}
