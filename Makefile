@@ -27,6 +27,7 @@ setup: build-deps
 	integration/lib/mariadb.sh install
 	integration/lib/prometheus.sh install
 	integration/lib/broker.sh install
+	integration/lib/elastic.sh install
 	$(CARGO) build -p sluice-test-registry
 
 ## Every test: unit, fixtures, oracles, mutation, the scenarios against real MariaDB, the

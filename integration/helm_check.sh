@@ -25,6 +25,7 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
 fi
 
 all_on=(--set secrets.existingSecret=sluice-secrets --set secrets.kafkaPasswordKey=kafka-password
+        --set elasticsearch.enabled=true --set elasticsearch.passwordKey=es-password
         --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
         --set metrics.dashboard.enabled=true)
 
@@ -48,10 +49,26 @@ for name in ("default", "all"):
     if name == "default":
         assert kinds == ["ConfigMap", "Deployment", "Service"], kinds
     else:
-        assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "PrometheusRule", "Service", "ServiceMonitor"], kinds
+        assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "Deployment", "PrometheusRule", "Service",
+                         "Service", "ServiceMonitor", "ServiceMonitor"], kinds
         rule = next(d for d in docs if d["kind"] == "PrometheusRule")
         assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]], rule
-        dep = next(d for d in docs if d["kind"] == "Deployment")
+        deps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+        sink = deps.pop("sluice-es-sink")
+        dep = next(iter(deps.values()))
+        # the sink's pods: a selector of their own, no MySQL password, its own secret keys only
+        sel = lambda d: d["spec"]["selector"]["matchLabels"]
+        assert sel(sink)["app.kubernetes.io/name"] == "sluice-es-sink" and sel(dep)["app.kubernetes.io/name"] == "sluice"
+        c = sink["spec"]["template"]["spec"]["containers"][0]
+        assert c["args"] == ["sink", "elasticsearch", "--config", "/etc/sluice/sluice.toml"], c["args"]
+        senv = {e["name"]: e.get("value") for e in c["env"]}
+        assert "SLUICE_SOURCE__PASSWORD_FILE" not in senv, senv
+        assert senv["SLUICE_ELASTICSEARCH__PASSWORD_FILE"] == "/var/run/secrets/sluice/es-password", senv
+        vols = {v["name"]: v for v in sink["spec"]["template"]["spec"]["volumes"]}
+        keys = [i["key"] for i in vols["secrets"]["secret"]["items"]]
+        assert keys == ["kafka-password", "es-password"], keys
+        services = [d for d in docs if d["kind"] == "Service"]
+        assert sorted(s["spec"]["selector"]["app.kubernetes.io/name"] for s in services) == ["sluice", "sluice-es-sink"]
         env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["SLUICE_SOURCE__PASSWORD_FILE"] == "/var/run/secrets/sluice/mysql-password", env
         assert env["SLUICE_KAFKA__SASL_PASSWORD_FILE"] == "/var/run/secrets/sluice/kafka-password", env

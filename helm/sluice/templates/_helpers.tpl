@@ -18,3 +18,17 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
+
+{{/* The Elasticsearch sink's pods: a name of their own, so no selector of the publisher's matches them. */}}
+{{- define "sluice.esSinkSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-es-sink
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sluice.esSinkLabels" -}}
+{{ include "sluice.esSinkSelectorLabels" . }}
+app.kubernetes.io/component: elasticsearch-sink
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
