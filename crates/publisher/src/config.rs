@@ -1718,6 +1718,18 @@ url = "http://127.0.0.1:8081"
         let cfg = load(&uncommented, vec![]).unwrap();
         assert_eq!(cfg.kafka.properties.get("queue.buffering.max.messages").map(String::as_str), Some("50000"));
         assert_eq!(cfg.kafka.properties.get("sasl.username").map(String::as_str), Some("sluice"));
+        // the commented [elasticsearch] block, uncommented, is a valid sink configuration
+        let es_at = example.find("# [elasticsearch]").unwrap();
+        let es: String = example[es_at..]
+            .lines()
+            .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+            .collect::<String>()
+            .replace("/run/secrets/es-password", password.to_str().unwrap())
+            .replace("ca_file = \"/etc/sluice/es-ca.pem\"", "");
+        let text = format!("{}\n{es}", &example[..es_at]);
+        let sink = SinkConfig::parse(&text, Path::new("sluice.toml"), Vec::new()).unwrap();
+        assert_eq!(sink.elasticsearch.indices["shop.orders"], "sluice.shop.orders-v2");
+        assert_eq!(sink.elasticsearch.json, EsJson::Flattened);
     }
 
     #[test]
