@@ -206,6 +206,17 @@ pub struct Feed<'c> {
     tables: HashMap<String, Option<Table>>,
     decoders: HashMap<u32, Arc<Decoder>>,
     batch: Batch,
+    /// The bulk request of the batch before, while it runs.
+    in_flight: Option<tokio::task::JoinHandle<Result<Batch, SinkError>>>,
+}
+
+impl Drop for Feed<'_> {
+    fn drop(&mut self) {
+        // a batch whose offsets will not be committed: its records come again after the restart
+        if let Some(h) = self.in_flight.take() {
+            h.abort();
+        }
+    }
 }
 
 /// The consumer group's consumer of the table topics.
@@ -252,6 +263,7 @@ impl<'c> Feed<'c> {
             tables: HashMap::new(),
             decoders: HashMap::new(),
             batch: Batch::default(),
+            in_flight: None,
         })
     }
 
@@ -298,6 +310,7 @@ impl<'c> Feed<'c> {
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.wait_for(|s| *s) => {
                     self.flush(consumer, lag).await?;
+                    self.settle(consumer, lag).await?;
                     return Ok(());
                 }
             }
@@ -534,62 +547,24 @@ impl<'c> Feed<'c> {
         Ok(())
     }
 
-    /// Sends the batch (retrying what may pass), then commits its offsets.
+    /// Hands the batch to a bulk request of its own, once the one before it is through and its
+    /// offsets are committed: the next batch is read and built while Elasticsearch applies this
+    /// one, and batches are applied and committed one after the other, in order.
     async fn flush(&mut self, consumer: &StreamConsumer<SinkContext>, lag: &AtomicI64) -> Result<(), SinkError> {
         let batch = std::mem::take(&mut self.batch);
-        let mut pending: Vec<&Entry> = batch.entries.iter().filter(|e| e.live).collect();
-        tracing::debug!(actions = pending.len(), offsets = batch.offsets.len(), "Sending a batch");
-        let mut attempt = 0u32;
-        while !pending.is_empty() {
-            let mut body = Vec::with_capacity(batch.bytes);
-            for e in &pending {
-                bulk_line(&mut body, &e.index, &e.id, e.version, e.doc.as_deref());
-            }
-            let started = Instant::now();
-            match self.es.bulk(body, pending.len()).await {
-                Ok(items) => {
-                    self.metrics.set_ready(true);
-                    let mut by_index: HashMap<&str, (u64, u64, u64)> = HashMap::new();
-                    let mut again = Vec::new();
-                    for (e, item) in pending.iter().zip(&items) {
-                        let c = by_index.entry(&e.index).or_default();
-                        match item {
-                            Item::Indexed => c.0 += 1,
-                            Item::Deleted => c.1 += 1,
-                            Item::Conflict => c.2 += 1,
-                            Item::Retry => again.push(*e),
-                        }
-                    }
-                    for (index, (indexed, deleted, conflicts)) in by_index {
-                        self.metrics.applied(index, indexed, deleted, conflicts);
-                    }
-                    if again.is_empty() {
-                        self.metrics.bulk("ok", started.elapsed().as_secs_f64());
-                    } else {
-                        self.metrics.bulk("retried", started.elapsed().as_secs_f64());
-                        tracing::warn!(
-                            items = again.len(),
-                            "Elasticsearch asked to send some documents again (429/5xx)"
-                        );
-                        attempt += 1;
-                        tokio::time::sleep(backoff(attempt)).await;
-                    }
-                    pending = again;
-                }
-                Err(e) if e.disposition() == Disposition::Retry => {
-                    self.metrics.bulk("retried", started.elapsed().as_secs_f64());
-                    self.metrics.set_ready(false);
-                    attempt += 1;
-                    let wait = backoff(attempt);
-                    tracing::warn!(error = %e, wait = ?wait, "The bulk request failed; sending it again");
-                    tokio::time::sleep(wait).await;
-                }
-                Err(e) => {
-                    self.metrics.bulk("failed", started.elapsed().as_secs_f64());
-                    return Err(e.into());
-                }
-            }
+        self.settle(consumer, lag).await?;
+        if batch.offsets.is_empty() {
+            return Ok(());
         }
+        tracing::debug!(actions = batch.live, offsets = batch.offsets.len(), "Sending a batch");
+        self.in_flight = Some(tokio::spawn(send(self.es.clone(), Arc::clone(&self.metrics), batch)));
+        Ok(())
+    }
+
+    /// Waits for the bulk request in flight, then commits its batch's offsets.
+    async fn settle(&mut self, consumer: &StreamConsumer<SinkContext>, lag: &AtomicI64) -> Result<(), SinkError> {
+        let Some(handle) = self.in_flight.take() else { return Ok(()) };
+        let batch = handle.await.map_err(|e| SinkError::Kafka(format!("the bulk request's task failed: {e}")))??;
         self.commit(consumer, &batch.offsets)?;
         let age = batch.last_timestamp_ms.map_or(0, |t| (crate::process::now_ms() - t) / 1000);
         self.metrics.lag(lag.load(Ordering::Relaxed), age);
@@ -619,6 +594,62 @@ impl<'c> Feed<'c> {
         }
         Ok(())
     }
+}
+
+/// Sends a batch's actions (retrying what may pass: 429 and 5xx items and answers, an
+/// unreachable cluster); the batch back, for its offsets, once every item is through.
+async fn send(es: Elastic, metrics: Arc<SinkMetrics>, batch: Batch) -> Result<Batch, SinkError> {
+    let mut pending: Vec<&Entry> = batch.entries.iter().filter(|e| e.live).collect();
+    let mut attempt = 0u32;
+    while !pending.is_empty() {
+        let mut body = Vec::with_capacity(batch.bytes);
+        for e in &pending {
+            bulk_line(&mut body, &e.index, &e.id, e.version, e.doc.as_deref());
+        }
+        let started = Instant::now();
+        match es.bulk(body, pending.len()).await {
+            Ok(items) => {
+                metrics.set_ready(true);
+                let mut by_index: HashMap<&str, (u64, u64, u64)> = HashMap::new();
+                let mut again = Vec::new();
+                for (e, item) in pending.iter().zip(&items) {
+                    let c = by_index.entry(&e.index).or_default();
+                    match item {
+                        Item::Indexed => c.0 += 1,
+                        Item::Deleted => c.1 += 1,
+                        Item::Conflict => c.2 += 1,
+                        Item::Retry => again.push(*e),
+                    }
+                }
+                for (index, (indexed, deleted, conflicts)) in by_index {
+                    metrics.applied(index, indexed, deleted, conflicts);
+                }
+                if again.is_empty() {
+                    metrics.bulk("ok", started.elapsed().as_secs_f64());
+                } else {
+                    metrics.bulk("retried", started.elapsed().as_secs_f64());
+                    tracing::warn!(items = again.len(), "Elasticsearch asked to send some documents again (429/5xx)");
+                    attempt += 1;
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                pending = again;
+            }
+            Err(e) if e.disposition() == Disposition::Retry => {
+                metrics.bulk("retried", started.elapsed().as_secs_f64());
+                metrics.set_ready(false);
+                attempt += 1;
+                let wait = backoff(attempt);
+                tracing::warn!(error = %e, wait = ?wait, "The bulk request failed; sending it again");
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => {
+                metrics.bulk("failed", started.elapsed().as_secs_f64());
+                return Err(e.into());
+            }
+        }
+    }
+    drop(pending);
+    Ok(batch)
 }
 
 /// The schema id of a Confluent-framed datum (magic byte 0, then the id, big-endian).
