@@ -141,7 +141,8 @@ pub(crate) fn metadata(k: &KafkaSection, topic: &str) -> Result<rdkafka::metadat
         match rdkafka::producer::Producer::client(&client).fetch_metadata(Some(topic), Duration::from_secs(1)) {
             Ok(md) => return Ok(md),
             Err(e) => {
-                client.poll(Duration::ZERO);
+                // serve the error events waiting (a poll of zero serves one)
+                client.poll(Duration::from_millis(100));
                 if let Some(denied) = rdkafka::producer::Producer::context(&client).denied() {
                     return Err(Error::Fatal(denied));
                 }
@@ -211,6 +212,14 @@ pub(crate) fn is_retriable(e: &RdKafkaError) -> bool {
     matches!(e, RdKafkaError::Transaction(t) if t.is_retriable() && !t.txn_requires_abort() && !t.is_fatal())
 }
 
+/// What a refusal of Sluice's Kafka credentials means to the operator.
+const DENIED_AUTH: &str = "the Kafka brokers refused Sluice's credentials: check sasl.mechanisms and sasl.username in \
+     [kafka.properties] and the password in kafka.sasl_password_file (or _env)";
+
+/// What a failed TLS handshake with the brokers means to the operator.
+const DENIED_TLS: &str = "the TLS handshake with the Kafka brokers failed: check security.protocol, ssl.ca.location \
+     (the CA that signed the brokers' certificates) and that kafka.brokers names hosts on them";
+
 /// The context of every Kafka client Sluice creates: librdkafka's log lines and errors go to
 /// the tracing log, with the noise of an unreachable broker (librdkafka logs a line per
 /// connection attempt, about two a second) folded into one WARN a minute that says what Sluice
@@ -232,6 +241,16 @@ impl KafkaContext {
             last_unreachable: std::sync::Mutex::new(None),
             refused: std::sync::Mutex::new(None),
             denied: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Keeps the first refusal of credentials or of the TLS handshake (see [`KafkaContext::denied`]).
+    fn deny(&self, what: &str, reason: &str) {
+        if let Ok(mut d) = self.denied.lock() {
+            if d.is_none() {
+                tracing::warn!(brokers = %self.brokers, "{what}: {reason}");
+                *d = Some(format!("{what}: {reason}"));
+            }
         }
     }
 
@@ -274,6 +293,16 @@ fn is_transport(code: Option<RDKafkaErrorCode>) -> bool {
 impl ClientContext for KafkaContext {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         use rdkafka::config::RDKafkaLogLevel as L;
+        // A refused TLS handshake or SASL authentication is logged at once (from librdkafka's
+        // thread); its error event reaches the error callback only when the client is polled,
+        // and not always for the first connection: the log is the dependable signal.
+        if fac == "FAIL" {
+            if message.contains("SSL handshake failed") {
+                self.deny(DENIED_TLS, message);
+            } else if message.contains("SASL authentication error") {
+                self.deny(DENIED_AUTH, message);
+            }
+        }
         // connection failures: "Connect to ipv4#127.0.0.1:9092 failed: Connection refused"
         if matches!(fac, "FAIL" | "BROKERFAIL" | "CONNECT") || message.contains("Connection refused") {
             self.unreachable(message);
@@ -301,23 +330,12 @@ impl ClientContext for KafkaContext {
             return;
         }
         let what = match code {
-            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => Some(
-                "the Kafka brokers refused Sluice's credentials: check sasl.mechanisms and sasl.username in \
-                 [kafka.properties] and the password in kafka.sasl_password_file (or _env)",
-            ),
-            Some(RDKafkaErrorCode::SSL) => Some(
-                "the TLS handshake with the Kafka brokers failed: check security.protocol, ssl.ca.location (the \
-                 CA that signed the brokers' certificates) and that kafka.brokers names hosts on them",
-            ),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => Some(DENIED_AUTH),
+            Some(RDKafkaErrorCode::SSL) => Some(DENIED_TLS),
             _ => None,
         };
         if let Some(what) = what {
-            if let Ok(mut d) = self.denied.lock() {
-                if d.is_none() {
-                    tracing::warn!(brokers = %self.brokers, "{what}: {reason}");
-                }
-                *d = Some(format!("{what}: {reason}"));
-            }
+            self.deny(what, reason);
             return;
         }
         tracing::warn!(error = %error, "Kafka client: {reason}");
