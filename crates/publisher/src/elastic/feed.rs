@@ -231,7 +231,12 @@ pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Arc<At
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("isolation.level", "read_committed")
-        .set("statistics.interval.ms", "5000");
+        .set("statistics.interval.ms", "5000")
+        // memory bounded by configuration: librdkafka's defaults let a response take 50 MiB and
+        // the prefetched records 64 MiB; two batches of bulk_max_bytes come on top
+        .set("fetch.max.bytes", "16777216")
+        .set("queued.max.messages.kbytes", "16384")
+        .set("queued.min.messages", "10000");
     for (key, v) in &cfg.elasticsearch.consumer {
         c.set(key, v);
     }
