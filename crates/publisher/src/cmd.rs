@@ -31,3 +31,18 @@ pub enum Exit {
     /// Writing the output failed.
     Output,
 }
+
+/// Runs a long-running command's `serve` on the runtime `sluice run` and `sluice sink` share,
+/// giving blocking Kafka calls still waiting on the broker two seconds at the end.
+pub(crate) fn on_runtime(name: &str, serve: impl std::future::Future<Output = Exit>) -> Exit {
+    let rt = match crate::process::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::eline!("{name}: cannot start the runtime: {e}");
+            return Exit::Failure;
+        }
+    };
+    let code = rt.block_on(serve);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}

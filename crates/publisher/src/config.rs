@@ -219,10 +219,7 @@ impl ElasticsearchSection {
     /// # Errors
     /// An unreadable password file or unset variable.
     pub fn password(&self) -> Result<Option<Secret>, ConfigError> {
-        if self.password_file.is_none() && self.password_env.is_none() {
-            return Ok(None);
-        }
-        read_secret(&self.password_file, &self.password_env).map(Some)
+        optional_secret(&self.password_file, &self.password_env)
     }
 
     /// The API key, if configured.
@@ -230,10 +227,7 @@ impl ElasticsearchSection {
     /// # Errors
     /// An unreadable key file or unset variable.
     pub fn api_key(&self) -> Result<Option<Secret>, ConfigError> {
-        if self.api_key_file.is_none() && self.api_key_env.is_none() {
-            return Ok(None);
-        }
-        read_secret(&self.api_key_file, &self.api_key_env).map(Some)
+        optional_secret(&self.api_key_file, &self.api_key_env)
     }
 
     /// The consumer group.
@@ -248,23 +242,8 @@ impl ElasticsearchSection {
         } else if url::Url::parse(&self.url).is_ok_and(|u| u.password().is_some()) {
             p.push(key, "must not contain a password: use elasticsearch.username and password_file or password_env");
         }
-        for (file, env, what) in
-            [(&self.password_file, &self.password_env, "password"), (&self.api_key_file, &self.api_key_env, "api_key")]
-        {
-            if file.is_some() && env.is_some() {
-                p.push(format!("elasticsearch.{what}_file"), format!("set only one of {what}_file and {what}_env"));
-            }
-            if let Some(f) = file {
-                if !f.exists() {
-                    p.push(format!("elasticsearch.{what}_file"), format!("{} does not exist", f.display()));
-                }
-            }
-            if let Some(v) = env {
-                if std::env::var_os(v).is_none() {
-                    p.push(format!("elasticsearch.{what}_env"), format!("names {v}, which is not set"));
-                }
-            }
-        }
+        validate_secret(p, "elasticsearch.password", &self.password_file, &self.password_env);
+        validate_secret(p, "elasticsearch.api_key", &self.api_key_file, &self.api_key_env);
         if self.username.is_some() && (self.api_key_file.is_some() || self.api_key_env.is_some()) {
             p.push("elasticsearch.username", "set either a username (basic auth) or an API key, not both");
         }
@@ -1114,8 +1093,7 @@ impl Config {
     /// Unreadable file, bad TOML, and every problem at once (unknown keys, wrong types and
     /// forms, failed validations).
     pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        Config::parse(&text, path, env)
+        Config::parse(&read_config(path)?, path, env)
     }
 
     /// As [`Config::load`], from the file's text (`path` only names it in messages).
@@ -1159,8 +1137,7 @@ impl SinkConfig {
     /// # Errors
     /// As [`Config::load`]; a missing `[elasticsearch]` section is one of the problems.
     pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<SinkConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        SinkConfig::parse(&text, path, env)
+        SinkConfig::parse(&read_config(path)?, path, env)
     }
 
     /// As [`SinkConfig::load`], from the file's text.
@@ -1181,6 +1158,10 @@ impl SinkConfig {
         };
         Ok(SinkConfig { kafka, registry, elasticsearch, metrics })
     }
+}
+
+fn read_config(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })
 }
 
 /// Which command reads the configuration: what it requires and checks.
@@ -1343,10 +1324,7 @@ impl KafkaSection {
     /// # Errors
     /// An unreadable password file.
     pub fn sasl_password(&self) -> Result<Option<Secret>, ConfigError> {
-        if self.sasl_password_file.is_none() && self.sasl_password_env.is_none() {
-            return Ok(None);
-        }
-        read_secret(&self.sasl_password_file, &self.sasl_password_env).map(Some)
+        optional_secret(&self.sasl_password_file, &self.sasl_password_env)
     }
 }
 
@@ -1376,19 +1354,7 @@ impl SourceSection {
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             p.push("source.name", format!("{:?} must be letters, digits, '-' or '_'", self.name));
         }
-        if self.password_file.is_some() && self.password_env.is_some() {
-            p.push("source.password_file", "set only one of source.password_file and source.password_env");
-        }
-        if let Some(f) = &self.password_file {
-            if !f.exists() {
-                p.push("source.password_file", format!("{} does not exist", f.display()));
-            }
-        }
-        if let Some(v) = &self.password_env {
-            if std::env::var_os(v).is_none() {
-                p.push("source.password_env", format!("names {v}, which is not set"));
-            }
-        }
+        validate_secret(p, "source.password", &self.password_file, &self.password_env);
         if self.tls.verifies() && self.ca_file.is_none() {
             p.push("source.ca_file", "source.tls = verify-ca or verify-identity needs the CA certificate here");
         }
@@ -1412,6 +1378,7 @@ impl KafkaSection {
         if self.brokers.trim().is_empty() {
             p.push("kafka.brokers", "is empty");
         }
+        validate_secret(p, "kafka.sasl_password", &self.sasl_password_file, &self.sasl_password_env);
         if self.topic_prefix.is_empty()
             || !self.topic_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         {
@@ -1460,13 +1427,11 @@ impl RegistrySection {
     /// # Errors
     /// An unreadable password file.
     pub fn password(&self) -> Result<Option<Secret>, ConfigError> {
-        if self.password_file.is_none() && self.password_env.is_none() {
-            return Ok(None);
-        }
-        read_secret(&self.password_file, &self.password_env).map(Some)
+        optional_secret(&self.password_file, &self.password_env)
     }
 
     fn validate(&self, p: &mut Problems) {
+        validate_secret(p, "registry.password", &self.password_file, &self.password_env);
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             p.push("registry.url", format!("{:?} must start with http:// or https://", redact_url(&self.url)));
         } else if url::Url::parse(&self.url).is_ok_and(|u| u.password().is_some()) {
@@ -1525,6 +1490,32 @@ impl Route {
             p.push(format!("routes[{index}].tables"), m);
         }
     }
+}
+
+/// The problems of a secret's `<key>_file` and `<key>_env` (`key` is `section.name`): both set, a
+/// file that is not there, a variable that is not set.
+fn validate_secret(p: &mut Problems, key: &str, file: &Option<PathBuf>, env: &Option<String>) {
+    if file.is_some() && env.is_some() {
+        p.push(format!("{key}_file"), format!("set only one of {key}_file and {key}_env"));
+    }
+    if let Some(f) = file {
+        if !f.exists() {
+            p.push(format!("{key}_file"), format!("{} does not exist", f.display()));
+        }
+    }
+    if let Some(v) = env {
+        if std::env::var_os(v).is_none() {
+            p.push(format!("{key}_env"), format!("names {v}, which is not set"));
+        }
+    }
+}
+
+/// A secret that may be configured (None when neither its file nor its variable is set).
+fn optional_secret(file: &Option<PathBuf>, env: &Option<String>) -> Result<Option<Secret>, ConfigError> {
+    if file.is_none() && env.is_none() {
+        return Ok(None);
+    }
+    read_secret(file, env).map(Some)
 }
 
 fn read_secret(file: &Option<PathBuf>, env: &Option<String>) -> Result<Secret, ConfigError> {

@@ -8,6 +8,8 @@
 //! ignore all of it.
 
 use std::path::Path;
+#[cfg(test)]
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,6 +95,38 @@ pub fn certificate_refused(e: &reqwest::Error) -> bool {
         e.source().is_some_and(refused)
     }
     std::error::Error::source(e).is_some_and(refused)
+}
+
+/// Certificates for the `https://` tests: a private CA and a certificate it signed for
+/// `localhost`, as (CA PEM, certificate PEM, key PEM).
+#[cfg(test)]
+pub(crate) fn test_certificates() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// The test registry served over TLS with [`test_certificates`], and a file holding their CA.
+#[cfg(test)]
+pub(crate) async fn test_https_server() -> (sluice_test_registry::Server, tempfile::TempDir, PathBuf) {
+    let (ca, cert, key) = test_certificates();
+    let server = sluice_test_registry::Server::spawn_tls(
+        "127.0.0.1:0".parse().unwrap(),
+        sluice_test_registry::Registry::in_memory(),
+        cert.as_bytes(),
+        key.as_bytes(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    (server, dir, ca_file)
 }
 
 #[cfg(test)]

@@ -345,25 +345,7 @@ mod tests {
     /// `registry.ca_file` naming that CA, and refused (a stop, not a retry) without it.
     #[tokio::test]
     async fn https_with_a_private_ca() {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca_params, ca_key);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert =
-            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
-        let server = sluice_test_registry::Server::spawn_tls(
-            "127.0.0.1:0".parse().unwrap(),
-            sluice_test_registry::Registry::in_memory(),
-            cert.pem().as_bytes(),
-            key.serialize_pem().as_bytes(),
-        )
-        .await
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let ca_file = dir.path().join("ca.pem");
-        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let (server, _dir, ca_file) = crate::http::test_https_server().await;
         let url = format!("https://localhost:{}", server.addr.port());
         let section = |ca_file| RegistrySection {
             url: url.clone(),

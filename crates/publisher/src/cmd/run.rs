@@ -62,17 +62,7 @@ pub fn run(args: RunArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let rt = match crate::process::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            crate::eline!("sluice run: cannot start the runtime: {e}");
-            return Exit::Failure;
-        }
-    };
-    let code = rt.block_on(serve(&cfg));
-    // blocking Kafka calls of a dropped pipeline may still be waiting on the broker
-    rt.shutdown_timeout(Duration::from_secs(2));
-    code
+    super::on_runtime("sluice run", serve(&cfg))
 }
 
 async fn serve(cfg: &Config) -> Exit {

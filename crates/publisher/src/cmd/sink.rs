@@ -60,16 +60,7 @@ pub fn run(args: SinkArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let rt = match crate::process::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            crate::eline!("sluice sink elasticsearch: cannot start the runtime: {e}");
-            return Exit::Failure;
-        }
-    };
-    let code = rt.block_on(serve(&cfg));
-    rt.shutdown_timeout(Duration::from_secs(2));
-    code
+    super::on_runtime("sluice sink elasticsearch", serve(&cfg))
 }
 
 async fn serve(cfg: &SinkConfig) -> Exit {
