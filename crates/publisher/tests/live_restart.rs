@@ -24,10 +24,19 @@ fn server_restart_mid_stream() {
     // retried, and "duplicate entry" on a retry means the first attempt did commit.
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // the writer holds after two thirds until the second restart is under way, so that restart
+    // falls mid-stream (a fast writer once finished everything before it, and sluice had no
+    // stream left to reconnect to)
+    let gate = Arc::new(AtomicBool::new(false));
     let port = db.port;
-    let (d2, s2) = (done.clone(), stop.clone());
+    let (d2, s2, g2) = (done.clone(), stop.clone(), gate.clone());
     let writer = std::thread::spawn(move || {
         for tx in 1..=TXS {
+            if tx == 2 * TXS / 3 + 1 {
+                while !g2.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             let sql = format!(
                 "INSERT INTO t.r VALUES ({a}, {tx}, 'tx {tx} row 1'), ({b}, {tx}, 'tx {tx} row 2'), ({c}, {tx}, 'tx {tx} row 3')",
                 a = tx * 10,
@@ -61,6 +70,7 @@ fn server_restart_mid_stream() {
     // span both restarts: a busy CI machine showed exactly that
     follower.wait_lines(3 * (2 * TXS / 3) as usize, 60);
     db.restart(false); // clean shutdown and start
+    gate.store(true, Ordering::SeqCst);
     wait_for(TXS);
     stop.store(true, Ordering::SeqCst);
     writer.join().expect("writer");
@@ -70,6 +80,12 @@ fn server_restart_mid_stream() {
     follower.wait_lines(want.len(), 60);
     // a moment for anything extra (a duplicate) to arrive
     std::thread::sleep(Duration::from_millis(500));
+    // the rows after the second restart can only have come through the second reconnection,
+    // but wait for its log line rather than race it
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while follower.stderr().matches("Reconnected").count() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let run = follower.stop();
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let rows = run.rows();
