@@ -8,6 +8,13 @@ use sluice_test_registry::{Registry, Server, CONTENT_TYPE_V1};
 
 const V1: &str = CONTENT_TYPE_V1;
 
+/// A reqwest client. reqwest is built without a built-in crypto provider (as in the publisher,
+/// which uses ring everywhere), so ring is installed as the process default before the first one.
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 fn local() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
@@ -19,7 +26,7 @@ struct Client {
 
 impl Client {
     fn new(server: &Server) -> Client {
-        Client { http: reqwest::Client::new(), base: server.url() }
+        Client { http: http(), base: server.url() }
     }
 
     async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -309,7 +316,7 @@ async fn config_levels_and_compatibility_checks() {
 #[tokio::test]
 async fn accept_and_content_type_headers() {
     let server = Server::spawn(local(), Registry::in_memory()).await.unwrap();
-    let http = reqwest::Client::new();
+    let http = http();
     let url = server.url();
     // The multi-value Accept header Confluent's Java client sends.
     let multi = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json";
