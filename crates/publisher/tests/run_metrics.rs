@@ -5,55 +5,11 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use serde_json::Value as Json;
 use support::kafka::{start_sluice, wait_for, Services};
-use support::{free_port, http_get, lib_sh, lib_started, try_http_get};
-
-/// Stops the scenario's Prometheus on drop.
-struct Prometheus {
-    name: String,
-    port: u16,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = lib_sh("prometheus", &["stop", &self.name]);
-    }
-}
-
-impl Prometheus {
-    fn start(name: &str, target: &str) -> Prometheus {
-        let url =
-            lib_started("prometheus", &["start", name, target], "PROMETHEUS_URL").unwrap_or_else(|e| panic!("{e}"));
-        let port = url.strip_prefix("http://127.0.0.1:").and_then(|p| p.parse().ok());
-        Prometheus { name: name.to_string(), port: port.unwrap_or_else(|| panic!("PROMETHEUS_URL={url}")) }
-    }
-
-    /// An instant query: each series' labels and value.
-    fn query(&self, promql: &str) -> Vec<(Json, String)> {
-        let encoded: String = promql
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
-        let (status, body) = http_get(self.port, &format!("/api/v1/query?query={encoded}"));
-        assert_eq!(status, 200, "{body}");
-        let v: Json = serde_json::from_str(&body).unwrap();
-        v["data"]["result"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{body}"))
-            .iter()
-            .map(|r| (r["metric"].clone(), r["value"][1].as_str().unwrap_or_default().to_string()))
-            .collect()
-    }
-}
+use support::prometheus::Prometheus;
+use support::{free_port, http_get, try_http_get};
 
 #[test]
 fn prometheus_scrapes_what_sluice_counted() {
@@ -73,17 +29,7 @@ fn prometheus_scrapes_what_sluice_counted() {
 
     // the exposition passes Prometheus's own linter
     let text = http_get(port, "/metrics").1;
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (integration/lib/prometheus.sh install)");
-    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), text.as_bytes()).unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}\n{text}");
+    support::prometheus::promtool_check(&text);
 
     // a real server scrapes it and answers queries with the same numbers
     let prom = Prometheus::start("run-metrics", &format!("127.0.0.1:{port}"));
@@ -104,27 +50,10 @@ fn prometheus_scrapes_what_sluice_counted() {
     let commits = prom.query("sluice_kafka_commit_seconds_count");
     assert!(commits.first().and_then(|(_, v)| v.parse::<f64>().ok()).is_some_and(|c| c >= 1.0), "{commits:?}");
 
-    // every query of the Grafana dashboard (helm/sluice/files/dashboard.json) runs on the real
-    // server, its variables set as Grafana would ($source: all, $__rate_interval: 1m); the
-    // panels of state and of row changes have data already
-    let dashboard: Json = serde_json::from_str(
-        &std::fs::read_to_string(support::repo().join("helm/sluice/files/dashboard.json")).unwrap(),
-    )
-    .unwrap();
-    let panels = dashboard["panels"].as_array().unwrap();
-    assert!(panels.len() >= 8, "{dashboard}");
-    for p in panels {
-        for t in p["targets"].as_array().unwrap() {
-            let expr = t["expr"].as_str().unwrap().replace("$source", ".*").replace("$__rate_interval", "1m");
-            let title = p["title"].as_str().unwrap();
-            let want_data = ["Streaming", "Lag", "Binlog past the checkpoint", "Row changes/s by table and operation"];
-            if want_data.contains(&title) {
-                wait_for(30, || !prom.query(&expr).is_empty(), &format!("data for the panel {title:?}: {expr}"), &log);
-            } else {
-                prom.query(&expr); // answers 200 with a result, empty or not
-            }
-        }
-    }
+    // every query of the Grafana dashboard runs on the real server; the panels of state and of
+    // row changes have data already
+    let want_data = ["Streaming", "Lag", "Binlog past the checkpoint", "Row changes/s by table and operation"];
+    assert_eq!(prom.dashboard_queries(&want_data, &log), want_data.len());
 
     // a second instance cannot have the same port: a configuration error, said at once
     let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["run", "--config"]).arg(&config).output().unwrap();

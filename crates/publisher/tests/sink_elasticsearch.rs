@@ -494,6 +494,30 @@ fn scenario(name: &str, engine_kind: &str) {
     }
     eprintln!("shop.orders delivered again from offset 0: {conflicts} version conflicts counted, the index unchanged");
 
+    // the sink's exposition passes Prometheus's linter, and a real Prometheus scraping it has data
+    // for every sink panel of the chart's dashboard (once: the scenario's second engine adds
+    // nothing here)
+    if engine_kind == "noida" {
+        support::prometheus::promtool_check(&support::http_get(metrics, "/metrics").1);
+        let prom = support::prometheus::Prometheus::start(name, &format!("127.0.0.1:{metrics}"));
+        let sink_panels = [
+            "Elasticsearch sink: applying",
+            "Elasticsearch sink: lag",
+            "Elasticsearch sink: records waiting",
+            "Elasticsearch sink: documents/s by index and action",
+            "Elasticsearch sink: version conflicts/s",
+            "Elasticsearch sink: bulk latency",
+            "Elasticsearch sink: bulk requests/s by outcome",
+        ];
+        // bulk latency has two queries (median, p99)
+        assert_eq!(prom.dashboard_queries(&sink_panels, &sink_log), sink_panels.len() + 1);
+        let ready = prom.query("sluice_es_ready");
+        assert_eq!(ready.first().map(|(_, v)| v.as_str()), Some("1"), "{ready:?}");
+        let conflicts_seen = prom.query("sum(sluice_es_version_conflicts_total)");
+        assert!(conflicts_seen.first().and_then(|(_, v)| v.parse::<f64>().ok()).is_some_and(|c| c >= 200.0));
+        eprintln!("Prometheus scraped the sink: {} sink panels have data, ready = 1", sink_panels.len());
+    }
+
     // a type Elasticsearch cannot change in place (INT -> BIGINT: compatible in Avro, integer ->
     // long in the index): a stop that says how to reindex
     db.sql_text("ALTER TABLE shop.typed MODIFY qty BIGINT; INSERT INTO shop.typed VALUES (2, 2);");

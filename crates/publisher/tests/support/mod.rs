@@ -3,13 +3,14 @@
 //! server can be restarted or crashed on its own datadir and port), SQL through the `mariadb`
 //! client, and runs of the built `sluice` binary. The broker, the test registry and an
 //! independent topic reader are in [`kafka`], the
-//! network faults in [`proxy`].
+//! network faults in [`proxy`], a real Prometheus in [`prometheus`].
 //!
 //! When `mariadbd` is missing the scenarios are skipped with a loud message, unless
 //! `SLUICE_REQUIRE_MARIADB` is set (CI), where a missing server is a failure.
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod prometheus;
 pub mod proxy;
 pub mod workload;
 
