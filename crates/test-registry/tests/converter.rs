@@ -27,6 +27,9 @@ fn supplied(schema: &str) -> SuppliedSchema {
 #[tokio::test]
 async fn schema_registry_converter_round_trip() {
     let server = Server::spawn("127.0.0.1:0".parse().unwrap(), Registry::in_memory()).await.unwrap();
+    // The converter builds a reqwest client, which in a workspace build has no built-in crypto
+    // provider (the publisher's `rustls-no-provider`): ring, as everywhere in Sluice.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = SrSettings::new_builder(server.url()).no_proxy().build().unwrap();
 
     // Key and value registered by the encoder itself (TopicNameStrategy with a supplied schema).
