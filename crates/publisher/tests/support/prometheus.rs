@@ -69,7 +69,7 @@ impl Prometheus {
     /// Runs every query of the Grafana dashboard (`helm/sluice/files/dashboard.json`) with its
     /// variables set as Grafana would (`$source` and `$group`: all, `$__rate_interval`: 1m), each
     /// answering 200; the panels whose title is in `want_data` must have a series within 30 s.
-    /// Returns how many panels had data.
+    /// Returns how many queries had data (a panel may have several).
     pub fn dashboard_queries(&self, want_data: &[&str], log: &std::path::Path) -> usize {
         let dashboard: Json =
             serde_json::from_str(&std::fs::read_to_string(repo().join("helm/sluice/files/dashboard.json")).unwrap())
