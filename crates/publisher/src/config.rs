@@ -292,6 +292,7 @@ impl ElasticsearchSection {
         if self.request_timeout < Duration::from_secs(1) {
             p.push("elasticsearch.request_timeout", "must be at least 1s");
         }
+        librdkafka_problems("elasticsearch.consumer", &self.consumer, p);
     }
 }
 
@@ -322,11 +323,22 @@ pub struct SnapshotSection {
     ///   rows.
     ///
     /// `sluice snapshot --table db.t` asks a running instance for a snapshot of more tables in
-    /// any mode. Without `source.start`, the first start streams from the server's `current`
-    /// position when the mode snapshots (the snapshot covers the rows before it) and from
-    /// `earliest` with `never`.
+    /// any mode.
+    ///
+    /// **One setting decides where the first start's rows come from**: the snapshot, or the
+    /// binlog's history from `source.start`. Without `source.start`, the first start streams
+    /// from the server's `current` position when the mode snapshots (the snapshot covers the
+    /// rows before it) and from `earliest` with `never`. An explicit `source.start` other than
+    /// `current` without this key means `never` (the history covers the rows; said in the log
+    /// and by `sluice check`); an explicit start together with `initial` or `when_needed` is
+    /// refused at load, because every existing row would arrive twice (its history, then an
+    /// `r` record), and go back to an older state in between.
     #[serde(default)]
     pub mode: SnapshotMode,
+    /// Why `mode` is what it is when the file did not say (an explicit `source.start`): said
+    /// in the log at the first start and by `sluice check`.
+    #[serde(skip)]
+    pub mode_implied: Option<String>,
     /// Rows read per chunk. The stream waits for one chunk at most; a chunk's rows are held in
     /// memory until the binlog passes the position at which they were read.
     #[serde(default = "default_chunk_size")]
@@ -383,6 +395,7 @@ impl Default for SnapshotSection {
             lock_wait_timeout: default_lock_wait(),
             exclude: Vec::new(),
             filters: BTreeMap::new(),
+            mode_implied: None,
         }
     }
 }
@@ -412,10 +425,49 @@ impl SnapshotSection {
             if table.split('.').count() != 2 || table.contains('*') || table.contains('?') {
                 p.push(format!("snapshot.where.{table}"), "the key must be \"db.table\" (no wildcards)");
             }
-            if condition.trim().is_empty() || condition.contains(';') {
-                p.push(format!("snapshot.where.{table}"), "must be one SQL condition (no ';')");
+            if let Some(why) = condition_problem(condition) {
+                p.push(format!("snapshot.where.{table:?}"), why);
             }
         }
+    }
+}
+
+/// Why `condition` is not one SQL boolean expression that can stand in a `WHERE`, if it is
+/// not: the snapshot pastes it into its chunk queries (`WHERE (condition) AND key > ...`), so a
+/// text that closes the parenthesis, adds a statement or comments out the rest would change
+/// what the query reads. Parsed with sqlparser's MySQL dialect; `sluice check` also asks the
+/// server (`EXPLAIN`).
+pub fn condition_problem(condition: &str) -> Option<String> {
+    use sqlparser::dialect::MySqlDialect;
+    use sqlparser::parser::Parser;
+    use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
+    if condition.trim().is_empty() {
+        return Some("is empty: give one SQL condition, e.g. \"created_at >= '2024-01-01'\"".into());
+    }
+    let dialect = MySqlDialect {};
+    let tokens = match Tokenizer::new(&dialect, condition).tokenize() {
+        Ok(t) => t,
+        Err(e) => return Some(format!("is not SQL: {e}")),
+    };
+    for t in &tokens {
+        match t {
+            Token::SemiColon => return Some("must be one condition: no ';'".into()),
+            Token::Whitespace(Whitespace::SingleLineComment { .. } | Whitespace::MultiLineComment(_)) => {
+                return Some("must not contain a comment (--, #, /* */)".into())
+            }
+            _ => {}
+        }
+    }
+    let mut parser = Parser::new(&dialect).with_tokens(tokens);
+    if let Err(e) = parser.parse_expr() {
+        return Some(format!("is not one SQL condition: {e}"));
+    }
+    match parser.peek_token().token {
+        Token::EOF => None,
+        rest => Some(format!(
+            "is not one SQL condition: it goes on after the condition at {rest:?} (unbalanced parentheses, or a \
+             second clause)"
+        )),
     }
 }
 
@@ -467,7 +519,9 @@ pub struct SourceSection {
     /// Where to start when there is no checkpoint yet: `earliest`, `current`,
     /// `file:position` (`mysql-bin.000042:4`), or a GTID set (either flavour). Default:
     /// `current` when `snapshot.mode` reads the tables (the snapshot covers what came before),
-    /// else `earliest`.
+    /// else `earliest`. A start other than `current` replays the rows' history, so it goes
+    /// without a snapshot: with no `snapshot.mode` it means `never`, and together with
+    /// `snapshot.mode = "initial"` or `"when_needed"` it is refused (see `snapshot.mode`).
     ///
     /// `earliest` and `current` are resolved once, when `sluice run` first reaches the server
     /// without a checkpoint (also while Kafka is still unreachable), and the position is
@@ -971,7 +1025,11 @@ impl Found<'_> {
             .iter()
             .find(|o| {
                 let set = dotted(&o.path);
-                key == set || key.starts_with(&format!("{set}.")) || key.starts_with(&format!("{set}["))
+                // the key itself, inside it, or (an unknown section such as `snapshots`) around it
+                key == set
+                    || key.starts_with(&format!("{set}."))
+                    || key.starts_with(&format!("{set}["))
+                    || set.starts_with(&format!("{key}."))
             })
             .map(|o| o.variable.clone());
         let p = Problem { key: key.to_string(), variable, message };
@@ -1120,11 +1178,16 @@ impl Config {
         else {
             return Err(ConfigError::Invalid { path: path.into(), problems: Vec::new() });
         };
-        // no start given: a snapshot covers the past, so streaming begins at the present
-        let start_given =
-            matches!(&doc, toml::Value::Table(t) if t.get("source").and_then(|s| s.get("start")).is_some());
-        if !start_given && snapshot.mode != SnapshotMode::Never {
-            source.start = StartFrom::Current;
+        let mut snapshot = snapshot;
+        match first_start_rule(&doc, &source.start, snapshot.mode) {
+            FirstStart::Stream(start) => source.start = start,
+            FirstStart::AsConfigured => {}
+            FirstStart::WithoutSnapshot(why) => {
+                snapshot.mode = SnapshotMode::Never;
+                snapshot.mode_implied = Some(why);
+            }
+            // reported by parse_raw, which never returns a configuration with a problem
+            FirstStart::Conflict(_) => {}
         }
         Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot, elasticsearch })
     }
@@ -1160,6 +1223,51 @@ impl SinkConfig {
     }
 }
 
+/// Where the first start's rows come from, decided by `source.start` and `snapshot.mode`
+/// together (see `snapshot.mode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FirstStart {
+    /// No `source.start`: stream from here (`current` after a snapshot, `earliest` without).
+    Stream(StartFrom),
+    /// Both as written.
+    AsConfigured,
+    /// An explicit start in the past without `snapshot.mode`: no initial snapshot (why).
+    WithoutSnapshot(String),
+    /// An explicit start in the past and a mode that reads rows: refused (the message).
+    Conflict(String),
+}
+
+/// True when the (overridden) document sets `section.key`.
+fn has_key(doc: &toml::Value, section: &str, key: &str) -> bool {
+    matches!(doc, toml::Value::Table(t) if t.get(section).and_then(|s| s.get(key)).is_some())
+}
+
+fn first_start_rule(doc: &toml::Value, start: &StartFrom, mode: SnapshotMode) -> FirstStart {
+    if !has_key(doc, "source", "start") {
+        return FirstStart::Stream(if mode == SnapshotMode::Never { StartFrom::Earliest } else { StartFrom::Current });
+    }
+    if *start == StartFrom::Current {
+        return FirstStart::AsConfigured;
+    }
+    if !has_key(doc, "snapshot", "mode") {
+        return FirstStart::WithoutSnapshot(format!(
+            "source.start = \"{start}\" without snapshot.mode: no initial snapshot; the binlog from {start} carries \
+             the rows (to snapshot instead, leave source.start out or set it to \"current\")"
+        ));
+    }
+    if mode.reads_rows() {
+        let name = if mode == SnapshotMode::Initial { "initial" } else { "when_needed" };
+        return FirstStart::Conflict(format!(
+            "source.start = \"{start}\" and snapshot.mode = \"{name}\" both say where the first start's rows come \
+             from: the start publishes every row's history from {start}, the snapshot every existing row again as an \
+             \"r\" record, so each row would arrive twice and go back to an older state in between; keep one: leave \
+             source.start out (or set it to \"current\") to snapshot, or set snapshot.mode = \"never\" (or leave \
+             it out) to replay the history"
+        ));
+    }
+    FirstStart::AsConfigured
+}
+
 fn read_config(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })
 }
@@ -1185,8 +1293,8 @@ fn parse_raw(
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Syntax { path: path.into(), message: redact_url(&e.to_string()) })?;
     let mut doc = toml::Value::Table(table);
-    let overrides = apply_env(&mut doc, env);
-    let mut found = Found { overrides: &overrides, problems: Vec::new() };
+    let (overrides, misnamed) = apply_env(&mut doc, env);
+    let mut found = Found { overrides: &overrides, problems: misnamed };
     // Deserialize; at each error, note it, take the offending value out and go again, so
     // that one wrong value does not hide the next. Unknown keys are collected on the way.
     let mut raw = None;
@@ -1271,6 +1379,9 @@ fn parse_raw(
     let mut checks = Problems::default();
     if let (Some(s), Role::Run) = (&raw.source, role) {
         s.validate(&mut checks);
+        if let FirstStart::Conflict(why) = first_start_rule(&doc, &s.start, raw.snapshot.mode) {
+            checks.push("source.start", why);
+        }
     }
     if let Some(e) = &raw.elasticsearch {
         e.validate(&mut checks);
@@ -1412,11 +1523,29 @@ impl KafkaSection {
         for key in self.properties.keys() {
             if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
                 p.push(
-                    format!("kafka.properties.{key}"),
+                    format!("kafka.properties.{key:?}"),
                     "must not be set here: passwords come from kafka.sasl_password_file/_env, and Sluice sets the \
                      transactional settings itself",
                 );
             }
+        }
+        librdkafka_problems("kafka.properties", &self.properties, p);
+    }
+}
+
+/// The properties of `table` (`kafka.properties`, `elasticsearch.consumer`) librdkafka refuses
+/// by name or value, checked where the file is read rather than when the client is made (a
+/// typo would otherwise pass `sluice check` and stop `sluice run`).
+fn librdkafka_problems(table: &str, properties: &BTreeMap<String, String>, p: &mut Problems) {
+    for (key, value) in properties {
+        let mut one = rdkafka::ClientConfig::new();
+        one.set(key, value);
+        if let Err(e) = one.create_native_config() {
+            let why = match e {
+                rdkafka::error::KafkaError::ClientConfig(_, description, _, _) => description,
+                other => other.to_string(),
+            };
+            p.push(format!("{table}.{key:?}"), format!("librdkafka refuses it: {why}"));
         }
     }
 }
@@ -1553,16 +1682,107 @@ fn set_path(doc: &mut toml::Value, path: &[Segment], value: toml::Value) {
     set_path(next, rest, value);
 }
 
-/// Applies `SLUICE_<SECTION>__<KEY>` variables to the parsed document; returns what each set.
-fn apply_env(doc: &mut toml::Value, env: impl IntoIterator<Item = (String, String)>) -> Vec<Override> {
+/// Tables whose keys are librdkafka's or Kafka's own dotted property names: an environment
+/// variable cannot hold a dot, so `SLUICE_KAFKA__PROPERTIES__MESSAGE_MAX_BYTES` sets
+/// `message.max.bytes` (no librdkafka or topic property has an underscore in its name).
+const DOTTED_TABLES: &[(&str, &str)] =
+    &[("kafka", "properties"), ("kafka", "topic_config"), ("elasticsearch", "consumer")];
+
+/// The sections and their keys, for naming a variable written with one underscore where two
+/// belong (`SLUICE_ELASTICSEARCH_BULK_MAX_ACTIONS`).
+fn section_keys() -> Vec<(&'static str, &'static [&'static str])> {
+    vec![
+        ("source", struct_fields::<SourceSection>()),
+        ("kafka", struct_fields::<KafkaSection>()),
+        ("registry", struct_fields::<RegistrySection>()),
+        ("output", struct_fields::<OutputSection>()),
+        ("filter", struct_fields::<FilterSection>()),
+        ("metrics", struct_fields::<MetricsSection>()),
+        ("snapshot", struct_fields::<SnapshotSection>()),
+        ("elasticsearch", struct_fields::<ElasticsearchSection>()),
+    ]
+}
+
+/// The field names serde's derive gives a struct (it hands them to `deserialize_struct`).
+fn struct_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{Deserializer, Visitor};
+    /// Ends the probe as soon as the field names are known.
+    #[derive(Debug)]
+    struct Stop;
+    impl fmt::Display for Stop {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("probe")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl serde::de::Error for Stop {
+        fn custom<M: fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+    impl<'de> Deserializer<'de> for Probe<'_> {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            *self.0 = fields;
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+            unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
+}
+
+/// A `SLUICE_*` variable without `__` that names a section and one of its keys with a single
+/// underscore between them: the problem (it would otherwise be ignored as a CLI variable).
+fn misnamed_variable(variable: &str) -> Option<Problem> {
+    let rest = variable.strip_prefix("SLUICE_")?.to_ascii_lowercase();
+    section_keys().into_iter().find_map(|(section, keys)| {
+        let key = rest.strip_prefix(section)?.strip_prefix('_')?;
+        keys.contains(&key).then(|| Problem {
+            key: format!("{section}.{key}"),
+            variable: Some(variable.to_string()),
+            message: format!(
+                "is not read: a variable names its section and key with two underscores between them, \
+                 SLUICE_{}__{}",
+                section.to_ascii_uppercase(),
+                key.to_ascii_uppercase()
+            ),
+        })
+    })
+}
+
+/// Applies `SLUICE_<SECTION>__<KEY>` variables to the parsed document; returns what each set,
+/// and the problems of variables that look meant for a key but set none.
+fn apply_env(doc: &mut toml::Value, env: impl IntoIterator<Item = (String, String)>) -> (Vec<Override>, Vec<Problem>) {
     let mut applied = Vec::new();
+    let mut problems = Vec::new();
     let mut vars: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k.starts_with("SLUICE_")).collect();
     vars.sort();
     for (k, v) in vars {
         let Some(path) = k.strip_prefix("SLUICE_") else { continue };
-        let parts: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
+        let mut parts: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
         if parts.len() < 2 || parts.iter().any(String::is_empty) {
-            continue; // SLUICE_LOG and friends are CLI settings, not config keys
+            // SLUICE_LOG and friends are CLI settings, not config keys
+            problems.extend(misnamed_variable(&k));
+            continue;
+        }
+        if let [section, table, name] = parts.as_mut_slice() {
+            if DOTTED_TABLES.contains(&(section.as_str(), table.as_str())) {
+                *name = name.replace('_', ".");
+            }
         }
         let parsed = format!("x = {v}").parse::<toml::Table>().ok().and_then(|mut t| t.remove("x"));
         let is_parsed = parsed.is_some();
@@ -1571,7 +1791,7 @@ fn apply_env(doc: &mut toml::Value, env: impl IntoIterator<Item = (String, Strin
         set_path(doc, &path, value);
         applied.push(Override { path, variable: k, raw: v, parsed: is_parsed });
     }
-    applied
+    (applied, problems)
 }
 
 #[cfg(test)]
@@ -1665,6 +1885,7 @@ url = "http://127.0.0.1:8081"
         assert_eq!(never.source.start, StartFrom::Earliest);
         let given = load(MINIMAL, vec![("SLUICE_SOURCE__START", "earliest")]).unwrap();
         assert_eq!(given.source.start, StartFrom::Earliest, "a start given is a start kept");
+        assert_eq!(given.snapshot.mode, SnapshotMode::Never, "and its history replaces the snapshot");
         assert_eq!(cfg.source.tls, TlsSetting::Preferred);
         assert_eq!(cfg.source.url, SourceUrl { user: "repl".into(), host: "127.0.0.1".into(), port: 3306 });
         assert!(cfg.output.tombstones);
@@ -1672,6 +1893,122 @@ url = "http://127.0.0.1:8081"
         assert_eq!(cfg.output.value_mode, ValueMode::Envelope);
         let cfg = load(&format!("{MINIMAL}\n[output]\npartial_images = true\n"), vec![]).unwrap();
         assert!(cfg.output.partial_images);
+    }
+
+    /// One setting decides where the first start's rows come from (issue 20, item 1): an
+    /// explicit start in the past without a mode is a start without snapshot, with a mode that
+    /// snapshots it is refused naming both keys; `current` goes with any mode.
+    #[test]
+    fn the_first_start_rule() {
+        for start in ["earliest", "mysql-bin.000003:4", "0-1-100"] {
+            let cfg = load(MINIMAL, vec![("SLUICE_SOURCE__START", start)]).unwrap();
+            assert_eq!(cfg.snapshot.mode, SnapshotMode::Never, "{start}");
+            let why = cfg.snapshot.mode_implied.unwrap();
+            assert!(why.contains("no initial snapshot") && why.contains(start), "{why}");
+            for mode in ["initial", "when_needed"] {
+                let text = format!("{MINIMAL}\n[snapshot]\nmode = \"{mode}\"\n");
+                let p = problems(&text, vec![("SLUICE_SOURCE__START", start)]);
+                assert_eq!(p.len(), 1, "{p:#?}");
+                assert_eq!(p[0].key, "source.start");
+                assert_eq!(p[0].variable.as_deref(), Some("SLUICE_SOURCE__START"));
+                assert!(p[0].message.contains(&format!("snapshot.mode = \"{mode}\"")), "{}", p[0].message);
+                assert!(p[0].message.contains("twice"), "{}", p[0].message);
+            }
+            for mode in ["never", "schema_only"] {
+                let text = format!("{MINIMAL}\n[snapshot]\nmode = \"{mode}\"\n");
+                let cfg = load(&text, vec![("SLUICE_SOURCE__START", start)]).unwrap();
+                assert!(cfg.snapshot.mode_implied.is_none());
+                assert_eq!(cfg.source.start.to_string(), start);
+            }
+        }
+        for mode in ["initial", "when_needed", "never", "schema_only"] {
+            let text = format!("{MINIMAL}\n[snapshot]\nmode = \"{mode}\"\n");
+            let cfg = load(&text, vec![("SLUICE_SOURCE__START", "current")]).unwrap();
+            assert_eq!(cfg.source.start, StartFrom::Current);
+            assert!(cfg.snapshot.mode_implied.is_none());
+        }
+        let cfg = load(MINIMAL, vec![("SLUICE_SOURCE__START", "current")]).unwrap();
+        assert_eq!(cfg.snapshot.mode, SnapshotMode::Initial, "current with the default mode snapshots");
+    }
+
+    /// Environment variables that look meant for a key but set none are problems naming the
+    /// right variable; an unknown section set by a variable is blamed on it; librdkafka's dotted
+    /// names can be set from the environment and are checked at load (issue 20, item 11).
+    #[test]
+    fn environment_variables_that_miss_their_key() {
+        let sink_text =
+            "[kafka]\nbrokers = \"k\"\n[registry]\nurl = \"http://r\"\n[elasticsearch]\nurl = \"http://e\"\n";
+        let p = match sink(sink_text, vec![("SLUICE_ELASTICSEARCH_BULK_MAX_ACTIONS", "abc")]) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "elasticsearch.bulk_max_actions");
+        assert_eq!(p[0].variable.as_deref(), Some("SLUICE_ELASTICSEARCH_BULK_MAX_ACTIONS"));
+        assert!(p[0].message.contains("SLUICE_ELASTICSEARCH__BULK_MAX_ACTIONS"), "{}", p[0].message);
+        // the test tools' own variables share a section's prefix but name no key
+        assert!(load(MINIMAL, vec![("SLUICE_REGISTRY_BIN", "/x"), ("SLUICE_SNAPSHOT_ROWS", "5")]).is_ok());
+        let p = problems(MINIMAL, vec![("SLUICE_SOURCE_SERVER_ID", "7"), ("SLUICE_SNAPSHOT_WHERE", "x")]);
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["snapshot.where", "source.server_id"]);
+
+        let p = problems(MINIMAL, vec![("SLUICE_SNAPSHOTS__MODE", "never")]);
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].variable.as_deref(), Some("SLUICE_SNAPSHOTS__MODE"), "{p:#?}");
+        let e = load(MINIMAL, vec![("SLUICE_SNAPSHOTS__MODE", "never")]).unwrap_err().to_string();
+        assert!(e.contains("and the SLUICE_* environment"), "{e}");
+
+        let cfg = load(
+            MINIMAL,
+            vec![
+                ("SLUICE_KAFKA__PROPERTIES__MESSAGE_MAX_BYTES", "2000000"),
+                ("SLUICE_KAFKA__TOPIC_CONFIG__RETENTION_MS", "1000"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cfg.kafka.properties.get("message.max.bytes").map(String::as_str), Some("2000000"));
+        assert_eq!(cfg.kafka.topic_config.get("retention.ms").map(String::as_str), Some("1000"));
+        let p = problems(MINIMAL, vec![("SLUICE_KAFKA__PROPERTIES__MESSAGE_MAX_BYTE", "2000000")]);
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "kafka.properties.\"message.max.byte\"");
+        assert_eq!(p[0].variable.as_deref(), Some("SLUICE_KAFKA__PROPERTIES__MESSAGE_MAX_BYTE"));
+        assert!(p[0].message.contains("librdkafka refuses it"), "{}", p[0].message);
+        let p = problems(&format!("{MINIMAL}\n[kafka.properties]\n\"linger.ms\" = \"soon\"\n"), vec![]);
+        assert_eq!(p[0].key, "kafka.properties.\"linger.ms\"", "{p:#?}");
+        assert!(p[0].variable.is_none());
+    }
+
+    /// `[snapshot.where]` is one condition: nothing that closes its parenthesis, adds a
+    /// statement or comments out the rest of the chunk query (issue 20, item 10).
+    #[test]
+    fn snapshot_conditions_are_one_expression() {
+        for ok in [
+            "created_at >= '2024-01-01'",
+            "id <= 10 AND (status IN ('a', 'b') OR note IS NULL)",
+            "id IN (SELECT id FROM shop.keep)",
+            "`odd name` <> 'a;b'",
+        ] {
+            assert_eq!(condition_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "id <= 10) UNION SELECT 1,2 -- ",
+            "1=1) UNION SELECT 1,2 FROM t WHERE (1=1",
+            "id = 1; DROP TABLE t",
+            "id = 1 /* x */",
+            "id = 1 # rest",
+            "id = 1)",
+            "(id = 1",
+            "",
+            "id = 1 ORDER BY id",
+        ] {
+            assert!(condition_problem(bad).is_some(), "{bad:?} accepted");
+        }
+        let p = problems(
+            &format!("{MINIMAL}\n[snapshot.where]\n\"shop.t\" = \"id <= 10) UNION SELECT 1,2 -- \"\n"),
+            vec![],
+        );
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "snapshot.where.\"shop.t\"");
     }
 
     /// A variable's text that reads as a number is still text where the key wants text.
