@@ -102,6 +102,15 @@ pub enum AvroError {
         /// The type code.
         code: u8,
     },
+    /// A schema registered for the table that is not the shape Sluice writes (a truncate
+    /// record is encoded with the table's latest registered value schema).
+    #[error("{table}: the registered value schema is not one Sluice writes: {why}")]
+    ForeignSchema {
+        /// `db.table`.
+        table: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The generated schema was refused by the Avro library (a bug in Sluice).
     #[error("{table}: generated Avro schema is invalid: {source}")]
     InvalidSchema {

@@ -30,6 +30,8 @@ pub enum Exit {
     NoInput,
     /// Writing the output failed.
     Output,
+    /// A wait the user bounded (`--timeout`) ended first; trying again later may succeed.
+    Timeout,
 }
 
 /// Runs a long-running command's `serve` on the runtime `sluice run` and `sluice sink` share,

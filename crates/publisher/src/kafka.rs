@@ -66,9 +66,13 @@ pub enum Error {
     /// replay from the last committed checkpoint.
     #[error("{0}")]
     Abortable(String),
-    /// Stop: another instance took over, or the producer cannot continue.
+    /// Stop: the producer cannot continue (refused credentials, bad settings).
     #[error("{0}")]
     Fatal(String),
+    /// Stop: another instance with the same transactional id (or `sluice position set`) took
+    /// over; this one must not write again.
+    #[error("{0}")]
+    Fenced(String),
     /// A record is larger than Kafka accepts: by the producer's `message.max.bytes` (refused
     /// before sending), or by the broker (the topic's `max.message.bytes`, the broker's
     /// `message.max.bytes`). Retrying cannot help: stop, naming the record.
@@ -90,7 +94,7 @@ impl Error {
     pub fn disposition(&self) -> Disposition {
         match self {
             Error::Abortable(_) => Disposition::Restart,
-            Error::Fatal(_) | Error::TooLarge { .. } => Disposition::Stop,
+            Error::Fatal(_) | Error::Fenced(_) | Error::TooLarge { .. } => Disposition::Stop,
         }
     }
 }
@@ -184,7 +188,7 @@ pub(crate) fn classify(what: &str, e: &RdKafkaError) -> Error {
         )
     });
     if fenced {
-        return Error::Fatal(format!(
+        return Error::Fenced(format!(
             "{what}: {e}: another instance with the same source name (transactional id) took over; this one stops"
         ));
     }
@@ -383,7 +387,7 @@ mod tests {
         for fenced in
             [RDKafkaErrorCode::ProducerFenced, RDKafkaErrorCode::InvalidProducerEpoch, RDKafkaErrorCode::Fenced]
         {
-            let Error::Fatal(m) = produce(fenced) else { panic!("{fenced:?} must stop") };
+            let Error::Fenced(m) = produce(fenced) else { panic!("{fenced:?} must stop") };
             assert!(m.contains("another instance with the same source name"), "{m}");
         }
         for denied in [RDKafkaErrorCode::TopicAuthorizationFailed, RDKafkaErrorCode::TransactionalIdAuthorizationFailed]

@@ -34,7 +34,7 @@ Examples:
   sluice dump --format flashback -t shop.orders --start-datetime '2024-05-01 10:00:00' binlog.000042
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input,
-66 input not found, 74 output error."
+66 input not found, 74 output error, 75 a --timeout passed first."
 )]
 struct Cli {
     /// Log format on stderr.
@@ -104,6 +104,7 @@ fn code(exit: Exit) -> u8 {
         Exit::Data => 65,
         Exit::NoInput => 66,
         Exit::Output => 74,
+        Exit::Timeout => 75,
     }
 }
 

@@ -85,6 +85,8 @@ pub struct TableCounters {
     creates: IntCounter,
     updates: IntCounter,
     deletes: IntCounter,
+    /// TRUNCATE and DROP TABLE (`op = "t"`).
+    truncates: IntCounter,
 }
 
 /// The counts of a batch that is not committed yet, by table (in the order first seen) and
@@ -92,7 +94,7 @@ pub struct TableCounters {
 /// the batch's Kafka transaction is through; an aborted batch's tally is dropped.
 #[derive(Debug, Default)]
 pub struct Tally {
-    rows: Vec<(TableCounters, [u64; 3])>,
+    rows: Vec<(TableCounters, [u64; 4])>,
     transactions: u64,
     records: u64,
     /// Rows published by a snapshot, by table.
@@ -107,11 +109,12 @@ impl Tally {
             Op::Create | Op::Read => 0,
             Op::Update => 1,
             Op::Delete => 2,
+            Op::Truncate => 3,
         };
         match self.rows.iter_mut().find(|(c, _)| c.table == counters.table) {
             Some((_, n_by_op)) => n_by_op[i] += n,
             None => {
-                let mut n_by_op = [0; 3];
+                let mut n_by_op = [0; 4];
                 n_by_op[i] = n;
                 self.rows.push((counters.clone(), n_by_op));
             }
@@ -298,12 +301,13 @@ impl Metrics {
     /// The row-change counters of `table` (`db.table`).
     pub fn table(&self, table: &str) -> TableCounters {
         let c = |op: &str| self.row_changes.with_label_values(&[table, op]);
-        TableCounters { table: Arc::from(table), creates: c("c"), updates: c("u"), deletes: c("d") }
+        TableCounters { table: Arc::from(table), creates: c("c"), updates: c("u"), deletes: c("d"), truncates: c("t") }
     }
 
     /// A batch's Kafka transaction committed: its counts become the process's.
     pub fn committed(&self, tally: Tally) {
-        for (c, [creates, updates, deletes]) in tally.rows {
+        for (c, [creates, updates, deletes, truncates]) in tally.rows {
+            c.truncates.inc_by(truncates);
             c.creates.inc_by(creates);
             c.updates.inc_by(updates);
             c.deletes.inc_by(deletes);

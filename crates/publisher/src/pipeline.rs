@@ -36,7 +36,7 @@ use sluice_binlog::transaction::{gtid_of, Step};
 use sluice_binlog::walk::Located;
 
 use crate::avro::{AvroEncoder, AvroError, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
-use crate::config::{KafkaSection, OutputSection};
+use crate::config::{KafkaSection, OutputSection, ValueMode};
 use crate::disposition::Disposition;
 use crate::filter::TableFilter;
 use crate::kafka::signals::SignalReader;
@@ -45,7 +45,7 @@ use crate::metrics::{Metrics, ProgressLog, Tally};
 use crate::position::{BadCheckpoint, Checkpoint, ResumePoint, SnapshotProgress};
 use crate::process::now_ms;
 use crate::registry::{RegistryClient, RegistryError};
-use crate::schema::{SchemaError, SchemaHistory};
+use crate::schema::{RowEffect, SchemaError, SchemaHistory};
 use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
 use crate::source::{ReplicationSource, SourceError, SourceEvent};
 use batch::Batch;
@@ -124,6 +124,16 @@ impl Error {
     /// counts towards `source.failover_after`).
     pub fn source_unreachable(&self) -> bool {
         matches!(self, Error::Source(e) if e.disposition() == Disposition::Restart)
+    }
+
+    /// True when another instance (or `sluice position set`) took the source's transactional
+    /// id over: this one must not write again, not even to say it stopped.
+    pub fn is_fenced(&self) -> bool {
+        match self {
+            Error::Kafka(crate::kafka::Error::Fenced(_)) => true,
+            Error::AtRow { source, .. } => source.is_fenced(),
+            _ => false,
+        }
     }
 
     pub fn disposition(&self) -> Disposition {
@@ -348,7 +358,14 @@ impl<'c> Pipeline<'c> {
                 // a finished commit's outcome now, not at the next record (the stream may idle)
                 sink.poll().await?;
                 let stopping = stop.load(Ordering::SeqCst);
-                self.maybe_commit(src.resume_point(), snap, sink, stopping).await?;
+                if stopping {
+                    // the last commit says so: `sluice position set` need not wait for it
+                    self.commit(src.resume_point(), snap, sink, true).await?;
+                    self.batch.committed();
+                    self.committed = src.resume_point().clone();
+                } else {
+                    self.maybe_commit(src.resume_point(), snap, sink, false).await?;
+                }
                 if stopping {
                     sink.finish().await?;
                     self.progress.report(self.metrics);
@@ -378,7 +395,15 @@ impl<'c> Pipeline<'c> {
                     let server_id = snap.server_id();
                     self.snapshot_table(&plan.table_map, sink).await?;
                     let at = (resume.file.clone(), resume.position);
-                    let mut rows = snap.one_pass(&plan).await?;
+                    let mut rows = match snap.one_pass(&plan).await {
+                        Err(SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. })
+                            if s.code == 1146 =>
+                        {
+                            snap.one_pass_gone().await;
+                            continue;
+                        }
+                        r => r?,
+                    };
                     let columns = Arc::clone(&rows.columns);
                     let mut n = 0u64;
                     // one row behind the reader, so the table's last row can say so
@@ -499,11 +524,12 @@ impl<'c> Pipeline<'c> {
         let due = if sink.in_transaction() {
             force || self.batch.full(sink.transaction_bytes())
         } else {
-            (*resume != self.committed || snap.progress() != self.committed_snapshot.as_ref())
-                && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending())
+            let moved = *resume != self.committed || snap.progress() != self.committed_snapshot.as_ref();
+            (moved && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending()))
+                || self.batch.liveness_due()
         };
         if due {
-            self.commit(resume, snap, sink).await?;
+            self.commit(resume, snap, sink, false).await?;
             tracing::debug!(records = self.batch.records(), resume = %resume, "Committed a Kafka transaction");
             self.batch.committed();
             self.committed = resume.clone();
@@ -513,8 +539,15 @@ impl<'c> Pipeline<'c> {
     }
 
     /// Commits the open Kafka transaction with the schema changes since the last commit and the
-    /// checkpoint at `resume` (with the snapshot's progress).
-    async fn commit(&mut self, resume: &ResumePoint, snap: &Snapshotter, sink: &mut KafkaSink) -> Result<(), Error> {
+    /// checkpoint at `resume` (with the snapshot's progress), marked as the last one when
+    /// `stopping`.
+    async fn commit(
+        &mut self,
+        resume: &ResumePoint,
+        snap: &Snapshotter,
+        sink: &mut KafkaSink,
+        stopping: bool,
+    ) -> Result<(), Error> {
         let topic = schemas_topic(&self.settings.kafka.topic_prefix);
         self.schemas.flush(sink, &topic, self.settings.source_name).await?;
         // the batch's counts count once its transaction is through
@@ -531,7 +564,8 @@ impl<'c> Pipeline<'c> {
         };
         let checkpoint = Checkpoint::of(resume)
             .with_schema_version(self.schemas.version())
-            .with_snapshot(progress, self.signals_offset);
+            .with_snapshot(progress, self.signals_offset)
+            .renewed(stopping);
         sink.commit(&checkpoint, then).await?;
         Ok(())
     }
@@ -552,9 +586,14 @@ impl<'c> Pipeline<'c> {
                         let captured = |db: &str, table: &str| filter.matches(db, table);
                         let at = format!("{}:{}", ev.file, ev.offset);
                         let version = self.schemas.version();
+                        // read before the statement changes the tracked schema (DROP DATABASE)
+                        let effects = self.schemas.row_effects(&q.schema, &q.query);
                         self.schemas.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
                         if step == Step::Statement {
                             snap.observe_statement(&q.query, self.schemas.version() != version, ev.file, ev.offset);
+                        }
+                        for effect in &effects {
+                            self.row_effect(ev, effect, snap, sink).await?;
                         }
                     }
                 }
@@ -573,6 +612,125 @@ impl<'c> Pipeline<'c> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A statement that removed or moved rows without row events ([`RowEffect`]): an emptied
+    /// captured table gets a truncate record on every partition of its topic, in this Kafka
+    /// transaction (with the checkpoint past the statement); a rename or a partition
+    /// maintenance is said, with what rebuilds the topic.
+    async fn row_effect(
+        &mut self,
+        ev: &Located<'_>,
+        effect: &RowEffect,
+        snap: &mut Snapshotter,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        let filter = self.settings.filter;
+        let at = format!("{}:{}", ev.file, ev.offset);
+        match effect {
+            RowEffect::Emptied { database, table, by } if filter.matches(database, table) => {
+                snap.emptied(&format!("{database}.{table}"), by);
+                self.truncate(ev, database, table, by, sink).await
+            }
+            RowEffect::Renamed { from, to } if filter.matches(&from.0, &from.1) || filter.matches(&to.0, &to.1) => {
+                let (from, to) = (format!("{}.{}", from.0, from.1), format!("{}.{}", to.0, to.1));
+                snap.renamed(&from, &to);
+                tracing::warn!(
+                    from = %from,
+                    to = %to,
+                    at = %at,
+                    "A rename moved a table's rows without row events: {from}'s topic keeps the records of its rows \
+                     (they are not deleted there), and {to}'s has none of them; if {to} is captured, `sluice snapshot \
+                     --table {to}` publishes them"
+                );
+                Ok(())
+            }
+            RowEffect::PartlyRemoved { database, table, by } if filter.matches(database, table) => {
+                tracing::warn!(
+                    table = %format!("{database}.{table}"),
+                    at = %at,
+                    "{by} removed or moved rows without row events, so the table's topic still holds them: to rebuild \
+                     it, empty its consumers' copies and run `sluice snapshot --table {database}.{table}`"
+                );
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Publishes the truncate record of `db.table` (emptied by statement `by` at `ev`) on every
+    /// partition of its topic: the envelope with no images and `op = "t"` (flattened: `__op =
+    /// "t"`, zeros), no key, under the table's latest registered value schema. A table with
+    /// nothing registered yet has no records to clear.
+    async fn truncate(
+        &mut self,
+        ev: &Located<'_>,
+        db: &str,
+        table: &str,
+        by: &str,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        let name = format!("{db}.{table}");
+        let topic = self.settings.routes.topic_of(db, table);
+        let flattened = self.settings.output.value_mode == ValueMode::Flattened;
+        let (value_id, flat) = match self.tables.get(&name).filter(|t| t.topic == topic) {
+            Some(t) => (t.value_id, flattened.then(|| t.schema.flat_schema().clone())),
+            None => match self.registry.latest(&format!("{topic}-value")).await? {
+                None => {
+                    tracing::info!(table = %name, by, "The table was emptied before anything of it was published");
+                    return Ok(());
+                }
+                Some((id, text)) => {
+                    let flat = if flattened {
+                        let schema = apache_avro::Schema::parse_str(&text).map_err(|e| AvroError::ForeignSchema {
+                            table: name.clone(),
+                            why: format!("schema {id} does not parse: {e}"),
+                        })?;
+                        Some(schema)
+                    } else {
+                        None
+                    };
+                    (id, flat)
+                }
+            },
+        };
+        let partitions = sink.partitions(&topic).await?;
+        let header = &ev.event.header;
+        let ctx = EventContext {
+            source: SourceInfo {
+                connector: self.connector,
+                name: self.settings.source_name.to_string(),
+                server_id: header.server_id,
+                ts_ms: i64::from(header.timestamp) * 1000,
+                file: ev.file.to_string(),
+                pos: ev.offset,
+                row: 0,
+                gtid: self.tx.gtid.clone(),
+                snapshot: Snapshot::No,
+            },
+            transaction: None,
+            ts_ms: now_ms(),
+        };
+        let mut value = Vec::new();
+        crate::registry::frame_header(value_id, &mut value);
+        match &flat {
+            Some(schema) => self.encoder.write_flat_truncate(&name, schema, &mut value)?,
+            None => self.encoder.write_truncate(db, table, &ctx, &mut value),
+        }
+        sink.send_to_every_partition(&topic, partitions, &value).await?;
+        let n = usize::try_from(partitions).unwrap_or(0);
+        self.batch.sent(n);
+        self.tally.records(n as u64);
+        let counters = self.metrics.table(&name);
+        self.tally.rows(&counters, Op::Truncate, 1);
+        tracing::info!(
+            table = %name,
+            topic = %topic,
+            partitions,
+            at = %format!("{}:{}", ev.file, ev.offset),
+            "{by} emptied the table: a truncate record (op \"t\") on each partition of its topic"
+        );
         Ok(())
     }
 

@@ -136,7 +136,21 @@ pub struct Checkpoint {
     /// The offset in `<prefix>.__signals` up to which requests have been taken in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signals_offset: Option<i64>,
+    /// Set (to `ts_ms`) by the last commit of an instance that stopped cleanly: no instance
+    /// runs. A running `sluice run` commits at least every [`LIVENESS_EVERY`], so a
+    /// checkpoint younger than [`LIVE_WITHIN`] without this mark means one may be running
+    /// (`sluice position set` refuses then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_ms: Option<i64>,
 }
+
+/// A running `sluice run` commits a checkpoint at least this often, also with nothing to
+/// publish (and at each attempt while it retries): its liveness, as `sluice position set` reads it.
+pub const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A checkpoint committed within this long (and not marked stopped) may belong to a running
+/// instance: longer than [`LIVENESS_EVERY`] and the restart loop's longest backoff (30 s).
+pub const LIVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A snapshot's progress: the tables it reads, in order, each with how far it got.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -221,6 +235,28 @@ impl SnapshotProgress {
         self.tables.iter().any(|t| matches!(t.state, TableState::Pending | TableState::Running))
     }
 
+    /// Ends the tables not finished yet that `left_out` names a reason for (a filter changed
+    /// since the snapshot was planned): they become `skipped` with that reason. Returns their
+    /// names.
+    pub fn leave_out(&mut self, left_out: impl Fn(&str) -> Option<String>) -> Vec<String> {
+        let mut names = Vec::new();
+        for t in &mut self.tables {
+            if !matches!(t.state, TableState::Pending | TableState::Running) {
+                continue;
+            }
+            if let Some(why) = left_out(&t.table) {
+                t.note = Some(if t.rows > 0 {
+                    format!("{why} after {} rows were published (they stay in its topic)", t.rows)
+                } else {
+                    why
+                });
+                t.state = TableState::Skipped;
+                names.push(t.table.clone());
+            }
+        }
+        names
+    }
+
     /// Adds `tables` (again, from the start, when already there and finished); returns the
     /// names added.
     pub fn request(&mut self, tables: &[String]) -> Vec<String> {
@@ -302,7 +338,32 @@ impl Checkpoint {
             schema_version: None,
             snapshot: None,
             signals_offset: None,
+            stopped_ms: None,
         }
+    }
+
+    /// The same checkpoint, committed again now (the liveness of an instance that has nothing
+    /// new to commit), or marked as the last commit of an instance that stops (`stopped`).
+    #[must_use]
+    pub fn renewed(mut self, stopped: bool) -> Checkpoint {
+        self.ts_ms = crate::process::now_ms();
+        self.stopped_ms = stopped.then_some(self.ts_ms);
+        self
+    }
+
+    /// Why a running instance may hold this checkpoint's source (`now_ms`): None when it was
+    /// marked stopped or is older than [`LIVE_WITHIN`].
+    pub fn maybe_live(&self, now_ms: i64) -> Option<String> {
+        let age = (now_ms - self.ts_ms).max(0);
+        if self.stopped_ms.is_some() || u128::try_from(age).unwrap_or(0) >= LIVE_WITHIN.as_millis() {
+            return None;
+        }
+        Some(format!(
+            "its checkpoint was committed {} s ago by an instance that did not stop cleanly: a `sluice run` of the \
+             source is running (it commits at least every {} s), or was killed moments ago",
+            age / 1000,
+            LIVENESS_EVERY.as_secs()
+        ))
     }
 
     /// The same checkpoint, with the snapshot progress and the signals offset.

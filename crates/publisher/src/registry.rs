@@ -190,6 +190,40 @@ impl RegistryClient {
         Ok(schema)
     }
 
+    /// `GET /subjects/{subject}/versions/latest`: the id and text of the newest schema
+    /// registered under `subject`; None when the subject has none (404).
+    ///
+    /// # Errors
+    /// As [`RegistryClient::register`].
+    pub async fn latest(&self, subject: &str) -> Result<Option<(u32, Arc<str>)>, RegistryError> {
+        let url = format!("{}/subjects/{}/versions/latest", self.base, encode_path(subject));
+        let mut req = self
+            .http
+            .get(&url)
+            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
+            .timeout(self.timeout);
+        if let Some(u) = &self.username {
+            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
+        }
+        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        if status == 404 {
+            return Ok(None);
+        }
+        let refused = || RegistryError::Refused { subject: subject.to_string(), status, body: text.clone() };
+        if !(200..300).contains(&status) {
+            return Err(refused());
+        }
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| refused())?;
+        let id = v.get("id").and_then(serde_json::Value::as_u64).and_then(|id| u32::try_from(id).ok());
+        let schema = v.get("schema").and_then(serde_json::Value::as_str).map(Arc::from);
+        match (id, schema) {
+            (Some(id), Some(schema)) => Ok(Some((id, schema))),
+            _ => Err(refused()),
+        }
+    }
+
     /// `GET /subjects`: how many subjects the registry holds (a check that it answers, with
     /// the configured TLS and credentials).
     ///

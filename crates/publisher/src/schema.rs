@@ -48,6 +48,7 @@
 //! <https://mariadb.com/kb/en/alter-table/>), sqlparser's AST (<https://docs.rs/sqlparser>).
 
 pub mod ddl;
+pub mod effects;
 pub mod load;
 pub mod store;
 #[cfg(test)]
@@ -63,6 +64,7 @@ use sluice_binlog::column::ColumnType;
 use sluice_binlog::rows::RowsEvent;
 use sluice_binlog::TableMap;
 
+pub use effects::RowEffect;
 pub use store::{committed, Committed};
 
 /// One column as tracked.

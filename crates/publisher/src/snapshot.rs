@@ -106,6 +106,17 @@ pub enum SnapshotError {
         /// What to change, by the kind of timeout.
         advice: &'static str,
     },
+    /// The rows read have other columns than the table's definition (a DDL on the server
+    /// between reading the definition and the rows): the definition is read again.
+    #[error("snapshot of {table}: the chunk has {read} columns, the table's definition {defined}")]
+    Columns {
+        /// `db.table`.
+        table: String,
+        /// Columns in the result.
+        read: usize,
+        /// Columns in the definition.
+        defined: usize,
+    },
     /// A value that does not fit its column.
     #[error("snapshot of {table}: {source}")]
     Value {
@@ -316,6 +327,9 @@ impl Snapshotter {
     pub fn request(&mut self, tables: &[String], reason: &str) -> Vec<String> {
         let fresh = !self.progress.is_active();
         if fresh {
+            // a new round: the tables of a finished snapshot are not part of it (its counts and
+            // `sluice check`'s "n of m tables" are this round's)
+            self.progress.tables.clear();
             self.progress.reason = reason.to_string();
             self.progress.started_ms = crate::process::now_ms();
             self.started = Instant::now();
@@ -465,12 +479,7 @@ impl Snapshotter {
         let conn = self.conn().await?;
         let loaded = plan::load(conn, db, table, filter.as_deref(), keys.as_deref(), mariadb).await?;
         let Some(plan) = loaded else {
-            if let Some(t) = self.progress.tables.get_mut(i) {
-                t.state = TableState::Skipped;
-                t.note = Some("the table does not exist (dropped or renamed before it was read)".into());
-                tracing::warn!(table = %name, "Snapshot: the table does not exist any more; skipped");
-            }
-            self.plan = None;
+            self.table_gone(i);
             return Ok(None);
         };
         let plan = Arc::new(plan);
@@ -497,6 +506,71 @@ impl Snapshotter {
         Ok(Some(plan))
     }
 
+    /// Table `i` is not on the server any more (dropped or renamed, while or before it was
+    /// read: the server answers before the stream reaches the statement): its snapshot ends,
+    /// skipped with a note, and the stream goes on. The rows published before stay in its
+    /// topic until the stream reaches the statement (a DROP clears them with a truncate
+    /// record; see [`Snapshotter::renamed`] for a RENAME).
+    fn table_gone(&mut self, i: usize) {
+        if let Some(t) = self.progress.tables.get_mut(i) {
+            if matches!(t.state, TableState::Pending | TableState::Running) {
+                t.state = TableState::Skipped;
+                t.note = Some(if t.rows > 0 {
+                    format!("dropped or renamed while it was read, after {} rows were published", t.rows)
+                } else {
+                    "dropped or renamed before it was read".into()
+                });
+                tracing::warn!(table = %t.table, rows = t.rows, "Snapshot: the table is not on the server any more; its snapshot ends");
+            }
+        }
+        self.plan = None;
+        self.pending = None;
+        self.limit = self.cfg.chunk_size;
+    }
+
+    /// The stream reached a statement that emptied table `name` (`by`: TRUNCATE TABLE, DROP
+    /// TABLE, ...): a dropped table's snapshot ends (its truncate record clears the rows
+    /// published so far); a truncated one goes on (what is left to read is what the table holds
+    /// now).
+    pub fn emptied(&mut self, name: &str, by: &str) {
+        if by == "TRUNCATE TABLE" {
+            return;
+        }
+        let Some(i) = self.progress.tables.iter().position(|t| t.table == name) else { return };
+        if self.plan.as_ref().is_some_and(|(pi, _)| *pi == i) || self.progress.tables[i].state == TableState::Pending {
+            self.table_gone(i);
+        }
+        if let Some(t) = self.progress.tables.get_mut(i).filter(|t| t.state == TableState::Skipped) {
+            if t.note.as_deref().is_some_and(|n| n.starts_with("dropped or renamed")) {
+                t.note = Some(if t.rows > 0 {
+                    format!(
+                        "dropped ({by}) after {} rows were published; its truncate record cleared them from its topic",
+                        t.rows
+                    )
+                } else {
+                    format!("dropped ({by}) before it was read")
+                });
+            }
+        }
+    }
+
+    /// The stream reached a rename of table `from` to `to`: a snapshot of `from` not finished
+    /// ends, its note naming the table to snapshot instead.
+    pub fn renamed(&mut self, from: &str, to: &str) {
+        let Some(i) = self.progress.tables.iter().position(|t| t.table == from) else { return };
+        if matches!(self.progress.tables[i].state, TableState::Pending | TableState::Running) {
+            self.table_gone(i);
+        }
+        if let Some(t) = self.progress.tables.get_mut(i).filter(|t| t.state == TableState::Skipped) {
+            let rows = t.rows;
+            t.note = Some(format!(
+                "renamed to {to} while it was read, after {rows} rows were published (they stay in {from}'s topic); \
+                 snapshot the new name with `sluice snapshot --table {to}`"
+            ));
+            tracing::warn!(table = %from, renamed_to = %to, "Snapshot: the table was renamed; snapshot {to} to publish its rows");
+        }
+    }
+
     /// [`Snapshotter::read_chunk`], tried again in place (on a new connection) when it failed
     /// for a reason that may pass: a broken or killed connection, a lock wait, a statement
     /// timeout. Past [`CHUNK_TRIES`] a timeout stops with what to change; a connection that
@@ -512,6 +586,22 @@ impl Snapshotter {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
+            match &e {
+                // ER_NO_SUCH_TABLE: dropped or renamed on the server, ahead of the stream
+                SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. } if s.code == 1146 => {
+                    self.table_gone(i);
+                    return Ok(());
+                }
+                // the table's columns changed on the server ahead of the stream: its definition
+                // is read again (the DDL reaches the stream before the chunk is published)
+                SnapshotError::Columns { .. } => {
+                    tracing::info!(table = %plan.name, error = %e, "Snapshot: reading the table's definition again");
+                    self.plan = None;
+                    self.pending = None;
+                    return Ok(());
+                }
+                _ => {}
+            }
             let SnapshotError::Query { source, .. } = &e else { return Err(e) };
             let lock_or_timeout = match source {
                 sluice_protocol::Error::Server(s) => gave_up_advice(s.code),
@@ -757,6 +847,15 @@ impl Snapshotter {
         Ok(OnePassRows { rows, columns, table: name })
     }
 
+    /// The one-pass table is not on the server any more (its read failed with
+    /// ER_NO_SUCH_TABLE): its snapshot ends as [`Snapshotter::table_gone`] says.
+    pub async fn one_pass_gone(&mut self) {
+        self.close_one_pass().await;
+        if let Some((i, _)) = self.plan.clone() {
+            self.table_gone(i);
+        }
+    }
+
     /// The one-pass table was published (`published` rows): it is done.
     pub async fn one_pass_done(&mut self, published: u64) {
         self.close_one_pass().await;
@@ -845,16 +944,10 @@ fn in_window(p: &Pending, file: &str, offset: u64) -> bool {
 /// definition and its rows is read again (the DDL is in the window).
 fn check_columns(plan: &TablePlan, columns: &[ColumnDefinition]) -> Result<(), SnapshotError> {
     if columns.len() != plan.table_map.columns.len() {
-        return Err(SnapshotError::Value {
+        return Err(SnapshotError::Columns {
             table: plan.name.clone(),
-            source: ValueError {
-                column: "(all)".into(),
-                why: format!(
-                    "the chunk has {} columns, the table's definition {}",
-                    columns.len(),
-                    plan.table_map.columns.len()
-                ),
-            },
+            read: columns.len(),
+            defined: plan.table_map.columns.len(),
         });
     }
     Ok(())

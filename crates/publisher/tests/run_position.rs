@@ -3,7 +3,8 @@
 //! `ADD SYSTEM VERSIONING`, which adds hidden columns) stops `sluice run` at the table's next
 //! row, and the message says to move the checkpoint past the change; `position set --to
 //! current` does that (reading the tables' definitions from the server again), without any
-//! hand-made record on the positions topic. It refuses while `sluice run` is connected.
+//! hand-made record on the positions topic. It refuses while `sluice run` is running, whatever
+//! the user's grants; a run that stopped (even with an error) marks its checkpoint so.
 //! Real MariaDB, broker and registry.
 
 mod support;
@@ -53,23 +54,36 @@ fn position_set_moves_past_a_ddl_sluice_cannot_follow() {
 
     let mut child = start_sluice(&config, &log);
     wait_for(60, || reader.per_key("sluice.shop.t", "v") == created(&[1]), "row 1", &log);
-    // refused while sluice run is connected
+    // refused while sluice run is running: its checkpoint is young and not marked stopped
+    let running = "a `sluice run` of the source is running";
     let run = position(&["set", "--to", "current"], &config);
     assert_eq!(run.code, Some(1), "{}", run.stderr);
-    assert!(
-        run.stderr.contains("is connected to the server") && run.stderr.contains("stop it first"),
-        "{}",
-        run.stderr
-    );
-    // ... also under another server id (the running instance is found by its reported host)
-    let out = support::sluice_cmd()
-        .args(["position", "set", "--to", "current", "--config"])
-        .arg(&config)
-        .env("SLUICE_SOURCE__SERVER_ID", "51099")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is connected to the server"));
+    assert!(run.stderr.contains(running) && run.stderr.contains("Stop it first"), "{}", run.stderr);
+    // ... also under another server id, and (issue 20, item 9) as a user without the optional
+    // REPLICATION MASTER ADMIN grant, who cannot list the server's replicas: the liveness is
+    // in the checkpoint, which the instance renews at least every 10 s even with nothing new
+    services
+        .mariadb
+        .sql("CREATE USER 'plain'@'%'; GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'plain'@'%'");
+    std::thread::sleep(Duration::from_secs(25));
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let cp = services.checkpoint("sluice", "pos").expect("a checkpoint");
+    let age = now_ms - cp["ts_ms"].as_i64().unwrap();
+    assert!(age < 15_000, "an idle instance renews its checkpoint every 10 s: {age} ms old: {cp}");
+    assert!(cp.get("stopped_ms").is_none(), "{cp}");
+    for (key, value) in
+        [("SLUICE_SOURCE__SERVER_ID", "51099".to_string()), ("SLUICE_SOURCE__URL", services.mariadb.url("plain"))]
+    {
+        let out = support::sluice_cmd()
+            .args(["position", "set", "--to", "current", "--config"])
+            .arg(&config)
+            .env(key, &value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{key}: {stderr}");
+        assert!(stderr.contains(running) && stderr.contains("--force"), "{key}: {stderr}");
+    }
     let run = position(&["show"], &config).ok();
     assert!(run.stdout.starts_with("source \"pos\": mysql-bin.000001:"), "{}", run.stdout);
     assert!(run.stdout.contains("bytes of binlog past it"), "{}", run.stdout);

@@ -14,6 +14,7 @@ use sluice_binlog::Value;
 
 use super::binary as w;
 use super::schema::{FieldPlan, Kind, TableSchema};
+use super::schema::{DELETED_FIELD, OP_FIELD};
 use super::{AvroError, Result};
 
 /// What a change did: the envelope's `op`.
@@ -27,6 +28,9 @@ pub enum Op {
     Delete,
     /// A row read by a snapshot: `r`.
     Read,
+    /// Every row of the table is gone (TRUNCATE, DROP TABLE): `t`, a record without a key or
+    /// row images on every partition of the table's topic.
+    Truncate,
 }
 
 impl Op {
@@ -37,6 +41,7 @@ impl Op {
             Op::Update => "u",
             Op::Delete => "d",
             Op::Read => "r",
+            Op::Truncate => "t",
         }
     }
 }
@@ -227,6 +232,23 @@ impl AvroEncoder {
                 None => w::long(0, out),
             }
         }
+        self.envelope_rest(op, &schema.database, &schema.table, ctx, out);
+        #[cfg(debug_assertions)]
+        check_datum(schema, schema.value_schema(), out.get(start..).unwrap_or_default());
+        Ok(())
+    }
+
+    /// Appends the envelope of a truncate (`op = "t"`) of `database.table`: no row images, the
+    /// `source` and `transaction` blocks of `ctx`. It fits the envelope schema of every version
+    /// of the table (the images are null).
+    pub fn write_truncate(&self, database: &str, table: &str, ctx: &EventContext, out: &mut Vec<u8>) {
+        w::long(0, out);
+        w::long(0, out);
+        self.envelope_rest(Op::Truncate, database, table, ctx, out);
+    }
+
+    /// The envelope after its images: `op`, `ts_ms`, `source`, `transaction`.
+    fn envelope_rest(&self, op: Op, database: &str, table: &str, ctx: &EventContext, out: &mut Vec<u8>) {
         w::string(op.code(), out);
         w::long(ctx.ts_ms, out);
         // schemas/source.avsc, field by field
@@ -246,8 +268,8 @@ impl AvroEncoder {
             }
             None => w::long(0, out),
         }
-        w::string(&schema.database, out);
-        w::string(&schema.table, out);
+        w::string(database, out);
+        w::string(table, out);
         w::string(s.snapshot.text(), out);
         // schemas/transaction.avsc, in a union [null, Transaction]
         match &ctx.transaction {
@@ -259,9 +281,6 @@ impl AvroEncoder {
             }
             None => w::long(0, out),
         }
-        #[cfg(debug_assertions)]
-        check_datum(schema, schema.value_schema(), out.get(start..).unwrap_or_default());
-        Ok(())
     }
 
     /// Appends the flattened value of a change: the after image (the before image for
@@ -293,6 +312,31 @@ impl AvroEncoder {
         w::boolean(op == Op::Delete, out);
         #[cfg(debug_assertions)]
         check_datum(schema, schema.flat_schema(), out.get(start..).unwrap_or_default());
+        Ok(())
+    }
+
+    /// Appends the flattened value of a truncate, for the table's registered flattened
+    /// schema `schema` (any version): `__op = "t"`, `__deleted = true`, and every column at its
+    /// type's zero (null where nullable), which no consumer is to read as a row: the record has
+    /// no key.
+    ///
+    /// # Errors
+    /// A schema that is not a record.
+    pub fn write_flat_truncate(&self, table: &str, schema: &apache_avro::Schema, out: &mut Vec<u8>) -> Result<()> {
+        use apache_avro::Schema as S;
+        let S::Record(record) = schema else {
+            return Err(AvroError::ForeignSchema { table: table.to_string(), why: "not a record".into() });
+        };
+        if !record.fields.iter().any(|f| f.name == OP_FIELD) {
+            return Err(AvroError::ForeignSchema { table: table.to_string(), why: format!("no {OP_FIELD} field") });
+        }
+        for f in &record.fields {
+            match f.name.as_str() {
+                OP_FIELD => w::string(Op::Truncate.code(), out),
+                DELETED_FIELD => w::boolean(true, out),
+                _ => zero(&f.schema, out),
+            }
+        }
         Ok(())
     }
 
@@ -602,6 +646,33 @@ fn u64_unscaled(n: u64, buf: &mut [u8; 9]) -> &[u8] {
         _ => first,
     };
     buf.get(start..).unwrap_or_default()
+}
+
+/// The zero of an Avro type (null for a union with null), for the columns of a flattened
+/// truncate record: `0`, `""`, empty bytes (a DECIMAL's `0`), the first symbol, empty arrays
+/// and maps, a record of zeros, a union's null branch or else its first.
+fn zero(schema: &apache_avro::Schema, out: &mut Vec<u8>) {
+    use apache_avro::Schema as S;
+    match schema {
+        S::Null => {}
+        S::Boolean => w::boolean(false, out),
+        S::Float => w::float(0.0, out),
+        S::Double => w::double(0.0, out),
+        S::Bytes | S::String | S::Decimal(_) | S::Uuid | S::BigDecimal => w::count(0, out),
+        S::Array(_) | S::Map(_) => w::count(0, out),
+        S::Fixed(f) => out.extend(std::iter::repeat_n(0u8, f.size)),
+        S::Record(r) => r.fields.iter().for_each(|f| zero(&f.schema, out)),
+        S::Union(u) => {
+            let variants = u.variants();
+            let branch = variants.iter().position(|v| matches!(v, S::Null)).unwrap_or(0);
+            w::count(branch, out);
+            if let Some(v) = variants.get(branch) {
+                zero(v, out);
+            }
+        }
+        // int, long, enum (index 0) and their logical types: a zig-zag 0
+        _ => w::long(0, out),
+    }
 }
 
 fn check_images(

@@ -10,6 +10,7 @@ use super::Exit;
 use crate::config::{Config, SnapshotMode};
 use crate::console::Report;
 use crate::kafka::positions_topic;
+use crate::pipeline::start::apply_filters;
 use crate::position::{bytes_past, Checkpoint, SnapshotProgress, TableState};
 use crate::process::now_ms;
 use crate::source::{preflight, server, ServerFacts};
@@ -162,7 +163,9 @@ pub fn run(args: CheckArgs) -> Exit {
                             cfg.source.name,
                             cfg.source.start
                         );
+                        let implied = cfg.snapshot.mode_implied.clone();
                         let snapshot = match cfg.snapshot.mode {
+                            SnapshotMode::Never if implied.is_some() => implied.as_deref().unwrap_or_default(),
                             SnapshotMode::Never => "none (snapshot.mode = never)",
                             SnapshotMode::SchemaOnly => "the captured tables' schemas are registered, no rows read",
                             SnapshotMode::Initial | SnapshotMode::WhenNeeded => {
@@ -192,7 +195,17 @@ pub fn run(args: CheckArgs) -> Exit {
                     } else {
                         crate::report!(out, "{line}");
                     }
-                    for line in snapshot_lines(c.snapshot.as_ref()) {
+                    let mut progress = c.snapshot.clone();
+                    let left_out = progress.as_mut().map(|p| apply_filters(&cfg, p)).unwrap_or_default();
+                    if !left_out.is_empty() {
+                        crate::report!(
+                            out,
+                            "[warning] snapshot: the configuration leaves out tables the committed snapshot has not \
+                             finished, so the next start does not read them: {}",
+                            left_out.join(", ")
+                        );
+                    }
+                    for line in snapshot_lines(progress.as_ref()) {
                         crate::report!(out, "{line}");
                     }
                     ok || purged_but_needed
@@ -348,6 +361,19 @@ async fn table_lines(
             lines.push(format!("       ... and {} more", refused.len() - 20));
         }
     }
+    for (name, condition) in &cfg.snapshot.filters {
+        // the server's own parser: a condition must compile where the snapshot puts it
+        let (db, table) = name.split_once('.').unwrap_or((name.as_str(), ""));
+        let sql = format!(
+            "EXPLAIN SELECT 1 FROM {}.{} WHERE ({condition})",
+            crate::render::ident(db),
+            crate::render::ident(table)
+        );
+        if let Err(e) = conn.query(&sql).await {
+            ok = false;
+            lines.push(format!("[ERROR] snapshot.where.{name:?}: the server refuses the condition: {e}"));
+        }
+    }
     for pattern in &cfg.filter.include {
         if !tables.iter().any(|t| crate::filter::table_matches(pattern, &t.database, &t.table)) {
             lines.push(format!(
@@ -429,6 +455,7 @@ mod tests {
             schema_version: None,
             snapshot: None,
             signals_offset: None,
+            stopped_ms: None,
         }
     }
 

@@ -5,8 +5,10 @@
 //! `set` resolves the new start at the server exactly as a first start does, reads the
 //! captured tables' definitions there at that moment (a new schema history, superseding the
 //! old one), and commits both with the checkpoint in one Kafka transaction under the source's
-//! transactional id. It refuses while `sluice run` for the source is connected to the server;
-//! an instance that is not (it is retrying) is fenced by the commit and stops at its next one.
+//! transactional id. It refuses while `sluice run` for the source may be running: its
+//! checkpoint is younger than `LIVE_WITHIN` and not marked as a clean stop (an instance
+//! commits at least every `LIVENESS_EVERY`, also while it retries), or the server lists it as
+//! a replica; `--force` takes over anyway (the instance is fenced and stops at its next commit).
 
 use std::path::PathBuf;
 
@@ -32,7 +34,9 @@ Examples:
 
 `set` is for an operator who knows what the move skips or repeats: changes between the old and
 the new position are not published (moving forward) or published again (moving back). Stop
-`sluice run` first. Exit 0 when done, 1 when the source or Kafka cannot do it, 2 for a bad
+`sluice run` first: `set` refuses while the checkpoint shows a running instance (committed less
+than 60 s ago and not marked as a clean stop) or the server lists one, unless --force. Exit 0
+when done, 1 when the source or Kafka cannot do it or an instance runs, 2 for a bad
 configuration or position.")]
 pub struct PositionArgs {
     #[command(subcommand)]
@@ -58,6 +62,10 @@ enum Action {
         /// `FILE:POSITION`, or a GTID set.
         #[arg(long, value_name = "START")]
         to: StartFrom,
+        /// Move it even when an instance may be running (its checkpoint is younger than 60 s
+        /// and not marked stopped): that instance is fenced and stops with exit 1.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -82,7 +90,7 @@ pub fn run(args: PositionArgs) -> Exit {
     let result = rt.block_on(async {
         match &args.action {
             Action::Show { .. } => show(&cfg, &mut out).await,
-            Action::Set { to, .. } => set(&cfg, to, &mut out).await,
+            Action::Set { to, force, .. } => set(&cfg, to, *force, &mut out).await,
         }
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -159,8 +167,24 @@ fn running(cfg: &Config, report_host: &str) -> String {
     )
 }
 
-async fn set(cfg: &Config, to: &StartFrom, out: &mut Report) -> Result<bool, String> {
+async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Result<bool, String> {
     let source_cfg = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?;
+    // whatever the grants (SHOW SLAVE HOSTS below needs an optional one), a running instance
+    // shows in its checkpoint: it commits at least every 10 s, and marks its last commit
+    if let Ok(Some(c)) = committed_checkpoint(cfg).await {
+        if let Some(why) = c.maybe_live(now_ms()) {
+            if !force {
+                return Err(format!(
+                    "source {:?}: {why}. Stop it first (SIGTERM: it marks its last checkpoint), or wait until {} s \
+                     after its last commit, or pass --force to take over (a running instance is then fenced and \
+                     stops with exit 1)",
+                    cfg.source.name,
+                    crate::position::LIVE_WITHIN.as_secs()
+                ));
+            }
+            crate::report!(out, "source {:?}: {why}; --force: moving it anyway", cfg.source.name);
+        }
+    }
     let mut checked = match CheckedConnection::open(&source_cfg).await {
         Ok(c) => c,
         Err(e) if e.is_predecessor_registered() => {

@@ -18,7 +18,7 @@ use crate::filter::TableFilter;
 use crate::kafka::{read_checkpoint, KafkaSink};
 use crate::metrics::{Metrics, ProgressLog};
 use crate::pipeline::start::{
-    commit_start, initial_snapshot, resolve_at, resolve_configured_start, resolve_early, ResolvedStart,
+    apply_filters, commit_start, initial_snapshot, resolve_at, resolve_configured_start, resolve_early, ResolvedStart,
 };
 use crate::pipeline::tables::Routes;
 use crate::pipeline::{Error, Pipeline, Settings};
@@ -146,6 +146,7 @@ async fn serve(cfg: &Config) -> Exit {
         let outcome = tokio::select! {
             r = attempt(cfg, server, &stop, &metrics, &registry, &mut progress, &mut first_start) => r,
             () = stopped(stop_rx.clone(), Arc::clone(&metrics)) => {
+                mark_stopped(cfg).await;
                 if let Some(s) = &first_start {
                     tracing::warn!(
                         start = %cfg.source.start,
@@ -163,10 +164,16 @@ async fn serve(cfg: &Config) -> Exit {
         let wait = match e.disposition() {
             Disposition::Stop => {
                 tracing::error!("{e}");
+                if !e.is_fenced() {
+                    mark_stopped(cfg).await;
+                }
                 crate::eline!("sluice run: {e}");
                 return Exit::Failure;
             }
-            _ if stop.load(Ordering::SeqCst) => return Exit::Ok,
+            _ if stop.load(Ordering::SeqCst) => {
+                mark_stopped(cfg).await;
+                return Exit::Ok;
+            }
             Disposition::WaitForPredecessor => {
                 // not a failure: the server drops the dead connection at its next heartbeat
                 let wait = cfg.source.heartbeat / 2 + Duration::from_millis(200);
@@ -213,6 +220,31 @@ async fn serve(cfg: &Config) -> Exit {
     }
 }
 
+/// After a stop the pipeline could not commit itself (an error that stops, a stop signal while
+/// connecting or inside a long transaction): the committed checkpoint is committed once more,
+/// marked as a clean stop, so that `sluice position set` need not wait for it to age. Best
+/// effort, bounded: a broker that does not answer leaves the checkpoint unmarked (`position
+/// set` then waits for it to age, or takes `--force`). Never after a takeover.
+async fn mark_stopped(cfg: &Config) {
+    let mark = async {
+        let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await?;
+        let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
+        let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
+            .await
+            .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
+        if let Some(c) = checkpoint.filter(|c| c.stopped_ms.is_none()) {
+            sink.commit(&c.renewed(true), || {}).await?;
+            sink.finish().await?;
+        }
+        Ok::<(), Error>(())
+    };
+    match tokio::time::timeout(Duration::from_secs(5), mark).await {
+        Ok(Ok(())) => tracing::debug!("Marked the checkpoint as a clean stop"),
+        Ok(Err(e)) => tracing::debug!(error = %e, "Could not mark the checkpoint as a clean stop"),
+        Err(_) => tracing::debug!("Could not mark the checkpoint as a clean stop within 5 s"),
+    }
+}
+
 /// One pipeline attempt. `first_start` holds the configured start resolved at the server while
 /// no checkpoint exists: it is recorded as the first checkpoint, in a Kafka transaction of its
 /// own, before anything is published, so every later attempt resumes from it.
@@ -232,16 +264,31 @@ async fn attempt(
     let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
         .await
         .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
+    if let Some(c) = &checkpoint {
+        // a sign of life at every attempt, also while the source stays away: `sluice position
+        // set` refuses to move the checkpoint of a running instance
+        sink.commit(&c.clone().renewed(false), || {}).await?;
+        sink.finish().await?;
+    }
     let source_cfg = SourceConfig::for_server(cfg, server)?;
     // the tracked schema: as committed with the checkpoint, else read from the server at the
     // moment the start position is taken
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, checkpoint.as_ref()).await?;
     let filter = TableFilter::from_config(&cfg.filter);
     let captured = |db: &str, table: &str| filter.matches(db, table);
-    let (snapshot, signals) = match &checkpoint {
+    let (mut snapshot, signals) = match &checkpoint {
         Some(c) => (c.snapshot.clone(), c.signals_offset),
         None => (None, None),
     };
+    if let Some(p) = snapshot.as_mut() {
+        let left_out = apply_filters(cfg, p);
+        if !left_out.is_empty() {
+            tracing::warn!(
+                tables = %left_out.join(", "),
+                "Snapshot: tables the configuration leaves out now are not read (skipped)"
+            );
+        }
+    }
     let (mut src, mut schemas, snapshot, signals) = match &checkpoint {
         Some(c) => {
             *first_start = None;
@@ -311,6 +358,9 @@ async fn attempt(
                 commit_start(cfg, &mut sink, committed, start, snapshot.clone(), signals, move || m.commit(&file, pos))
                     .await?;
             *first_start = None;
+            if let Some(why) = &cfg.snapshot.mode_implied {
+                tracing::info!("{why}");
+            }
             tracing::info!(
                 start = %cfg.source.start,
                 position = %resume,

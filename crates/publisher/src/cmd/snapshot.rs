@@ -26,7 +26,8 @@ The running `sluice run` of the source reads the tables chunk by chunk between b
 (no lock; the other tables keep streaming) and publishes their rows as op \"r\" records. A table
 already being read is not read twice; one read before is read again. `sluice check` shows the
 progress. Exit 0: requested (with --wait: done); 1: Kafka or the server failed; 2: a table that
-does not exist, is not captured by [filter], or cannot be read.")]
+does not exist, is not captured by [filter], or cannot be read; 75: --timeout passed first (the
+request stays: the instance takes it in when it runs).")]
 pub struct SnapshotArgs {
     /// The configuration file of the running instance.
     #[arg(long, short = 'c', env = "SLUICE_CONFIG")]
@@ -37,6 +38,10 @@ pub struct SnapshotArgs {
     /// Wait until the tables are done, printing their progress.
     #[arg(long)]
     pub wait: bool,
+    /// With `--wait`: give up waiting after this long (e.g. `10m`), exit 75. The request stays
+    /// on the signals topic either way.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "wait")]
+    pub timeout: Option<Duration>,
 }
 
 /// Runs `sluice snapshot`.
@@ -179,7 +184,7 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     if !args.wait {
         return Exit::Ok;
     }
-    wait(cfg, &tables, offset, out).await
+    wait(cfg, &tables, offset, args.timeout, out).await
 }
 
 /// The source's committed checkpoint; a failure to read it is said here and becomes exit 1.
@@ -195,16 +200,49 @@ async fn checkpoint(cfg: &Config) -> Result<Option<crate::position::Checkpoint>,
     Err(Exit::Failure)
 }
 
-/// Follows the checkpoint until the request at `offset` is taken in and `tables` are done.
-async fn wait(cfg: &Config, tables: &[String], offset: i64, out: &mut Report) -> Exit {
+/// How long `--wait` goes without a word while the request is not taken in, then how often
+/// it says it still waits.
+const QUIET_WAIT: Duration = Duration::from_secs(5);
+const WAITING_EVERY: Duration = Duration::from_secs(30);
+
+/// Follows the checkpoint until the request at `offset` is taken in and `tables` are done, or
+/// `timeout` passes (exit 75).
+async fn wait(cfg: &Config, tables: &[String], offset: i64, timeout: Option<Duration>, out: &mut Report) -> Exit {
     let mut last_line = String::new();
     let started = Instant::now();
+    let mut said_waiting: Option<Instant> = None;
     loop {
+        if let Some(t) = timeout.filter(|t| started.elapsed() >= *t) {
+            crate::eline!(
+                "sluice snapshot: gave up waiting after {} ({}); the request stays, and sluice run of source {:?} \
+                 takes it in when it runs (see `sluice check`)",
+                humantime::format_duration(t),
+                if last_line.is_empty() { "no instance took the request in" } else { "the tables are not done" },
+                cfg.source.name
+            );
+            return Exit::Timeout;
+        }
         let cp = match checkpoint(cfg).await {
             Ok(cp) => cp,
             Err(exit) => return exit,
         };
         let taken = cp.as_ref().and_then(|c| c.signals_offset).is_some_and(|o| o > offset);
+        if !taken && started.elapsed() >= QUIET_WAIT && said_waiting.is_none_or(|t| t.elapsed() >= WAITING_EVERY) {
+            said_waiting = Some(Instant::now());
+            let age = cp.as_ref().map_or(String::new(), |c| {
+                format!(
+                    "; its last checkpoint was committed {} s ago",
+                    (crate::process::now_ms() - c.ts_ms).max(0) / 1000
+                )
+            });
+            crate::report!(
+                out,
+                "waiting {} s: no running sluice run of source {:?} has taken the request in yet{age} (is it \
+                 running? It takes requests in within a second while it streams)",
+                started.elapsed().as_secs(),
+                cfg.source.name
+            );
+        }
         if taken {
             let p = cp.and_then(|c| c.snapshot).unwrap_or_default();
             let line = progress_line(&p, tables);
@@ -218,9 +256,6 @@ async fn wait(cfg: &Config, tables: &[String], offset: i64, out: &mut Report) ->
             if done {
                 return Exit::Ok;
             }
-        } else if started.elapsed() > Duration::from_secs(60) && last_line.is_empty() {
-            last_line = "waiting".into();
-            crate::report!(out, "the request is not taken in yet: is sluice run of this source running?");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

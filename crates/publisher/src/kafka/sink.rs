@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::ClientConfig;
 
@@ -25,6 +26,10 @@ use super::{
 };
 use crate::config::KafkaSection;
 use crate::position::Checkpoint;
+
+/// The header of a truncate record (value `t`): Kafka Connect's `HasHeaderKey` predicate finds
+/// it without decoding the value (a sink that cannot apply a truncate can drop it by that).
+pub const TRUNCATE_HEADER: &str = "sluice.op";
 
 /// How long one transactional call (init, commit, abort) may take.
 const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -393,6 +398,60 @@ impl KafkaSink {
         self.produce(topic, key, value).await
     }
 
+    /// The partitions of `topic`, which exists (Sluice created it, or it was there).
+    ///
+    /// # Errors
+    /// Abortable when the broker does not answer, fatal when the topic is not there.
+    pub async fn partitions(&self, topic: &str) -> Result<i32, Error> {
+        let (p, t) = (Arc::clone(&self.producer), topic.to_string());
+        let md = tokio::task::spawn_blocking(move || p.client().fetch_metadata(Some(&t), Duration::from_secs(10)))
+            .await
+            .map_err(|e| Error::Fatal(format!("reading the metadata of topic {topic}: {e}")))?
+            .map_err(|e| Error::Abortable(format!("reading the metadata of topic {topic}: {e}")))?;
+        let n = md.topics().iter().find(|m| m.name() == topic).map_or(0, |m| m.partitions().len());
+        match i32::try_from(n) {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(Error::Fatal(format!("topic {topic} has no partitions the broker lists"))),
+        }
+    }
+
+    /// Adds a truncate record (`value`, no key, the header `sluice.op: t`) to every one of the
+    /// `partitions` of `topic`, after the records sent before it: each partition's consumers
+    /// see it in order with the table's other records there.
+    ///
+    /// # Errors
+    /// As [`KafkaSink::send`].
+    pub async fn send_to_every_partition(&mut self, topic: &str, partitions: i32, value: &[u8]) -> Result<(), Error> {
+        self.open = true;
+        self.txn_bytes += (value.len() as u64) * u64::try_from(partitions).unwrap_or(0);
+        // held records carry no partition: the commit in flight goes through first
+        self.settle().await?;
+        if !self.begun {
+            self.begin_now()?;
+        }
+        for partition in 0..partitions {
+            loop {
+                let headers = OwnedHeaders::new().insert(Header { key: TRUNCATE_HEADER, value: Some("t") });
+                let rec: BaseRecord<'_, [u8], [u8]> =
+                    BaseRecord::to(topic).partition(partition).payload(value).headers(headers);
+                match self.producer.send(rec) {
+                    Ok(()) => break,
+                    Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    Err((e, _)) => {
+                        let err = classify(&format!("producing a truncate record to {topic}"), &e);
+                        if matches!(err, Error::Abortable(_)) {
+                            self.abort_after(&err).await?;
+                        }
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn produce(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), Error> {
         loop {
             let mut rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
@@ -520,7 +579,7 @@ impl KafkaSink {
     /// caller restarts with a new producer, whose `init_transactions` aborts what is left).
     async fn abort_after(&mut self, cause: &Error) -> Result<(), Error> {
         match self.abort().await {
-            Err(e @ Error::Fatal(_)) => Err(e),
+            Err(e @ (Error::Fatal(_) | Error::Fenced(_))) => Err(e),
             Err(e) => {
                 tracing::debug!(cause = %cause, error = %e, "Aborting the Kafka transaction failed too");
                 Ok(())
@@ -688,6 +747,7 @@ mod tests {
         s.commit(&checkpoint(), then).await.unwrap();
         let e = s.finish().await.unwrap_err();
         assert_eq!(e.disposition(), Disposition::Stop, "{e}");
+        assert!(matches!(e, crate::kafka::Error::Fenced(_)), "{e:?}");
         assert!(e.to_string().contains("another instance with the same source name"), "{e}");
         assert_eq!(n.load(Ordering::SeqCst), 0);
     }

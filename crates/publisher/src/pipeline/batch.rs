@@ -2,7 +2,9 @@
 //! `batch_max_records` records, `batch_max_bytes` of keys and values, or `batch_max_delay` since
 //! the batch began, whichever comes first (a MySQL transaction is never split). With nothing
 //! pending, a checkpoint-only transaction is written every `max(batch_max_delay, 1 s)` when the
-//! resume point moved, so a restart does not re-read a long stretch of uncaptured binlog.
+//! resume point moved, so a restart does not re-read a long stretch of uncaptured binlog, and
+//! one every `LIVENESS_EVERY` (10 s) whatever happens, so `sluice position set` can tell a
+//! running instance from a stopped one.
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +56,12 @@ impl Batch {
     /// True when a checkpoint-only transaction is due (nothing pending, the position moved).
     pub fn idle_checkpoint_due(&self) -> bool {
         self.last_commit.elapsed() >= self.max_delay.max(Duration::from_secs(1))
+    }
+
+    /// True when the last commit is [`crate::position::LIVENESS_EVERY`] old: a checkpoint is
+    /// due even with nothing new, as the instance's sign of life.
+    pub fn liveness_due(&self) -> bool {
+        self.last_commit.elapsed() >= crate::position::LIVENESS_EVERY
     }
 
     /// A commit started: a new batch begins.

@@ -98,6 +98,24 @@ pub fn initial_snapshot(cfg: &Config, tables: &[TrackedTable], reason: &str) -> 
     })
 }
 
+/// Applies today's `[filter]` and `snapshot.exclude` to a committed snapshot plan: a table not
+/// finished yet that they leave out now (the configuration changed since the plan was made)
+/// is not read; returns the names of those tables. `snapshot.exclude` does not apply to
+/// tables a `sluice snapshot` request asked for.
+pub fn apply_filters(cfg: &Config, progress: &mut SnapshotProgress) -> Vec<String> {
+    let filter = TableFilter::from_config(&cfg.filter);
+    let by_request = progress.reason == "signal";
+    progress.leave_out(|name| {
+        let (db, table) = name.split_once('.').unwrap_or((name, ""));
+        if !filter.matches(db, table) {
+            return Some("no longer captured by [filter] (changed since the snapshot was planned)".into());
+        }
+        let excluded = cfg.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, db, table));
+        (excluded && !by_request)
+            .then(|| "left out by snapshot.exclude (changed since the snapshot was planned)".into())
+    })
+}
+
 /// The `filter.include` patterns that match none of `tables` (the tables the server shows).
 fn unseen_includes<'a>(include: &'a [String], tables: &[TrackedTable]) -> Vec<&'a str> {
     include

@@ -149,6 +149,11 @@ impl Tables {
         })
     }
 
+    /// The current version of table `name` (`db.table`), when one was seen.
+    pub fn get(&self, name: &str) -> Option<&CachedTable> {
+        self.by_name.get(name)
+    }
+
     /// The table whose records go to `topic` (for messages about a record of it).
     pub fn by_topic(&self, topic: &str) -> Option<&CachedTable> {
         self.by_name.values().find(|t| t.topic == topic)

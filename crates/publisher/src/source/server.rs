@@ -131,8 +131,8 @@ pub async fn resolve_start(
             let set_of = |v: Option<String>| v.unwrap_or_default().parse::<GtidSet>().unwrap_or_default();
             let executed = set_of(scalar(conn, "SELECT @@GLOBAL.gtid_executed").await.ok().flatten());
             let purged = set_of(scalar(conn, "SELECT @@GLOBAL.gtid_purged").await.ok().flatten());
-            if let Some(why) = mysql_gtid_problem(set, &executed, &purged) {
-                return Err(SourceError::Start(why));
+            if let Some(e) = mysql_gtid_problem(set, &executed, &purged) {
+                return Err(e);
             }
             ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mysql(set.clone())) }
         }
@@ -163,8 +163,8 @@ pub async fn resolve_start(
                 .flatten()
                 .map(|s| s.split(',').filter_map(|g| g.trim().parse().ok()).collect())
                 .unwrap_or_default();
-            if let Some(why) = mariadb_gtid_problem(list, newest, &state, &oldest, earliest) {
-                return Err(SourceError::Start(why));
+            if let Some(e) = mariadb_gtid_problem(list, newest, &state, &oldest, earliest) {
+                return Err(e);
             }
             ResumePoint { file: String::new(), position: 4, gtid: Some(GtidState::Mariadb(list.clone())) }
         }
@@ -172,19 +172,21 @@ pub async fn resolve_start(
 }
 
 /// Why a MySQL server cannot stream from `requested` (everything not in it), given its
-/// `gtid_executed` and `gtid_purged`; None when it can.
-fn mysql_gtid_problem(requested: &GtidSet, executed: &GtidSet, purged: &GtidSet) -> Option<String> {
+/// `gtid_executed` and `gtid_purged`; None when it can. History the server purged is
+/// [`SourceError::Purged`], whether a file or GTIDs find it gone (`snapshot.mode =
+/// "when_needed"` answers both alike); the rest [`SourceError::Start`].
+fn mysql_gtid_problem(requested: &GtidSet, executed: &GtidSet, purged: &GtidSet) -> Option<SourceError> {
     if !requested.is_subset(executed) {
-        return Some(format!(
+        return Some(SourceError::Start(format!(
             "the server has not executed all of {requested} (its gtid_executed is {executed}): it has not reached \
              this position; is this the right server?"
-        ));
+        )));
     }
     if !purged.is_subset(requested) {
-        return Some(format!(
+        return Some(SourceError::Purged(format!(
             "the server has purged transactions that follow {requested} (its gtid_purged is {purged}): changes \
              after it are lost to replication; take a new snapshot, or start from a later position knowingly"
-        ));
+        )));
     }
     None
 }
@@ -197,26 +199,49 @@ fn mariadb_gtid_problem(
     state: &[MariadbGtid],
     oldest: &MariadbGtidList,
     earliest_file: &str,
-) -> Option<String> {
+) -> Option<SourceError> {
+    gtid_problem_text(requested, newest, state, oldest, earliest_file).map(|(purged, why)| {
+        if purged {
+            SourceError::Purged(why)
+        } else {
+            SourceError::Start(why)
+        }
+    })
+}
+
+/// [`mariadb_gtid_problem`]'s finding: true when the history after `requested` was purged.
+fn gtid_problem_text(
+    requested: &MariadbGtidList,
+    newest: &MariadbGtidList,
+    state: &[MariadbGtid],
+    oldest: &MariadbGtidList,
+    earliest_file: &str,
+) -> Option<(bool, String)> {
     for g in requested.iter() {
         match newest.get(g.domain_id) {
             None => {
-                return Some(format!(
+                return Some((
+                    false,
+                    format!(
                     "the server has no GTID in domain {} (its gtid_binlog_pos is {newest}): it has not reached {g}; \
                      is this the right server?",
                     g.domain_id
+                ),
                 ))
             }
             Some(n) if n.seq_no < g.seq_no => {
-                return Some(format!(
-                    "the server has not reached {g}: its newest GTID in domain {} is {n} (gtid_binlog_pos \
+                return Some((
+                    false,
+                    format!(
+                        "the server has not reached {g}: its newest GTID in domain {} is {n} (gtid_binlog_pos \
                      {newest}), so it lacks GTIDs {}-{}-{} to {g}, which were published from another server; is \
                      this the right server, or is it a replica that is behind (let it catch up, or promote one that \
                      has them)?",
-                    g.domain_id,
-                    g.domain_id,
-                    g.server_id,
-                    n.seq_no + 1
+                        g.domain_id,
+                        g.domain_id,
+                        g.server_id,
+                        n.seq_no + 1
+                    ),
                 ))
             }
             _ => {}
@@ -225,17 +250,23 @@ fn mariadb_gtid_problem(
         let of_server = state.iter().find(|s| s.domain_id == g.domain_id && s.server_id == g.server_id);
         if !state.is_empty() && of_server.is_none_or(|s| s.seq_no < g.seq_no) {
             let held: Vec<String> = state.iter().map(ToString::to_string).collect();
-            return Some(format!(
-                "{g} is not in the server's binlog history, which holds GTIDs up to {} (gtid_binlog_state): a \
+            return Some((
+                false,
+                format!(
+                    "{g} is not in the server's binlog history, which holds GTIDs up to {} (gtid_binlog_state): a \
                  GTID of another server or topology? Give one of this server's (SELECT @@gtid_binlog_pos)",
-                held.join(",")
+                    held.join(",")
+                ),
             ));
         }
         if oldest.get(g.domain_id).is_some_and(|o| g.seq_no < o.seq_no) {
-            return Some(format!(
-                "the server no longer has the transactions after {g}: its oldest binlog {earliest_file} starts at \
+            return Some((
+                true,
+                format!(
+                    "the server no longer has the transactions after {g}: its oldest binlog {earliest_file} starts at \
                  {oldest}; changes between are lost to replication: take a new snapshot, or start from \
                  {earliest_file}:4 knowingly"
+                ),
             ));
         }
     }
@@ -393,21 +424,31 @@ mod tests {
         let l = |s: &str| s.parse::<MariadbGtidList>().unwrap();
         let (newest, oldest) = (l("0-1-500,1-1-20"), l("0-1-100"));
         let state: Vec<MariadbGtid> = ["0-1-500", "1-1-20", "0-3-450"].iter().map(|g| g.parse().unwrap()).collect();
-        assert_eq!(mariadb_gtid_problem(&l("0-1-300"), &newest, &state, &oldest, "b.000002"), None);
-        assert_eq!(mariadb_gtid_problem(&l("0-1-100,1-1-20"), &newest, &state, &oldest, "b.000002"), None);
-        assert_eq!(mariadb_gtid_problem(&l("0-3-450"), &newest, &state, &oldest, "b.000002"), None);
-        let other = mariadb_gtid_problem(&l("0-2-1"), &newest, &state, &oldest, "b.000002").unwrap();
+        let problem = |list: &str, state: &[MariadbGtid]| {
+            mariadb_gtid_problem(&l(list), &newest, state, &oldest, "b.000002").map(|e| {
+                let purged = matches!(e, SourceError::Purged(_));
+                assert!(purged || matches!(e, SourceError::Start(_)), "{e:?}");
+                (purged, e.to_string())
+            })
+        };
+        assert!(problem("0-1-300", &state).is_none());
+        assert!(problem("0-1-100,1-1-20", &state).is_none());
+        assert!(problem("0-3-450", &state).is_none());
+        let (purged, other) = problem("0-2-1", &state).unwrap();
+        assert!(!purged);
         assert!(other.starts_with("0-2-1 is not in the server's binlog history"), "{other}");
-        let ahead = mariadb_gtid_problem(&l("0-1-501"), &newest, &[], &oldest, "b.000002").unwrap();
+        let (purged, ahead) = problem("0-1-501", &[]).unwrap();
+        assert!(!purged);
         assert!(
             ahead.starts_with("the server has not reached 0-1-501: its newest GTID in domain 0 is 0-1-500"),
             "{ahead}"
         );
         assert!(ahead.contains("so it lacks GTIDs 0-1-501 to 0-1-501"), "{ahead}");
         assert!(!ahead.contains("purged") && !ahead.contains("lost"), "{ahead}");
-        let domain = mariadb_gtid_problem(&l("7-1-1"), &newest, &[], &oldest, "b.000002").unwrap();
+        let (_, domain) = problem("7-1-1", &[]).unwrap();
         assert!(domain.contains("no GTID in domain 7"), "{domain}");
-        let purged = mariadb_gtid_problem(&l("0-1-99"), &newest, &state, &oldest, "b.000002").unwrap();
+        let (gone, purged) = problem("0-1-99", &state).unwrap();
+        assert!(gone, "a purged history is one error kind, by file or by GTID");
         assert!(
             purged.contains("no longer has the transactions after 0-1-99") && purged.contains("b.000002:4"),
             "{purged}"
@@ -420,10 +461,14 @@ mod tests {
         let u = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
         let executed = s(&format!("{u}:1-100"));
         let purged = s(&format!("{u}:1-10"));
-        assert_eq!(mysql_gtid_problem(&s(&format!("{u}:1-50")), &executed, &purged), None);
+        assert!(mysql_gtid_problem(&s(&format!("{u}:1-50")), &executed, &purged).is_none());
         let ahead = mysql_gtid_problem(&s(&format!("{u}:1-150")), &executed, &purged).unwrap();
+        assert!(matches!(ahead, SourceError::Start(_)));
+        let ahead = ahead.to_string();
         assert!(ahead.contains("has not executed all of") && ahead.contains("has not reached"), "{ahead}");
         let gone = mysql_gtid_problem(&s(&format!("{u}:1-5")), &executed, &purged).unwrap();
+        assert!(matches!(gone, SourceError::Purged(_)));
+        let gone = gone.to_string();
         assert!(gone.contains("has purged transactions that follow"), "{gone}");
     }
 }

@@ -565,6 +565,63 @@ fn envelope_and_flattened() {
     assert_eq!(e.to_string(), "db.t: op u needs before and after images");
 }
 
+/// A truncate record (`op = "t"`) reads back under the table's envelope schema with both
+/// images null, and under its flattened schema with `__op = "t"`, `__deleted = true` and every
+/// column at its zero (every kind of column a flattened schema can hold: NOT NULL ones
+/// included, whose zero is not null).
+#[test]
+fn truncate_records() {
+    use ColumnType as T;
+    let tm = table(vec![
+        text("name", T::VarChar, 40, UTF8MB4),
+        col("price", T::NewDecimal, (10 << 8) | 2, false),
+        col("big", T::LongLong, 0, false),
+        unsigned(col("ubig", T::LongLong, 0, false)),
+        col("born", T::Date, 0, false),
+        col("at", T::Timestamp2, 3, false),
+        col("d", T::Double, 8, false),
+        col("g", T::Geometry, 4, false),
+        col("flags", T::Bit, 0x0203, false),
+        {
+            let mut e = col("e", T::Enum, 1, false);
+            e.enum_values = names(&["a", "b"]);
+            e
+        },
+        {
+            let mut st = col("s", T::Set, 1, false);
+            st.set_values = names(&["x", "y"]);
+            st
+        },
+    ]);
+    let ts = schema(&tm);
+    let enc = AvroEncoder::new();
+    let mut out = Vec::new();
+    enc.write_truncate("db", "t", &ctx(), &mut out);
+    let v = apache_avro::from_avro_datum(ts.value_schema(), &mut out.as_slice(), None).unwrap();
+    let Avro::Record(env) = v else { panic!("not a record") };
+    assert_eq!(field(&env, "before"), &Avro::Union(0, Box::new(Avro::Null)));
+    assert_eq!(field(&env, "after"), &Avro::Union(0, Box::new(Avro::Null)));
+    assert_eq!(field(&env, "op"), &Avro::String("t".into()));
+    let Avro::Record(src) = field(&env, "source") else { panic!() };
+    assert_eq!(field(src, "table"), &Avro::String("t".into()));
+    assert_eq!(field(src, "pos"), &Avro::Long(4711));
+
+    let mut out = Vec::new();
+    enc.write_flat_truncate("db.t", ts.flat_schema(), &mut out).unwrap();
+    let mut rest = out.as_slice();
+    let v = apache_avro::from_avro_datum(ts.flat_schema(), &mut rest, None).unwrap();
+    assert!(rest.is_empty(), "{} bytes left", rest.len());
+    let Avro::Record(f) = v else { panic!("not a record") };
+    assert_eq!(field(&f, "__op"), &Avro::String("t".into()));
+    assert_eq!(field(&f, "__deleted"), &Avro::Boolean(true));
+    assert_eq!(field(&f, "id"), &Avro::Int(0));
+    assert_eq!(field(&f, "name"), &Avro::Union(0, Box::new(Avro::Null)));
+    assert_eq!(field(&f, "big"), &Avro::Long(0));
+    // the envelope schema is not a flattened one
+    let e = enc.write_flat_truncate("db.t", ts.value_schema(), &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("no __op field"), "{e}");
+}
+
 #[test]
 fn minimal_row_images() {
     use ColumnType as T;
