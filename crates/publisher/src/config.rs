@@ -136,6 +136,12 @@ pub struct ElasticsearchSection {
     /// How long one request may take before it is retried.
     #[serde(default = "default_es_timeout", with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// A partition with records waiting whose consumer position has not moved for this long is
+    /// stalled: `/readyz` answers 503, `sluice_es_stalled_partitions` counts it, and the sink
+    /// restarts its consumer from the committed offsets (checked every 10 s of the sink's own
+    /// time, so a slow bulk request does not count as a stall).
+    #[serde(default = "default_stall_after", with = "humantime_serde")]
+    pub stall_after: Duration,
     /// The Kafka consumer group; its committed offsets are where a restart resumes. Default
     /// `sluice-es-<kafka.topic_prefix>`.
     #[serde(default)]
@@ -208,6 +214,9 @@ fn default_bulk_bytes() -> u64 {
 }
 fn default_bulk_interval() -> Duration {
     Duration::from_secs(1)
+}
+fn default_stall_after() -> Duration {
+    Duration::from_secs(60)
 }
 fn default_es_timeout() -> Duration {
     Duration::from_secs(30)
@@ -291,6 +300,9 @@ impl ElasticsearchSection {
         }
         if self.request_timeout < Duration::from_secs(1) {
             p.push("elasticsearch.request_timeout", "must be at least 1s");
+        }
+        if self.stall_after < Duration::from_secs(10) {
+            p.push("elasticsearch.stall_after", "must be at least 10s (partitions are checked every 10 s)");
         }
         librdkafka_problems("elasticsearch.consumer", &self.consumer, p);
     }

@@ -503,8 +503,9 @@ pub struct SinkMetrics {
     skipped: IntCounterVec,
     bulk_requests: IntCounterVec,
     bulk_seconds: Histogram,
-    lag_records: IntGauge,
+    lag_records: IntGaugeVec,
     lag_seconds: IntGauge,
+    stalled: IntGauge,
     restarts: IntCounter,
     ready: IntGauge,
 }
@@ -541,7 +542,19 @@ impl SinkMetrics {
                 &["outcome"],
             ),
             bulk_seconds: latency_histogram(&r, "sluice_es_bulk_seconds", "How long each bulk request took."),
-            lag_records: gauge(&r, "sluice_es_lag_records", "Records in the topics not yet applied (consumer lag)."),
+            lag_records: gauge_vec(
+                &r,
+                "sluice_es_lag_records",
+                "Records of each index's topic not applied yet: per partition the last stable offset less the \
+                 committed offset, computed by the sink (0 once every partition is applied to its end; commit \
+                 markers between records waiting count too).",
+                &["index"],
+            ),
+            stalled: gauge(
+                &r,
+                "sluice_es_stalled_partitions",
+                "Partitions with records waiting whose consumer position has not moved for elasticsearch.stall_after.",
+            ),
             lag_seconds: gauge(
                 &r,
                 "sluice_es_lag_seconds",
@@ -571,15 +584,40 @@ impl SinkMetrics {
         self.bulk_seconds.observe(seconds);
     }
 
-    /// The consumer's lag: records waiting, and the age of the last record applied.
-    pub fn lag(&self, records: i64, seconds: i64) {
-        self.lag_records.set(records.max(0));
-        self.lag_seconds.set(if records > 0 { seconds.max(0) } else { 0 });
+    /// The records waiting, by index (every synced index, 0 included), and the partitions
+    /// stalled.
+    pub fn lag(&self, by_index: &std::collections::HashMap<std::sync::Arc<str>, i64>, stalled: usize) {
+        for (index, n) in by_index {
+            self.lag_records.with_label_values(&[index]).set((*n).max(0));
+        }
+        self.stalled.set(i64::try_from(stalled).unwrap_or(i64::MAX));
+        if self.lag_records() == 0 {
+            self.lag_seconds.set(0);
+        }
     }
 
-    /// Records waiting now.
+    /// The age of the last record applied, while records wait.
+    pub fn lag_age(&self, seconds: i64) {
+        self.lag_seconds.set(if self.lag_records() > 0 { seconds.max(0) } else { 0 });
+    }
+
+    /// Records waiting now, all indices.
     pub fn lag_records(&self) -> i64 {
-        self.lag_records.get()
+        self.lag_records
+            .collect()
+            .iter()
+            .flat_map(|f| f.get_metric().iter())
+            .map(|m| {
+                #[allow(clippy::cast_possible_truncation)]
+                let v = m.get_gauge().get_value() as i64;
+                v
+            })
+            .sum()
+    }
+
+    /// Partitions stalled now.
+    pub fn stalled(&self) -> i64 {
+        self.stalled.get()
     }
 
     /// The sink restarts.
@@ -623,7 +661,8 @@ impl Served for SinkMetrics {
         TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
     }
     fn is_ready(&self) -> bool {
-        self.ready.get() == 1
+        // a stalled partition is not ready, though the rest applies
+        self.ready.get() == 1 && self.stalled.get() == 0
     }
 }
 

@@ -7,7 +7,10 @@
 //! exactly the rows `SELECT` returns, document by document and field by field, compared as typed
 //! values (numbers as numbers, dates as dates, bytes as bytes), and no document of a deleted row.
 //! The mapping of the every-type table is checked field by field; a column added by DDL reaches
-//! the mapping; a type change Elasticsearch cannot apply stops the sink with how to reindex.
+//! the mapping; a type change Elasticsearch cannot apply stops the sink with how to reindex. The
+//! sink is SIGKILLed six times, 0.5 to 4 s apart, under writes; its own lag must reach 0. A
+//! TRUNCATE and a DROP TABLE with re-creation leave the indices equal to the tables, also when
+//! the range holding them is delivered again.
 
 mod support;
 
@@ -394,11 +397,11 @@ fn scenario(name: &str, engine_kind: &str) {
             db.sql_text(&stmt);
         }
         db.sql_text(&format!("UPDATE shop.every SET vc = CONCAT('r{round} ', IFNULL(vc, '')) WHERE id = 4"));
-        if round % 2 == 1 {
-            std::thread::sleep(Duration::from_millis(rng.u64(200..1500)));
-            sink.kill();
-            sink = Sink::start(&config, &sink_log, metrics);
-        }
+        // six SIGKILLs 0.5 to 4 s apart while the rows keep coming (issue 20, item 3: a partition
+        // once stayed behind after such a series while the sink said nothing waited)
+        std::thread::sleep(Duration::from_millis(rng.u64(500..4000)));
+        sink.kill();
+        sink = Sink::start(&config, &sink_log, metrics);
     }
     db.sql_text("DELETE FROM shop.lines WHERE order_id = 3; INSERT INTO shop.nokey VALUES (3, 'c');");
 
@@ -484,7 +487,48 @@ fn scenario(name: &str, engine_kind: &str) {
     assert!(metric(metrics, "sluice_es_skipped_total") >= 1.0);
     assert!(log_text(&sink_log).contains("The table has no key, so its rows have no document id"));
 
-    // one range delivered twice: the group's offsets moved back while the sink is stopped
+    // the sink's own lag: 0 on every partition once everything is applied (commit markers
+    // after the last record do not count), and ready
+    wait_for(60, || metric(metrics, "sluice_es_lag_records") == 0.0, "the sink's lag to reach 0", &sink_log);
+    assert_eq!(metric(metrics, "sluice_es_stalled_partitions"), 0.0);
+    assert_eq!(support::http_get(metrics, "/readyz").0, 200);
+
+    // TRUNCATE (issue 20, item 2): the documents written before it go, the rows after it stay;
+    // a table dropped and created again under its name keeps none of the old rows' documents
+    let mut sql = String::from("TRUNCATE TABLE shop.orders; INSERT INTO shop.orders (id, v, qty) VALUES ");
+    sql.push_str(&(5001..=5300).map(|i| format!("({i}, 't{i}', {i})")).collect::<Vec<_>>().join(","));
+    sql.push_str(
+        "; DROP TABLE shop.lines; CREATE TABLE shop.lines (order_id INT, k VARCHAR(10), v VARCHAR(20), qty INT, \
+         PRIMARY KEY (order_id, k)); INSERT INTO shop.lines VALUES (1, 'z', 'after', 1), (2, 'z', 'after', 2);",
+    );
+    db.sql_text(&sql);
+    services.wait_caught_up("sluice", "es", &run_log);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let diff: Vec<String> = simple_diff(db, &engine, "sluice.shop.orders", orders)
+            .into_iter()
+            .chain(simple_diff(db, &engine, "sluice.shop.lines", lines))
+            .collect();
+        if diff.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after TRUNCATE and DROP, the indices differ from the tables:\n{}\n--- sink log:\n{}",
+            diff.join("\n"),
+            log_text(&sink_log)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(engine.documents("sluice.shop.orders").len(), 300);
+    assert_eq!(engine.documents("sluice.shop.lines").len(), 2);
+    assert!(log_text(&sink_log).contains("Applied a truncate record"), "{}", log_text(&sink_log));
+    assert!(log_text(&run_log).contains("TRUNCATE TABLE emptied the table"), "{}", log_text(&run_log));
+    assert!(log_text(&run_log).contains("DROP TABLE emptied the table"), "{}", log_text(&run_log));
+
+    // one range delivered twice: the group's offsets moved back while the sink is stopped; the
+    // truncate record comes again too, so the index ends as the table, and the records after it
+    // are refused as older versions
     sink.stop();
     let conflicts = redeliver_orders(&services, &config, &sink_log, metrics, &mut sink);
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -492,6 +536,7 @@ fn scenario(name: &str, engine_kind: &str) {
         assert!(Instant::now() < deadline, "the indices changed after a range was delivered again");
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert!(simple_diff(db, &engine, "sluice.shop.lines", lines).is_empty());
     eprintln!("shop.orders delivered again from offset 0: {conflicts} version conflicts counted, the index unchanged");
 
     // the sink's exposition passes Prometheus's linter, and a real Prometheus scraping it has data

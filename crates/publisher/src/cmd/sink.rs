@@ -127,7 +127,7 @@ async fn attempt(
 ) -> Result<(), crate::elastic::feed::SinkError> {
     let mut feed = Feed::new(cfg, registry.clone(), Arc::clone(metrics))?;
     let cluster = feed.hello().await?;
-    let (consumer, lag) = consumer(cfg)?;
+    let (consumer, ends) = consumer(cfg)?;
     tracing::info!(
         cluster,
         url = %crate::config::redact_url(&cfg.elasticsearch.url),
@@ -135,5 +135,5 @@ async fn attempt(
         "Applying the tables' topics to Elasticsearch"
     );
     metrics.set_ready(true);
-    feed.run(&consumer, &lag, stop).await
+    feed.run(&consumer, &ends, stop).await
 }

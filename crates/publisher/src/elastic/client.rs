@@ -4,8 +4,11 @@
 //! missing document), a version conflict (an older record than the index has: counted, not an
 //! error), retried (429, 5xx), or a stop naming the index, the id and Elasticsearch's reason.
 //!
-//! Plain `reqwest` rather than the `elasticsearch` crate: the sink needs three endpoints
-//! (`_bulk`, `_mapping`, index creation), the official client is a large alpha-versioned crate
+//! A truncate record is applied by a scroll over the index's ids and versions and a bulk delete
+//! of those its partition wrote before it ([`external_version`]).
+//!
+//! Plain `reqwest` rather than the `elasticsearch` crate: the sink needs a few endpoints
+//! (`_bulk`, `_mapping`, index creation, a scroll), the official client is a large alpha-versioned crate
 //! whose builders generate every API, and reqwest is already here for the registry (same TLS,
 //! same timeouts, one HTTP stack).
 //!
@@ -356,10 +359,99 @@ impl Elastic {
     }
 }
 
+/// A scroll over every document of an index: their `_id`s and `_version`s, a page at a time.
+#[derive(Debug)]
+pub struct Scroll {
+    id: Option<String>,
+    first: Option<Vec<(String, i64)>>,
+}
+
+impl Elastic {
+    /// Opens a scroll over `index` after a refresh (so the documents indexed just before are
+    /// in it), sorted by `_doc`, ids and versions only; its first page is the first
+    /// [`Elastic::next_page`]. A missing index is an empty scroll.
+    ///
+    /// # Errors
+    /// Request errors, and an answer without hits.
+    pub async fn scan_versions(&self, index: &str, page: usize) -> Result<Scroll, ElasticError> {
+        let refresh = format!("/{}/_refresh", encode(index));
+        let (status, _) = self.send(self.request(reqwest::Method::POST, &refresh), &format!("POST {refresh}")).await?;
+        if status == 404 {
+            return Ok(Scroll { id: None, first: Some(Vec::new()) });
+        }
+        let path = format!("/{}/_search?scroll=1m", encode(index));
+        let body = json!({"size": page, "sort": ["_doc"], "version": true, "_source": false});
+        let (status, resp) =
+            self.send(self.request(reqwest::Method::POST, &path).json(&body), &format!("POST {path}")).await?;
+        if status == 404 {
+            return Ok(Scroll { id: None, first: Some(Vec::new()) });
+        }
+        let hits = page_of(status, &resp, &path)?;
+        let id = resp.get("_scroll_id").and_then(Json::as_str).map(str::to_string);
+        Ok(Scroll { id, first: Some(hits) })
+    }
+
+    /// The next page of `scroll` (empty at the end; the scroll is then cleared).
+    ///
+    /// # Errors
+    /// Request errors.
+    pub async fn next_page(&self, scroll: &mut Scroll) -> Result<Vec<(String, i64)>, ElasticError> {
+        if let Some(first) = scroll.first.take() {
+            if first.is_empty() {
+                self.close(scroll).await;
+            }
+            return Ok(first);
+        }
+        let Some(id) = scroll.id.clone() else { return Ok(Vec::new()) };
+        let path = "/_search/scroll";
+        let body = json!({"scroll": "1m", "scroll_id": id});
+        let (status, resp) = self.send(self.request(reqwest::Method::POST, path).json(&body), path).await?;
+        let hits = page_of(status, &resp, path)?;
+        scroll.id = resp.get("_scroll_id").and_then(Json::as_str).map(str::to_string).or(Some(id));
+        if hits.is_empty() {
+            self.close(scroll).await;
+        }
+        Ok(hits)
+    }
+
+    /// Clears the scroll on the cluster (best effort: it expires within a minute anyway).
+    async fn close(&self, scroll: &mut Scroll) {
+        if let Some(id) = scroll.id.take() {
+            let req = self.request(reqwest::Method::DELETE, "/_search/scroll").json(&json!({"scroll_id": id}));
+            let _ = self.send(req, "DELETE /_search/scroll").await;
+        }
+    }
+}
+
+/// The `(_id, _version)` of a search answer's hits.
+fn page_of(status: u16, resp: &Json, what: &str) -> Result<Vec<(String, i64)>, ElasticError> {
+    let hits = resp.pointer("/hits/hits").and_then(Json::as_array).filter(|_| status == 200).ok_or_else(|| {
+        ElasticError::Status { what: what.to_string(), status, body: shorten(&resp.to_string()), hint: "" }
+    })?;
+    Ok(hits.iter().filter_map(|h| Some((h.get("_id")?.as_str()?.to_string(), h.get("_version")?.as_i64()?))).collect())
+}
+
+/// A document's external version: the offset of the record that wrote it and its partition,
+/// `offset << 12 | partition`. Every key lives in one partition, so a document's versions
+/// compare as its records' offsets (an older record never replaces a newer one), and the
+/// partition is in the version so that a truncate record of one partition removes exactly the
+/// documents written before it there (its other partitions have truncate records of their own).
+/// None for a partition of 4096 or more, or an offset past 2^51.
+pub fn external_version(partition: i32, offset: i64) -> Option<i64> {
+    let p = i64::from(partition);
+    ((0..PARTITIONS_MAX).contains(&p) && (0..1 << 51).contains(&offset)).then(|| offset << 12 | p)
+}
+
+/// The partition and offset of an [`external_version`].
+pub fn version_parts(version: i64) -> (i32, i64) {
+    (i32::try_from(version & (PARTITIONS_MAX - 1)).unwrap_or(0), version >> 12)
+}
+
+/// How many partitions a synced topic may have ([`external_version`]).
+pub const PARTITIONS_MAX: i64 = 4096;
+
 /// Appends one bulk action: `index` with the document (a serialized JSON object), or `delete`,
-/// both with the external version `version` (the record's Kafka offset: every key lives in one
-/// partition, so its offsets order its versions, and an older record never replaces a newer
-/// one).
+/// both with the external version `version` ([`external_version`]).
 pub fn bulk_line(out: &mut Vec<u8>, index: &str, id: &str, version: i64, doc: Option<&[u8]>) {
     let meta = json!({"_index": index, "_id": id, "version": version, "version_type": "external"});
     let line = match doc {
@@ -478,6 +570,24 @@ mod tests {
             && e.to_string().contains("Set elasticsearch.ca_file")));
         es.ca_file = Some(ca_file);
         Elastic::new(&es).unwrap().info().await.unwrap();
+    }
+
+    #[test]
+    fn versions_hold_offset_and_partition() {
+        assert_eq!(external_version(0, 0), Some(0));
+        assert_eq!(external_version(3, 10), Some(10 * 4096 + 3));
+        assert_eq!(version_parts(10 * 4096 + 3), (3, 10));
+        assert_eq!(external_version(4096, 1), None);
+        assert_eq!(external_version(-1, 1), None);
+        assert_eq!(external_version(0, 1 << 51), None);
+        let top = external_version(4095, (1 << 51) - 1).unwrap();
+        assert_eq!(version_parts(top), (4095, (1 << 51) - 1));
+        // within a partition, versions order as offsets; a truncate at (p, T) is newer than
+        // every record of p before it and older than every one after it
+        let (p, t) = (2, 500);
+        let truncate = external_version(p, t).unwrap();
+        assert!(external_version(p, t - 1).unwrap() < truncate);
+        assert!(external_version(p, t + 1).unwrap() > truncate);
     }
 
     #[test]

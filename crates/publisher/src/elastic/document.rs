@@ -3,7 +3,8 @@
 //! or a flattened value), each value in the form `sluice dump` prints it (exact DECIMAL text, integers
 //! beyond ±2^53 as text, ISO dates with the column's fractional digits, base64 bytes, ENUM and SET by name,
 //! JSON as JSON) except where the mapping wants another (TIME as microseconds, BIT(n) as a number, a
-//! POINT as `{lat, lon}`). A delete, a tombstone or a flattened `__deleted` is a delete.
+//! POINT as `{lat, lon}`). A delete, a tombstone or a flattened `__deleted` is a delete; a
+//! truncate record (`op` or `__op` = `t`) empties the table's documents of its partition.
 //!
 //! `_id`: a one-column key's value as text (an integer in decimal, a string as it is); a
 //! composite key as a JSON array of the values in key order, without spaces (`[7,"k1"]`).
@@ -22,6 +23,9 @@ pub enum Action {
     Index(Map<String, Json>),
     /// Delete the document.
     Delete,
+    /// Delete every document of the table this record's partition wrote before it (a truncate
+    /// record: `op = "t"`, no key).
+    Truncate,
 }
 
 /// A value Sluice cannot put into a document (named by column).
@@ -69,6 +73,9 @@ pub fn action(value: Option<&Avro>, layout: &Layout, forms: Forms) -> Result<Act
     let Avro::Record(top) = value else { return Err(doc_err("(record)", "the value is not a record")) };
     let get = |name: &str| top.iter().find(|(k, _)| k == name).map(|(_, v)| unwrap(v));
     let row = if layout.flattened {
+        if matches!(get("__op"), Some(Avro::String(op)) if op == "t") {
+            return Ok(Action::Truncate);
+        }
         if matches!(get("__deleted"), Some(Avro::Boolean(true))) {
             return Ok(Action::Delete);
         }
@@ -76,6 +83,7 @@ pub fn action(value: Option<&Avro>, layout: &Layout, forms: Forms) -> Result<Act
     } else {
         match get("op") {
             Some(Avro::String(op)) if op == "d" => return Ok(Action::Delete),
+            Some(Avro::String(op)) if op == "t" => return Ok(Action::Truncate),
             Some(Avro::String(_)) => {}
             other => return Err(doc_err("(op)", format!("the envelope's op is {other:?}"))),
         }

@@ -17,8 +17,7 @@
 //! to the group, where Kafka's tools show them and the lag.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use apache_avro::Schema;
@@ -27,7 +26,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, TopicPartitionList};
 
-use super::client::{backoff, bulk_line, Elastic, ElasticError, Item};
+use super::client::{backoff, bulk_line, external_version, version_parts, Elastic, ElasticError, Item, PARTITIONS_MAX};
 use super::document::{action, document_id, Action, Forms};
 use super::mapping::{key_fields, layout, mapping, Field, Layout};
 use crate::config::{ElasticsearchSection, SinkConfig};
@@ -56,6 +55,9 @@ pub enum SinkError {
     /// The Kafka brokers refused the consumer's credentials or TLS handshake.
     #[error("{0}")]
     Denied(String),
+    /// Partitions with records waiting that the consumer stopped reading: restarted.
+    #[error("partitions stalled with records waiting: {0}")]
+    Stalled(String),
     /// A record the sink cannot apply, named by its place.
     #[error("{topic} partition {partition} offset {offset}: {what}")]
     Record {
@@ -86,17 +88,21 @@ impl SinkError {
                 _ => Disposition::Restart,
             },
             SinkError::Registry(e) => e.disposition(),
-            SinkError::Kafka(_) => Disposition::Restart,
+            SinkError::Kafka(_) | SinkError::Stalled(_) => Disposition::Restart,
             SinkError::Denied(_) | SinkError::Record { .. } => Disposition::Stop,
         }
     }
 }
 
+/// Each partition's last stable offset (the end a read_committed consumer reads to), from
+/// librdkafka's statistics; a partition not fetched yet is absent.
+pub type Ends = Arc<Mutex<HashMap<(String, i32), i64>>>;
+
 /// The consumer's context: librdkafka's logs and errors as every Kafka client of Sluice's, and
-/// its statistics for the lag in records.
+/// its statistics for the partitions' ends.
 pub struct SinkContext {
     inner: KafkaContext,
-    lag: Arc<AtomicI64>,
+    ends: Ends,
 }
 
 impl ClientContext for SinkContext {
@@ -109,15 +115,13 @@ impl ClientContext for SinkContext {
     }
 
     fn stats(&self, statistics: rdkafka::Statistics) {
-        // -1: not known yet (no committed offset or high watermark)
-        let lag: i64 = statistics
-            .topics
-            .values()
-            .flat_map(|t| t.partitions.values())
-            .filter(|p| p.partition >= 0 && p.consumer_lag >= 0)
-            .map(|p| p.consumer_lag)
-            .sum();
-        self.lag.store(lag, Ordering::Relaxed);
+        let mut ends = self.ends.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (topic, t) in &statistics.topics {
+            // -1: not known yet (the partition was not fetched)
+            for p in t.partitions.values().filter(|p| p.partition >= 0 && p.ls_offset >= 0) {
+                ends.insert((topic.clone(), p.partition), p.ls_offset);
+            }
+        }
     }
 }
 
@@ -208,6 +212,26 @@ pub struct Feed<'c> {
     batch: Batch,
     /// The bulk request of the batch before, while it runs.
     in_flight: Option<tokio::task::JoinHandle<Result<Batch, SinkError>>>,
+    /// Every assigned partition: its index, committed offset and whether it moves.
+    parts: HashMap<(String, i32), Part>,
+    /// When the partitions were last checked ([`CHECK_EVERY`]).
+    checked: Instant,
+}
+
+/// How often the partitions' lag and progress are checked.
+pub const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// One assigned partition, as the sink follows it.
+#[derive(Debug)]
+struct Part {
+    /// The index its records go to.
+    index: Arc<str>,
+    /// The offset committed to the group (where a restart resumes).
+    committed: i64,
+    /// The consumer's position at the last check.
+    seen: i64,
+    /// Consecutive checks that found records waiting and the position where it was.
+    still: u32,
 }
 
 impl Drop for Feed<'_> {
@@ -223,7 +247,7 @@ impl Drop for Feed<'_> {
 ///
 /// # Errors
 /// A consumer librdkafka refuses to create (a bad property).
-pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Arc<AtomicI64>), SinkError> {
+pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Ends), SinkError> {
     let k = &cfg.kafka;
     let mut c = crate::kafka::client_config(k).map_err(|e| SinkError::Kafka(e.to_string()))?;
     c.set("group.id", cfg.elasticsearch.group(&k.topic_prefix))
@@ -240,11 +264,11 @@ pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Arc<At
     for (key, v) in &cfg.elasticsearch.consumer {
         c.set(key, v);
     }
-    let lag = Arc::new(AtomicI64::new(0));
-    let context = SinkContext { inner: KafkaContext::new(&k.brokers), lag: Arc::clone(&lag) };
+    let ends = Ends::default();
+    let context = SinkContext { inner: KafkaContext::new(&k.brokers), ends: Arc::clone(&ends) };
     let consumer: StreamConsumer<SinkContext> =
         c.create_with_context(context).map_err(|e| SinkError::Kafka(format!("creating the consumer: {e}")))?;
-    Ok((consumer, lag))
+    Ok((consumer, ends))
 }
 
 impl<'c> Feed<'c> {
@@ -269,6 +293,8 @@ impl<'c> Feed<'c> {
             decoders: HashMap::new(),
             batch: Batch::default(),
             in_flight: None,
+            parts: HashMap::new(),
+            checked: Instant::now(),
         })
     }
 
@@ -288,7 +314,7 @@ impl<'c> Feed<'c> {
     pub async fn run(
         &mut self,
         consumer: &StreamConsumer<SinkContext>,
-        lag: &AtomicI64,
+        ends: &Ends,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), SinkError> {
         let mut progress = Instant::now();
@@ -300,10 +326,18 @@ impl<'c> Feed<'c> {
                 topics_checked = Instant::now();
                 self.assign_new(consumer, &mut assigned)?;
             }
-            let wait = self.batch.first.map_or(TOPICS_EVERY, |t| self.es_cfg.bulk_interval.saturating_sub(t.elapsed()));
+            let wait = self
+                .batch
+                .first
+                .map_or(CHECK_EVERY, |t| self.es_cfg.bulk_interval.saturating_sub(t.elapsed()))
+                .min(CHECK_EVERY);
+            if self.checked.elapsed() >= CHECK_EVERY {
+                self.checked = Instant::now();
+                self.watch(consumer, ends)?;
+            }
             tokio::select! {
                 m = consumer.recv() => match m {
-                    Ok(m) => self.record(&m).await?,
+                    Ok(m) => self.record(consumer, &m).await?,
                     Err(e) => {
                         if let Some(denied) = consumer.context().inner.denied() {
                             return Err(SinkError::Denied(denied));
@@ -314,13 +348,13 @@ impl<'c> Feed<'c> {
                 },
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.wait_for(|s| *s) => {
-                    self.flush(consumer, lag).await?;
-                    self.settle(consumer, lag).await?;
+                    self.flush(consumer).await?;
+                    self.settle(consumer).await?;
                     return Ok(());
                 }
             }
             if self.batch.due(self.es_cfg) {
-                self.flush(consumer, lag).await?;
+                self.flush(consumer).await?;
             }
             if progress.elapsed() >= crate::metrics::PROGRESS_EVERY {
                 progress = Instant::now();
@@ -390,14 +424,35 @@ impl<'c> Feed<'c> {
                 .add_partition_offset(e.topic(), e.partition(), offset)
                 .map_err(|err| SinkError::Kafka(format!("{}: {err}", e.topic())))?;
             assigned.insert((e.topic().to_string(), e.partition()));
+            if i64::from(e.partition()) >= PARTITIONS_MAX {
+                return Err(SinkError::Kafka(format!(
+                    "topic {} has a partition {}: the sink keeps documents' versions for partitions below \
+                     {PARTITIONS_MAX}",
+                    e.topic(),
+                    e.partition()
+                )));
+            }
+            let index = self.tables.get(e.topic()).and_then(Option::as_ref).map_or("", |t| t.index.as_str());
+            let committed = match offset {
+                rdkafka::Offset::Offset(o) => o,
+                _ => 0,
+            };
+            self.parts.insert(
+                (e.topic().to_string(), e.partition()),
+                Part { index: Arc::from(index), committed, seen: committed, still: 0 },
+            );
         }
         consumer.incremental_assign(&start).map_err(|e| SinkError::Kafka(format!("assigning partitions: {e}")))?;
         tracing::debug!(partitions = start.count(), "Assigned partitions");
         Ok(())
     }
 
-    /// One record into the batch.
-    async fn record(&mut self, m: &BorrowedMessage<'_>) -> Result<(), SinkError> {
+    /// One record into the batch (a truncate record is applied at once, after the batch).
+    async fn record(
+        &mut self,
+        consumer: &StreamConsumer<SinkContext>,
+        m: &BorrowedMessage<'_>,
+    ) -> Result<(), SinkError> {
         let (topic, partition, offset) = (m.topic(), m.partition(), m.offset());
         let timestamp = m.timestamp().to_millis();
         tracing::trace!(topic, partition, offset, "Record");
@@ -413,6 +468,26 @@ impl<'c> Feed<'c> {
         };
         let index: Arc<str> = Arc::from(table.index.as_str());
         let (db, tb) = (table.db.clone(), table.table.clone());
+        let act = match m.payload() {
+            None => Action::Delete,
+            Some(payload) => {
+                let schema_id = schema_id(payload).map_err(|e| at(format!("the value: {e}")))?;
+                let decoder = self.decoder(payload, &db, &tb).await.map_err(|e| at(format!("the value: {e}")))?;
+                let Decoder::Value(schema, layout) = decoder.as_ref() else {
+                    return Err(at("the value's schema is a key schema".into()));
+                };
+                self.ensure_mapping(topic, schema_id, layout).await?;
+                let value = decode(schema, payload).map_err(|e| at(format!("the value does not decode: {e}")))?;
+                action(Some(&value), layout, self.forms).map_err(|e| {
+                    at(format!("{e}; a value Sluice cannot put into a document stops the sink (nothing is skipped)"))
+                })?
+            }
+        };
+        if act == Action::Truncate {
+            self.truncate(consumer, &index, topic, partition, offset).await?;
+            self.batch.consumed(topic, partition, offset, timestamp);
+            return Ok(());
+        }
         let Some(key) = m.key() else {
             self.metrics.skipped(&index, "no_key");
             let t = self.tables.get_mut(topic).and_then(Option::as_mut);
@@ -436,26 +511,13 @@ impl<'c> Feed<'c> {
             let value = decode(schema, key).map_err(|e| at(format!("the key does not decode: {e}")))?;
             document_id(&value, fields, self.forms).map_err(|e| at(format!("the key: {e}")))?
         };
-        let act = match m.payload() {
-            None => Action::Delete,
-            Some(payload) => {
-                let schema_id = schema_id(payload).map_err(|e| at(format!("the value: {e}")))?;
-                let decoder = self.decoder(payload, &db, &tb).await.map_err(|e| at(format!("the value: {e}")))?;
-                let Decoder::Value(schema, layout) = decoder.as_ref() else {
-                    return Err(at("the value's schema is a key schema".into()));
-                };
-                self.ensure_mapping(topic, schema_id, layout).await?;
-                let value = decode(schema, payload).map_err(|e| at(format!("the value does not decode: {e}")))?;
-                action(Some(&value), layout, self.forms).map_err(|e| {
-                    at(format!("{e}; a value Sluice cannot put into a document stops the sink (nothing is skipped)"))
-                })?
-            }
-        };
         let doc = match act {
             Action::Index(doc) => Some(serde_json::to_vec(&doc).map_err(|e| at(e.to_string()))?),
-            Action::Delete => None,
+            Action::Delete | Action::Truncate => None,
         };
-        self.batch.push(index, id, offset, doc);
+        let version = external_version(partition, offset)
+            .ok_or_else(|| at(format!("no document version for partition {partition}, offset {offset}")))?;
+        self.batch.push(index, id, version, doc);
         self.batch.consumed(topic, partition, offset, timestamp);
         Ok(())
     }
@@ -555,9 +617,24 @@ impl<'c> Feed<'c> {
     /// Hands the batch to a bulk request of its own, once the one before it is through and its
     /// offsets are committed: the next batch is read and built while Elasticsearch applies this
     /// one, and batches are applied and committed one after the other, in order.
-    async fn flush(&mut self, consumer: &StreamConsumer<SinkContext>, lag: &AtomicI64) -> Result<(), SinkError> {
+    async fn flush(&mut self, consumer: &StreamConsumer<SinkContext>) -> Result<(), SinkError> {
+        // the consumer's positions now: past the batch's records and the commit markers after
+        // them (librdkafka moves the position over control records), so a partition applied
+        // to its end commits its end, and its lag is 0
+        if let Ok(positions) = consumer.position() {
+            for e in positions.elements() {
+                let (key, rdkafka::Offset::Offset(pos)) = ((e.topic().to_string(), e.partition()), e.offset()) else {
+                    continue;
+                };
+                let committed = self.parts.get(&key).map_or(i64::MAX, |p| p.committed);
+                let at = self.batch.offsets.get(&key).copied().unwrap_or(committed);
+                if pos > at {
+                    self.batch.offsets.insert(key, pos);
+                }
+            }
+        }
         let batch = std::mem::take(&mut self.batch);
-        self.settle(consumer, lag).await?;
+        self.settle(consumer).await?;
         if batch.offsets.is_empty() {
             return Ok(());
         }
@@ -567,12 +644,144 @@ impl<'c> Feed<'c> {
     }
 
     /// Waits for the bulk request in flight, then commits its batch's offsets.
-    async fn settle(&mut self, consumer: &StreamConsumer<SinkContext>, lag: &AtomicI64) -> Result<(), SinkError> {
+    async fn settle(&mut self, consumer: &StreamConsumer<SinkContext>) -> Result<(), SinkError> {
         let Some(handle) = self.in_flight.take() else { return Ok(()) };
         let batch = handle.await.map_err(|e| SinkError::Kafka(format!("the bulk request's task failed: {e}")))??;
-        self.commit(consumer, &batch.offsets)?;
+        if self.commit(consumer, &batch.offsets)? {
+            for (key, next) in &batch.offsets {
+                if let Some(p) = self.parts.get_mut(key) {
+                    p.committed = p.committed.max(*next);
+                }
+            }
+        }
         let age = batch.last_timestamp_ms.map_or(0, |t| (crate::process::now_ms() - t) / 1000);
-        self.metrics.lag(lag.load(Ordering::Relaxed), age);
+        self.metrics.lag_age(age);
+        Ok(())
+    }
+
+    /// Every [`CHECK_EVERY`]: each partition's lag (its end less its committed offset, by
+    /// index), and whether it moves. A partition with records waiting whose position stays
+    /// where it was for `elasticsearch.stall_after` is stalled: the sink says so (`/readyz`
+    /// 503, a metric) and restarts its consumer. The position is checked on the sink's own
+    /// time: a check that waited for a slow bulk request counts once.
+    fn watch(&mut self, consumer: &StreamConsumer<SinkContext>, ends: &Ends) -> Result<(), SinkError> {
+        let positions: HashMap<(String, i32), i64> = consumer
+            .position()
+            .map(|l| {
+                l.elements()
+                    .iter()
+                    .filter_map(|e| match e.offset() {
+                        rdkafka::Offset::Offset(o) => Some(((e.topic().to_string(), e.partition()), o)),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let known = ends.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let checks = u32::try_from(self.es_cfg.stall_after.as_secs() / CHECK_EVERY.as_secs()).unwrap_or(6).max(1);
+        let mut by_index: HashMap<Arc<str>, i64> = HashMap::new();
+        let mut stalled = Vec::new();
+        for ((topic, partition), part) in &mut self.parts {
+            // a partition never fetched has no end in the statistics: ask the broker (its high
+            // watermark, which a read_committed consumer may not reach past an open transaction)
+            let end = match known.get(&(topic.clone(), *partition)) {
+                Some(e) => *e,
+                None => tokio::task::block_in_place(|| {
+                    consumer.fetch_watermarks(topic, *partition, Duration::from_secs(5)).map_or(part.committed, |w| w.1)
+                }),
+            };
+            let position = positions.get(&(topic.clone(), *partition)).copied().unwrap_or(part.committed);
+            *by_index.entry(Arc::clone(&part.index)).or_default() += (end - part.committed).max(0);
+            if end > position.max(part.committed) && position == part.seen {
+                part.still += 1;
+            } else {
+                part.still = 0;
+            }
+            part.seen = position;
+            if position > part.committed {
+                // consumed but not committed (commit markers alone make no batch): commit soon
+                self.batch.first.get_or_insert_with(Instant::now);
+            }
+            if part.still >= checks {
+                stalled.push(format!(
+                    "{topic} partition {partition} at offset {position} ({} records wait)",
+                    end - position
+                ));
+            }
+        }
+        self.metrics.lag(&by_index, stalled.len());
+        if stalled.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(
+            partitions = %stalled.join("; "),
+            "Partitions with records waiting have not moved for {:?} (elasticsearch.stall_after): restarting the \
+             consumer from the committed offsets",
+            self.es_cfg.stall_after
+        );
+        Err(SinkError::Stalled(stalled.join("; ")))
+    }
+
+    /// Applies the truncate record at `partition`/`offset` of `topic` to `index`: after every
+    /// record before it is applied, the documents that partition wrote before it are deleted
+    /// (found by a scroll over the ids and versions, deleted with the truncate's own version so
+    /// that a document a later record wrote is kept); the table's other partitions carry
+    /// truncate records of their own. Done again when the record is delivered again.
+    async fn truncate(
+        &mut self,
+        consumer: &StreamConsumer<SinkContext>,
+        index: &Arc<str>,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<(), SinkError> {
+        /// Deletions gathered per scroll: the scroll is opened again after each round of
+        /// deletes, so no engine's paging can skip a document.
+        const ROUND: usize = 50_000;
+        self.flush(consumer).await?;
+        self.settle(consumer).await?;
+        let cut = external_version(partition, offset).ok_or_else(|| SinkError::Record {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            what: "no document version for this partition and offset".into(),
+        })?;
+        let mut deleted = 0usize;
+        loop {
+            let mut doomed = Vec::new();
+            let mut scroll = self.es.scan_versions(index, 1000).await?;
+            loop {
+                let page = self.es.next_page(&mut scroll).await?;
+                if page.is_empty() {
+                    break;
+                }
+                doomed.extend(page.into_iter().filter(|(_, v)| version_parts(*v).0 == partition && *v < cut));
+                if doomed.len() >= ROUND {
+                    break;
+                }
+            }
+            if doomed.is_empty() {
+                break;
+            }
+            let n = doomed.len();
+            let mut b = Batch::default();
+            for (id, _) in doomed {
+                b.push(Arc::clone(index), id, cut, None);
+            }
+            send(self.es.clone(), Arc::clone(&self.metrics), b).await?;
+            deleted += n;
+            if n < ROUND {
+                break;
+            }
+        }
+        tracing::info!(
+            topic,
+            partition,
+            offset,
+            index = %index,
+            deleted,
+            "Applied a truncate record: the documents this partition wrote before it are deleted"
+        );
         Ok(())
     }
 
@@ -583,9 +792,9 @@ impl<'c> Feed<'c> {
         &self,
         consumer: &StreamConsumer<SinkContext>,
         offsets: &HashMap<(String, i32), i64>,
-    ) -> Result<(), SinkError> {
+    ) -> Result<bool, SinkError> {
         if offsets.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let mut tpl = TopicPartitionList::new();
         for ((topic, partition), next) in offsets {
@@ -596,8 +805,9 @@ impl<'c> Feed<'c> {
         if let Err(e) = result {
             tracing::warn!(error = %e, "Committing the consumer offsets failed; the records after the last commit will \
                 be applied again (their versions make that harmless)");
+            return Ok(false);
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -693,6 +903,59 @@ mod tests {
         b.consumed("t", 0, 13, None);
         assert_eq!(b.offsets[&("t".to_string(), 0)], 14);
         assert_eq!(b.last_timestamp_ms, Some(5));
+    }
+
+    /// The sink's own lag and stall watch, over librdkafka's mock cluster (a mock because it
+    /// holds a partition's records back on demand: no real broker here can make a consumer
+    /// stop fetching one partition; the end-to-end lag and truncate behaviour is tested against
+    /// the real broker and both Elasticsearch-API engines in tests/sink_elasticsearch.rs). A
+    /// partition whose records wait while its position stays is stalled (a restart, `/readyz`
+    /// 503); once records are taken from it, it is not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_partition_that_does_not_move_is_stalled() {
+        use crate::metrics::Served;
+        use rdkafka::mocking::MockCluster;
+        use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+        let mock: MockCluster<'_, DefaultProducerContext> = MockCluster::new(1).unwrap();
+        mock.create_topic("p.shop.t", 2, 1).unwrap();
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", mock.bootstrap_servers()).create().unwrap();
+        for i in 0..10 {
+            producer
+                .send(BaseRecord::<str, str>::to("p.shop.t").partition(1).key("k").payload(&i.to_string()))
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(5)).unwrap();
+        let text = format!(
+            "[kafka]\nbrokers = \"{}\"\ntopic_prefix = \"p\"\n[registry]\nurl = \"http://127.0.0.1:9\"\n\
+             [elasticsearch]\nurl = \"http://127.0.0.1:9\"\nstall_after = \"10s\"\n",
+            mock.bootstrap_servers()
+        );
+        let cfg = SinkConfig::parse(&text, std::path::Path::new("t.toml"), std::iter::empty()).unwrap();
+        let metrics = Arc::new(SinkMetrics::new("g"));
+        metrics.set_ready(true);
+        let registry = RegistryClient::new(&cfg.registry).unwrap();
+        let mut feed = Feed::new(&cfg, registry, Arc::clone(&metrics)).unwrap();
+        let (consumer, ends) = consumer(&cfg).unwrap();
+        let mut assigned = HashSet::new();
+        feed.assign_new(&consumer, &mut assigned).unwrap();
+        assert_eq!(assigned.len(), 2);
+        // nothing taken from the consumer yet: partition 1's ten records wait where they were
+        let e = feed.watch(&consumer, &ends).unwrap_err();
+        assert!(
+            matches!(&e, SinkError::Stalled(p) if p.contains("p.shop.t partition 1 at offset 0 (10 records wait)")),
+            "{e}"
+        );
+        assert_eq!(e.disposition(), Disposition::Restart);
+        assert_eq!((metrics.lag_records(), metrics.stalled()), (10, 1));
+        assert!(!metrics.is_ready(), "a stalled partition is not ready");
+        // records taken: it moves, so it is not stalled, and its lag counts what is not committed
+        for _ in 0..4 {
+            tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await.unwrap().unwrap();
+        }
+        feed.watch(&consumer, &ends).unwrap();
+        assert_eq!((metrics.lag_records(), metrics.stalled()), (10, 0));
+        assert!(metrics.is_ready());
     }
 
     #[test]
