@@ -73,3 +73,67 @@ fn ddl_spelled_in_another_case_reaches_the_table() {
     assert_eq!(rows[1]["after"], json!({"Qty": 7, "Id": 2, "Title": "two"}));
     assert!(!run.stderr.contains("printed as @1..@N"), "{}", run.stderr);
 }
+
+/// A table emptied by a statement (issue 20, item 2): MariaDB logs TRUNCATE and DROP TABLE as
+/// QUERY events even in ROW format, so no delete reaches the binlog. `sluice dump` prints a
+/// `TRUNCATE` line (JSON) or statement (SQL) in order with the rows, and the flashback script
+/// says it cannot undo it, in the output and on stderr. From the server's own binlog file.
+#[test]
+fn dump_prints_what_truncate_and_drop_removed() {
+    let Some(db) = Server::start("live-truncate-dump", &[]) else { return };
+    db.sql_text(
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v INT); CREATE TABLE shop.u (id INT PRIMARY KEY);
+         INSERT INTO shop.t VALUES (1, 1), (2, 2); TRUNCATE TABLE shop.t; INSERT INTO shop.t VALUES (3, 3);
+         INSERT INTO shop.u VALUES (9); DROP TABLE shop.u; DROP TABLE IF EXISTS shop.nothing;
+         FLUSH BINARY LOGS;",
+    );
+    let file = db.datadir().join("mysql-bin.000001");
+    let file = file.to_str().unwrap();
+    let run = support::sluice(&["dump", "--table", "shop.*", file]).ok();
+    let lines: Vec<(String, String, Option<i64>)> = run
+        .rows()
+        .iter()
+        .map(|r| {
+            let id = r["after"]["id"].as_i64().or(r["before"]["id"].as_i64());
+            (r["type"].as_str().unwrap().to_string(), r["table"].as_str().unwrap().to_string(), id)
+        })
+        .collect();
+    let want = [
+        ("INSERT", "t", Some(1)),
+        ("INSERT", "t", Some(2)),
+        ("TRUNCATE", "t", None),
+        ("INSERT", "t", Some(3)),
+        ("INSERT", "u", Some(9)),
+        ("TRUNCATE", "u", None),
+        ("TRUNCATE", "nothing", None),
+    ]
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c));
+    assert_eq!(lines, want, "{}", run.stdout);
+    let truncate = &run.rows()[2];
+    assert_eq!(truncate["statement"], "TRUNCATE TABLE");
+    assert_eq!(truncate["database"], "shop");
+    assert!(truncate["position"]["offset"].as_u64().unwrap() > 4);
+    assert_eq!(run.rows()[5]["statement"], "DROP TABLE");
+    assert!(run.stderr.contains("3 tables emptied"), "{}", run.stderr);
+
+    let sql = support::sluice(&["dump", "--format", "sql", "--table", "shop.t", file]).ok();
+    let stmts: Vec<&str> = sql.stdout.lines().filter(|l| !l.starts_with("--") && !l.starts_with("SET ") && *l != "BEGIN;" && *l != "COMMIT;").collect();
+    assert_eq!(
+        stmts,
+        [
+            "INSERT INTO `shop`.`t` (`id`, `v`) VALUES (1, 1);",
+            "INSERT INTO `shop`.`t` (`id`, `v`) VALUES (2, 2);",
+            "TRUNCATE TABLE `shop`.`t`;",
+            "INSERT INTO `shop`.`t` (`id`, `v`) VALUES (3, 3);",
+        ],
+        "{}",
+        sql.stdout
+    );
+    let back = support::sluice(&["dump", "--format", "flashback", "--table", "shop.t", file]).ok();
+    let text = &back.stdout;
+    let undo3 = text.find("DELETE FROM `shop`.`t` WHERE `id`=3").unwrap_or_else(|| panic!("{text}"));
+    let cannot = text.find("-- cannot undo TRUNCATE TABLE of `shop`.`t`").unwrap_or_else(|| panic!("{text}"));
+    let undo1 = text.find("DELETE FROM `shop`.`t` WHERE `id`=1").unwrap_or_else(|| panic!("{text}"));
+    assert!(undo3 < cannot && cannot < undo1, "the note stands where undoing crosses the TRUNCATE:\n{text}");
+    assert!(back.stderr.contains("cannot bring them back"), "{}", back.stderr);
+}

@@ -27,7 +27,7 @@ use super::Exit;
 use crate::config::{Secret, SourceUrl, TlsSetting};
 use crate::filter::TableFilter;
 use crate::position::StartFrom;
-use crate::schema::SchemaHistory;
+use crate::schema::{RowEffect, SchemaHistory};
 use crate::source::{Endpoint, ReplicationSource, SourceConfig, SourceError, SourceEvent};
 use spool::{ReverseSpool, TxSpool};
 
@@ -209,6 +209,8 @@ struct Summary {
     inserts: u64,
     updates: u64,
     deletes: u64,
+    /// Tables emptied by a statement (TRUNCATE, DROP TABLE, ...).
+    truncates: u64,
 }
 
 struct Dumper<W: Write> {
@@ -398,13 +400,15 @@ impl<W: Write> Dumper<W> {
                 format!(" ({})", types.join(", "))
             };
             crate::eline!(
-                "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} unknown events skipped{}{}",
+                "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} tables emptied, {} \
+                 unknown events skipped{}{}",
                 reader.name(),
                 summary.events,
                 summary.inserts + summary.updates + summary.deletes,
                 summary.inserts,
                 summary.updates,
                 summary.deletes,
+                summary.truncates,
                 stats.unknown_events,
                 unknown,
                 if res.is_err() { ", stopped by an error" } else { "" }
@@ -550,13 +554,14 @@ impl<W: Write> Dumper<W> {
             }
             let resume = src.resume_point();
             crate::eline!(
-                "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes)",
+                "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} tables emptied",
                 self.source_url().map(|u| u.to_string()).unwrap_or_default(),
                 summary.events,
                 summary.inserts + summary.updates + summary.deletes,
                 summary.inserts,
                 summary.updates,
-                summary.deletes
+                summary.deletes,
+                summary.truncates
             );
             crate::eline!("sluice dump: resume with {}", resume_flags(resume));
             result
@@ -639,7 +644,24 @@ impl<W: Write> Dumper<W> {
             }
             // a statement of its own (a DDL): it may change the tracked schema
             Step::Statement | Step::StatementBegins => {
+                let mut emptied = Vec::new();
                 if let (Event::Query(q), false) = (&ev.event.event, skip) {
+                    if q.error_code == 0 {
+                        // files have no tracked schema: a DROP DATABASE names no tables there
+                        let effects = match &self.schemas {
+                            Some(h) => h.row_effects(&q.schema, &q.query),
+                            None => SchemaHistory::new(Vec::new(), 0, false).row_effects(&q.schema, &q.query),
+                        };
+                        emptied = effects
+                            .into_iter()
+                            .filter_map(|e| match e {
+                                RowEffect::Emptied { database, table, by } if self.filter.matches(&database, &table) => {
+                                    Some((database, table, by))
+                                }
+                                _ => None,
+                            })
+                            .collect();
+                    }
                     if let (Some(h), 0) = (&mut self.schemas, q.error_code) {
                         let filter = &self.filter;
                         let captured = |db: &str, table: &str| filter.matches(db, table);
@@ -647,8 +669,11 @@ impl<W: Write> Dumper<W> {
                         h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
                     }
                 }
-                if step == Step::Statement {
+                if step == Step::Statement || !emptied.is_empty() {
                     self.end_transaction(None)?;
+                }
+                for (database, table, by) in emptied {
+                    self.emptied(ev, &database, &table, by, summary)?;
                 }
             }
             Step::Inside | Step::Outside => {
@@ -665,6 +690,44 @@ impl<W: Write> Dumper<W> {
                         }
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A statement emptied `database.table` without row events (TRUNCATE, DROP TABLE, ...):
+    /// JSON prints a `TRUNCATE` line, SQL a `TRUNCATE TABLE`, and flashback says it cannot undo
+    /// it (the rows were never logged), in the output and on stderr.
+    fn emptied(
+        &mut self,
+        ev: &Located<'_>,
+        database: &str,
+        table: &str,
+        by: &str,
+        summary: &mut Summary,
+    ) -> Result<(), Failure> {
+        summary.truncates += 1;
+        let name = format!("{}.{}", crate::render::ident(database), crate::render::ident(table));
+        let at = format!("{}:{}", ev.file, ev.offset);
+        match self.args.format {
+            Format::Json => {
+                let line = json::emptied_line(database, table, by, &ev.event.header, ev.file, ev.offset, self.tx.gtid.as_deref());
+                self.out.write_all(&line)?;
+            }
+            Format::Sql => writeln!(self.out, "-- {by} at {at} emptied {name}\nTRUNCATE TABLE {name};")?,
+            Format::Flashback => {
+                tracing::warn!(
+                    table = %format!("{database}.{table}"),
+                    at = %at,
+                    "{by} removed every row of the table without logging them: the flashback script cannot bring \
+                     them back (restore the table from a backup taken before it)"
+                );
+                self.flashback.begin();
+                self.flashback.push(&format!(
+                    "-- cannot undo {by} of {name} at {at}: its rows were never in the binlog; restore {name} from a \
+                     backup taken before it before running the statements above this line"
+                ))?;
+                self.flashback.begin();
             }
         }
         Ok(())

@@ -73,6 +73,36 @@ impl RowLines {
     }
 }
 
+/// The line of a table a statement emptied (`by`: TRUNCATE TABLE, DROP TABLE, ...): the fields
+/// of a row line, `type` `TRUNCATE`, no images, and the statement kind.
+pub fn emptied_line(
+    database: &str,
+    table: &str,
+    by: &str,
+    header: &EventHeader,
+    file: &str,
+    offset: u64,
+    gtid: Option<&str>,
+) -> Vec<u8> {
+    let line = json!({
+        "type": "TRUNCATE",
+        "database": database,
+        "table": table,
+        "timestamp": iso_utc(header.timestamp),
+        "ts": header.timestamp,
+        "position": {"file": file, "offset": offset, "row": 0},
+        "server_id": header.server_id,
+        "gtid": gtid,
+        "statement": by,
+        "before": null,
+        "after": null,
+        "xid": null,
+    });
+    let mut out = line.to_string().into_bytes();
+    out.push(b'\n');
+    out
+}
+
 /// An event as the JSON object `--events` prints: its header fields and the fields of its body.
 ///
 /// # Errors
