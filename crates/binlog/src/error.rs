@@ -38,7 +38,8 @@ pub enum Error {
     },
     /// A gzip-compressed binlog's compressed stream is damaged or cut short.
     #[error(
-        "{file}: cannot read on at offset {offset} of the binlog inside: {reason}; the events before it were read"
+        "{file}: the gzip-compressed binlog breaks off at offset {offset} of the binlog it holds: {reason}; the \
+         events before that offset were read (decompress what is there with `gzip -dc` to look at it)"
     )]
     Gzip {
         /// File name.

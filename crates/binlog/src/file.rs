@@ -176,6 +176,14 @@ impl BinlogReader {
         let offset = self.next_offset;
         let mut head = [0u8; HEADER_LEN];
         let n = self.read_up_to(&mut head).map_err(|e| self.read_error(e, offset))?;
+        if n == 0 && offset == 4 {
+            // a server writes its format description first, at once: a file that ends after the
+            // magic is a copy cut short, not an empty binlog
+            self.failed = true;
+            let why = "the file ends right after its 4-byte magic number, without the format description event a \
+                       server writes first (a copy cut short?)";
+            return Err(framing_error(&self.name, offset, None, why.to_string()));
+        }
         if n == 0 {
             return Ok(None);
         }
@@ -215,6 +223,21 @@ impl BinlogReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file that ends after its magic is cut short (issue 20: it was dumped as an empty
+    /// binlog, exit 0, without a word).
+    #[test]
+    fn a_file_of_only_the_magic_is_an_error() {
+        let mut rd = BinlogReader::from_reader(
+            "m.bin".into(),
+            std::io::Cursor::new(BINLOG_MAGIC.to_vec()),
+            EventDecoder::default(),
+        )
+        .unwrap();
+        let e = rd.next_event().unwrap_err().to_string();
+        assert!(e.contains("m.bin at offset 4") && e.contains("ends right after its 4-byte magic"), "{e}");
+        assert!(rd.next_event().unwrap().is_none(), "finished after the error");
+    }
 
     /// Found by the mutation test: an event header claiming 1 GiB in a 36-byte file made
     /// the reader allocate (and zero) the whole claimed size before finding the end of file.

@@ -27,7 +27,7 @@ mod recorded_tests;
 use std::sync::Arc;
 
 pub use encode::{min_encoded_len, AvroEncoder, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
-pub use schema::{SchemaOptions, TableSchema, ZeroDates};
+pub use schema::{field_name_collision, SchemaOptions, TableSchema, ZeroDates};
 
 /// The envelope's `source` block (`schemas/source.avsc`).
 pub const SOURCE_AVSC: &str = include_str!("../../../schemas/source.avsc");

@@ -3,9 +3,9 @@
 //! routes, so a pattern means the same everywhere.
 //!
 //! A table pattern is `db.table` or `table` (any database), each part with `*` (any run) and
-//! `?` (one character) wildcards; database and table names cannot contain a dot, which is why a
-//! pattern with more than one is refused where it is read. Matching is case-sensitive, like
-//! table names on Linux servers.
+//! `?` (one character) wildcards, split at its first dot: MariaDB allows a dot inside a table
+//! name (`shop.we.ird` is table `we.ird` of `shop`), not in a database name Sluice can name.
+//! Matching is case-sensitive, like table names on Linux servers.
 
 use crate::config::FilterSection;
 

@@ -76,6 +76,12 @@ pub fn cause_chain(e: &reqwest::Error, timeout: Duration) -> String {
         }
         source = s.source();
     }
+    // rustls reading a plain-HTTP answer as a TLS record
+    if text.contains("InvalidContentType") || text.contains("corrupt message") {
+        text.push_str(
+            " (the server does not speak TLS on this port: if it serves plain HTTP, the URL starts with http://)",
+        );
+    }
     text
 }
 

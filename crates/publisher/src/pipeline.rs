@@ -113,6 +113,10 @@ pub enum Error {
         /// `size` counts the row's values only: refused before its record was built.
         at_least: bool,
     },
+    /// Captured tables that cannot be published under their names (topics or Avro field names
+    /// that collide or that Kafka refuses), each with the setting that fixes it.
+    #[error("the captured tables cannot be published as they are named:\n  - {}", .0.join("\n  - "))]
+    Naming(Vec<String>),
     /// The stream ended or reconnected: the attempt starts again from the checkpoint.
     #[error("{0}; replaying from the committed checkpoint")]
     Interrupted(String),
@@ -149,7 +153,8 @@ impl Error {
             | Error::Schema(_)
             | Error::Checkpoint(_)
             | Error::Decode(_)
-            | Error::TooLarge { .. } => Disposition::Stop,
+            | Error::TooLarge { .. }
+            | Error::Naming(_) => Disposition::Stop,
         }
     }
 }

@@ -195,6 +195,11 @@ impl SchemaHistory {
         h
     }
 
+    /// The tables tracked now.
+    pub fn tables(&self) -> impl Iterator<Item = &TrackedTable> {
+        self.tables.values()
+    }
+
     /// The history version: it grows with every applied change.
     pub fn version(&self) -> u64 {
         self.version

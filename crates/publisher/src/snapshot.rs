@@ -913,10 +913,11 @@ impl Snapshotter {
         let left =
             if rate > 0.0 { format!("{:.0} s", (total.saturating_sub(done)) as f64 / rate) } else { "unknown".into() };
         let current = self.progress.tables.iter().find(|t| t.state == TableState::Running);
+        // between tables (or at the end) no table is being read: no table fields
         tracing::info!(
-            table = current.map_or("", |t| t.table.as_str()),
-            table_rows = current.map_or(0, |t| t.rows),
-            table_estimate = current.and_then(|t| t.estimate).unwrap_or(0),
+            table = current.map(|t| t.table.as_str()),
+            table_rows = current.map(|t| t.rows),
+            table_estimate = current.and_then(|t| t.estimate),
             rows = done,
             estimate = total,
             rows_per_s = rate.round(),

@@ -497,6 +497,15 @@ impl ReplicationSource {
                 self.tx.resume_point()
             ));
         }
+        if e.server_error().is_some_and(|s| s.code == ER_SLAVE_SAME_ID) {
+            // MariaDB ends the older of two dump threads with the same server id
+            return SourceError::Start(format!(
+                "the server ended this replication stream because another replica connected with the same server id \
+                 ({} = {}): another `sluice run` of this source (as {}), which takes over, or another replica \
+                 configured with that id; give every replica of the server its own id ({e})",
+                self.cfg.server_id_setting, self.cfg.server_id, self.cfg.report_host
+            ));
+        }
         if e.server_error().is_some_and(|s| s.code == 1236) {
             let earliest = match connect(&self.cfg.connect).await {
                 Ok(mut c) => server::binary_logs(&mut c).await.ok().and_then(|l| l.first().map(|(f, _)| f.clone())),
@@ -515,6 +524,9 @@ impl ReplicationSource {
         SourceError::protocol(format!("streaming the binlog after {}", self.tx.resume_point()), e)
     }
 }
+
+/// MariaDB's `ER_SLAVE_SAME_ID`: a newer replica with the same server id connected.
+const ER_SLAVE_SAME_ID: u16 = 4052;
 
 async fn connect(opts: &ConnectOptions) -> Result<Connection, SourceError> {
     Connection::connect(opts.clone())

@@ -117,7 +117,11 @@ fn dump_prints_what_truncate_and_drop_removed() {
     assert!(run.stderr.contains("3 tables emptied"), "{}", run.stderr);
 
     let sql = support::sluice(&["dump", "--format", "sql", "--table", "shop.t", file]).ok();
-    let stmts: Vec<&str> = sql.stdout.lines().filter(|l| !l.starts_with("--") && !l.starts_with("SET ") && *l != "BEGIN;" && *l != "COMMIT;").collect();
+    let stmts: Vec<&str> = sql
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("--") && !l.starts_with("SET ") && *l != "BEGIN;" && *l != "COMMIT;")
+        .collect();
     assert_eq!(
         stmts,
         [

@@ -198,6 +198,30 @@ struct Names {
     geometry_defined: bool,
 }
 
+/// True when `filter.exclude_columns` leaves column `name` out of the records.
+fn excluded(opts: &SchemaOptions, name: &str) -> bool {
+    opts.exclude_columns.iter().any(|p| crate::filter::wildcard(p, name))
+}
+
+/// The first two of `columns` (the names of the columns a record holds) that become one Avro
+/// field name once sanitized ([`super::sanitize_name`]), or a column named like a field Sluice
+/// adds (`__op`, `__deleted`, `__absent`): `(first, second, field name)`. `sluice check` asks
+/// before anything is registered; building a schema refuses the same.
+pub fn field_name_collision<'a>(columns: impl IntoIterator<Item = &'a str>) -> Option<(String, String, String)> {
+    let mut seen: HashMap<String, String> = HashMap::new();
+    for reserved in [ABSENT_FIELD, OP_FIELD, DELETED_FIELD] {
+        seen.insert(reserved.to_string(), format!("(Sluice's own field {reserved})"));
+    }
+    for original in columns {
+        let name = sanitize_name(original);
+        if let Some(first) = seen.get(&name) {
+            return Some((first.clone(), original.to_string(), name));
+        }
+        seen.insert(name, original.to_string());
+    }
+    None
+}
+
 impl TableSchema {
     /// Builds the schemas of `table`.
     ///
@@ -215,30 +239,21 @@ impl TableSchema {
 
         let key_columns = key_columns(tm, opts, &qualified)?;
         let mut fields = Vec::with_capacity(tm.columns.len());
-        let mut seen: HashMap<String, Arc<str>> = HashMap::new();
-        for reserved in [ABSENT_FIELD, OP_FIELD, DELETED_FIELD] {
-            seen.insert(reserved.to_string(), Arc::from(format!("(Sluice's own field {reserved})")));
+        let kept = tm.columns.iter().filter_map(|c| c.name.as_deref()).filter(|n| !excluded(opts, n));
+        if let Some((first, second, name)) = field_name_collision(kept) {
+            return Err(AvroError::NameCollision { table: qualified, first, second, name });
         }
         for col in &tm.columns {
             let Some(original) = col.name.clone() else {
                 return Err(AvroError::MissingColumnNames { table: qualified });
             };
-            if opts.exclude_columns.iter().any(|p| crate::filter::wildcard(p, &original)) {
+            if excluded(opts, &original) {
                 if key_columns.as_ref().is_some_and(|k| k.contains(&col.index)) {
                     return Err(AvroError::ExcludedKeyColumn { table: qualified, column: original.to_string() });
                 }
                 continue;
             }
             let name = sanitize_name(&original);
-            if let Some(first) = seen.get(&name) {
-                return Err(AvroError::NameCollision {
-                    table: qualified,
-                    first: first.to_string(),
-                    second: original.to_string(),
-                    name,
-                });
-            }
-            seen.insert(name.clone(), original.clone());
             let kind = kind_of(col, opts, &qualified)?;
             let zero_string = kind.has_zero_dates() && opts.zero_dates == ZeroDates::AsString;
             let zero_null = kind.has_zero_dates() && opts.zero_dates == ZeroDates::AsNull;

@@ -361,6 +361,10 @@ async fn table_lines(
             lines.push(format!("       ... and {} more", refused.len() - 20));
         }
     }
+    for problem in crate::pipeline::start::naming_problems(cfg, &tables) {
+        ok = false;
+        lines.push(format!("[ERROR] naming: {problem}"));
+    }
     for (name, condition) in &cfg.snapshot.filters {
         // the server's own parser: a condition must compile where the snapshot puts it
         let (db, table) = name.split_once('.').unwrap_or((name.as_str(), ""));

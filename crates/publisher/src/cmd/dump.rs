@@ -655,7 +655,9 @@ impl<W: Write> Dumper<W> {
                         emptied = effects
                             .into_iter()
                             .filter_map(|e| match e {
-                                RowEffect::Emptied { database, table, by } if self.filter.matches(&database, &table) => {
+                                RowEffect::Emptied { database, table, by }
+                                    if self.filter.matches(&database, &table) =>
+                                {
                                     Some((database, table, by))
                                 }
                                 _ => None,
@@ -711,7 +713,15 @@ impl<W: Write> Dumper<W> {
         let at = format!("{}:{}", ev.file, ev.offset);
         match self.args.format {
             Format::Json => {
-                let line = json::emptied_line(database, table, by, &ev.event.header, ev.file, ev.offset, self.tx.gtid.as_deref());
+                let line = json::emptied_line(
+                    database,
+                    table,
+                    by,
+                    &ev.event.header,
+                    ev.file,
+                    ev.offset,
+                    self.tx.gtid.as_deref(),
+                );
                 self.out.write_all(&line)?;
             }
             Format::Sql => writeln!(self.out, "-- {by} at {at} emptied {name}\nTRUNCATE TABLE {name};")?,

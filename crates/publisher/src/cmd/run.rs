@@ -18,7 +18,8 @@ use crate::filter::TableFilter;
 use crate::kafka::{read_checkpoint, KafkaSink};
 use crate::metrics::{Metrics, ProgressLog};
 use crate::pipeline::start::{
-    apply_filters, commit_start, initial_snapshot, resolve_at, resolve_configured_start, resolve_early, ResolvedStart,
+    apply_filters, commit_start, initial_snapshot, naming_problems, resolve_at, resolve_configured_start,
+    resolve_early, ResolvedStart,
 };
 use crate::pipeline::tables::Routes;
 use crate::pipeline::{Error, Pipeline, Settings};
@@ -374,6 +375,11 @@ async fn attempt(
         }
     };
     schemas.set_lower_case_table_names(src.lower_case_table_names());
+    let tracked: Vec<_> = schemas.tables().cloned().collect();
+    let problems = naming_problems(cfg, &tracked);
+    if !problems.is_empty() {
+        return Err(Error::Naming(problems));
+    }
     metrics.set_ready(true);
     let registry = registry.clone();
     let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);

@@ -120,12 +120,19 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
             ));
             continue;
         }
+        let wildcard = pattern.contains(['*', '?']);
+        let mut left_out = Vec::new();
         for (db, table) in matched {
             let name = format!("{db}.{table}");
             if !filter.matches(db, table) {
-                problems.push(format!(
-                    "{name}: not captured by [filter] (include/exclude): add it there and restart sluice run first"
-                ));
+                if wildcard {
+                    // a pattern asks for what [filter] captures of what it matches
+                    left_out.push(name);
+                } else {
+                    problems.push(format!(
+                        "{name}: not captured by [filter] (include/exclude): add it there and restart sluice run first"
+                    ));
+                }
                 continue;
             }
             let keys = cfg.output.key_columns.get(&format!("{db}.{table}")).map(Vec::as_slice);
@@ -144,6 +151,17 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
                 Err(e) => problems.push(e.to_string()),
             }
         }
+        if !left_out.is_empty() {
+            crate::report!(
+                out,
+                "{pattern}: {} matching tables are not captured by [filter], so they are not snapshotted: {}",
+                left_out.len(),
+                left_out.join(", ")
+            );
+        }
+    }
+    if tables.is_empty() && problems.is_empty() {
+        problems.push(format!("no table that [filter] captures matches {}", args.tables.join(", ")));
     }
     let _ = conn.quit().await;
     if !problems.is_empty() {

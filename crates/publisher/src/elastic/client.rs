@@ -439,7 +439,7 @@ fn page_of(status: u16, resp: &Json, what: &str) -> Result<Vec<(String, i64)>, E
 /// None for a partition of 4096 or more, or an offset past 2^51.
 pub fn external_version(partition: i32, offset: i64) -> Option<i64> {
     let p = i64::from(partition);
-    ((0..PARTITIONS_MAX).contains(&p) && (0..1 << 51).contains(&offset)).then(|| offset << 12 | p)
+    ((0..PARTITIONS_MAX).contains(&p) && (0..1 << 51).contains(&offset)).then_some(offset << 12 | p)
 }
 
 /// The partition and offset of an [`external_version`].

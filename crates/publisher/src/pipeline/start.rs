@@ -9,6 +9,7 @@ use super::Error;
 use crate::config::{Config, SnapshotMode};
 use crate::filter::TableFilter;
 use crate::kafka::{schemas_topic, KafkaSink};
+use crate::pipeline::tables::{topic_problem, Routes};
 use crate::position::{Checkpoint, ResumePoint, SnapshotProgress, StartFrom, TableProgress};
 use crate::schema::{Committed, SchemaHistory, TrackedTable};
 use crate::source::{CheckedConnection, SourceConfig};
@@ -114,6 +115,38 @@ pub fn apply_filters(cfg: &Config, progress: &mut SnapshotProgress) -> Vec<Strin
         (excluded && !by_request)
             .then(|| "left out by snapshot.exclude (changed since the snapshot was planned)".into())
     })
+}
+
+/// What keeps the captured `tables` from being published under their names, before anything
+/// is registered: topics that collide or that Kafka refuses ([`Routes::collisions`],
+/// [`topic_problem`]), and columns whose Avro field names collide
+/// ([`crate::avro::field_name_collision`]); each message names the table and the
+/// setting that fixes it. `sluice check` and each start of `sluice run` ask.
+pub fn naming_problems(cfg: &Config, tables: &[TrackedTable]) -> Vec<String> {
+    let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
+    let filter = TableFilter::from_config(&cfg.filter);
+    let mut out = routes.collisions(tables.iter().map(|t| (t.database.as_str(), t.table.as_str())));
+    for t in tables {
+        if let Some(why) = topic_problem(&routes.topic_of(&t.database, &t.table)) {
+            out.push(format!("table {}.{}: {why}", t.database, t.table));
+        }
+        let excluded = filter.excluded_columns(&t.database, &t.table);
+        let kept = t
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .filter(|n| !excluded.iter().any(|p| crate::filter::wildcard(p, n)));
+        if let Some((first, second, name)) = crate::avro::field_name_collision(kept) {
+            out.push(format!(
+                "table {db}.{table}: columns {first:?} and {second:?} both become the Avro field name {name:?} (a \
+                 field name holds only letters, digits and '_'): leave one out with filter.exclude_columns = \
+                 [\"{db}.{table}.{second}\"], rename it, or leave the table out with filter.exclude",
+                db = t.database,
+                table = t.table
+            ));
+        }
+    }
+    out
 }
 
 /// The `filter.include` patterns that match none of `tables` (the tables the server shows).

@@ -30,15 +30,82 @@ impl Routes {
     }
 
     /// The topic of `db.table`: the first matching route (`{db}` and `{table}` replaced), else
-    /// `<prefix>.<db>.<table>`.
+    /// `<prefix>.<db>.<table>`; the names put in are made valid in a topic name
+    /// ([`topic_part`]).
     pub fn topic_of(&self, db: &str, table: &str) -> String {
+        self.topic_and_template(db, table).0
+    }
+
+    /// The topic of `db.table` and the template it comes from (a route's, or the default's).
+    fn topic_and_template(&self, db: &str, table: &str) -> (String, String) {
+        let (part_db, part_table) = (topic_part(db), topic_part(table));
         for r in &self.routes {
+            // the pattern names the table as the server does
             if table_matches(&r.tables, db, table) {
-                return r.topic.replace("{db}", db).replace("{table}", table);
+                return (r.topic.replace("{db}", &part_db).replace("{table}", &part_table), r.topic.clone());
             }
         }
-        format!("{}.{db}.{table}", self.prefix)
+        (format!("{}.{part_db}.{part_table}", self.prefix), format!("{}.{{db}}.{{table}}", self.prefix))
     }
+
+    /// The captured tables' topic names that cannot be: two tables whose names differ only in
+    /// characters a topic name cannot hold (they become `_`) land in one topic through a
+    /// template meant to keep them apart (`{db}`/`{table}` where they differ). One message per
+    /// topic, naming the tables and the settings that fix it. Routes that name one topic for
+    /// several tables on purpose (no `{table}` in it) are not collisions.
+    pub fn collisions<'a>(&self, tables: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+        let mut by_topic: std::collections::BTreeMap<String, Vec<(&str, &str, String)>> = Default::default();
+        for (db, table) in tables {
+            let (topic, template) = self.topic_and_template(db, table);
+            by_topic.entry(topic).or_default().push((db, table, template));
+        }
+        let mut out = Vec::new();
+        for (topic, list) in by_topic {
+            let clash = list.iter().enumerate().any(|(i, a)| {
+                list.iter().skip(i + 1).any(|b| {
+                    a.2 == b.2 && ((a.0 != b.0 && a.2.contains("{db}")) || (a.1 != b.1 && a.2.contains("{table}")))
+                })
+            });
+            if clash {
+                let names: Vec<String> = list.iter().map(|(d, t, _)| format!("{d}.{t}")).collect();
+                out.push(format!(
+                    "tables {} would all publish to topic {topic} (a topic name holds only letters, digits, '.', '_' \
+                     and '-'; the others become '_'): give each its own topic with a [[routes]] entry (tables = \
+                     {:?}, topic = \"...\"), or leave one out with filter.exclude",
+                    names.join(", "),
+                    names.first().cloned().unwrap_or_default()
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// A database or table name as part of a topic name: Kafka allows `[A-Za-z0-9._-]` only, and a
+/// dot separates the parts, so every other character (and a dot inside a name) becomes `_`, as
+/// Debezium does (`shop.sp ace` -> `sluice.shop.sp_ace`, `tablé` -> `tabl_`). Borrowed when the
+/// name is valid as it is.
+pub fn topic_part(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    std::borrow::Cow::Owned(
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect(),
+    )
+}
+
+/// Why `topic` is not a name Kafka accepts: longer than 249 characters, `.` or `..`, or a
+/// character outside `[A-Za-z0-9._-]`.
+pub fn topic_problem(topic: &str) -> Option<String> {
+    if topic.is_empty() || topic == "." || topic == ".." {
+        return Some(format!("{topic:?} is not a topic name"));
+    }
+    if topic.len() > 249 {
+        return Some(format!("topic {topic:?} is longer than Kafka's 249 characters: name it with a [[routes]] entry"));
+    }
+    topic.chars().find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c))).map(|c| {
+        format!("topic {topic:?} has {c:?}, which Kafka does not allow (only letters, digits, '.', '_' and '-')")
+    })
 }
 
 /// One table version: its schemas, topic and registered ids.
@@ -133,6 +200,18 @@ impl Tables {
                 }
             }
         }
+        if !current {
+            // a table created since the start, whose topic another table has: refused before
+            // anything of it is registered
+            let topic = settings.routes.topic_of(&tm.database, &tm.table);
+            if let Some(other) = self.by_name.values().find(|c| c.topic == topic && c.tm.qualified_name() != name) {
+                let problems =
+                    settings.routes.collisions([(&*other.tm.database, &*other.tm.table), (&*tm.database, &*tm.table)]);
+                if !problems.is_empty() {
+                    return Err(Error::Naming(problems));
+                }
+            }
+        }
         let next = if current { None } else { Some(build(tm, &name, settings, registry, metrics).await?) };
         Ok(match (self.by_name.entry(name), next) {
             (Entry::Occupied(o), None) => o.into_mut(),
@@ -163,6 +242,32 @@ impl Tables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_kafka_cannot_use() {
+        let routes = Routes::new(&[Route { tables: "shop.orders_*".into(), topic: "{db}.orders".into() }], "sluice");
+        assert_eq!(routes.topic_of("shop", "sp ace"), "sluice.shop.sp_ace");
+        assert_eq!(routes.topic_of("shop", "back`tick"), "sluice.shop.back_tick");
+        assert_eq!(routes.topic_of("shop", "tablé_ü"), "sluice.shop.tabl___");
+        assert_eq!(routes.topic_of("shop", "we.ird"), "sluice.shop.we_ird");
+        assert_eq!(routes.topic_of("my db", "t"), "sluice.my_db.t");
+        assert!(topic_problem(&routes.topic_of("shop", "tablé")).is_none());
+        assert!(topic_problem("a b").is_some() && topic_problem("..").is_some());
+        assert!(topic_problem(&"x".repeat(250)).is_some());
+        // é and ü both become _; a route sending two shards to one topic is meant
+        let c = routes.collisions([
+            ("shop", "é"),
+            ("shop", "ü"),
+            ("shop", "orders_1"),
+            ("shop", "orders_2"),
+            ("shop", "x"),
+        ]);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("tables shop.é, shop.ü would all publish to topic sluice.shop._"), "{}", c[0]);
+        assert!(c[0].contains("[[routes]]") && c[0].contains("filter.exclude"), "{}", c[0]);
+        assert!(routes.collisions([("shop", "sp ace"), ("shop", "sp_ace")]).len() == 1);
+        assert!(routes.collisions([("a", "t"), ("b", "t")]).is_empty());
+    }
 
     #[test]
     fn routes_then_the_prefix() {
