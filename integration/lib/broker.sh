@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A Kafka-compatible broker with real transactions for tests: noida-db 0.2.3 (Kafka protocol only).
+# A Kafka-compatible broker with real transactions for tests: noida-db 0.2.3 (Kafka protocol only),
+# built with two fixes (see NOIDA_DB_PATCH below).
 #
 # Sourceable:   . integration/lib/broker.sh
 #               ensure_broker_installed
@@ -45,24 +46,54 @@ broker_bin() {
     command -v noida-db 2>/dev/null || true
 }
 
-# Installs noida-db (Kafka feature only) with cargo when missing (about 45 s). Idempotent.
+# noida-db 0.2.3, with two fixes that make it behave as Kafka does where Sluice depends on it
+# (integration/lib/noida-db-kafka-fixes.patch):
+# - a read_committed fetch listed every aborted transaction, also those whose abort marker lies
+#   before the fetch offset (Kafka lists only those the fetch can meet); librdkafka, told of an
+#   aborted transaction whose marker it never reads, drops every later batch of that producer,
+#   so a consumer that resumed after a marker (a restarted Elasticsearch sink) silently skipped
+#   the rest of the partition;
+# - a fetch that found no records was answered at once, not after up to max_wait_ms: every idle
+#   consumer fetched in a busy loop (a third of a core each, on the 2-core test machines).
+NOIDA_DB_PATCH="$_BROKER_SH_DIR/noida-db-kafka-fixes.patch"
+
+# Installs noida-db (Kafka feature only) from its crates.io source with the patch above, when
+# missing or built without it (about a minute). Idempotent.
 ensure_broker_installed() {
-    local b
+    local b root want
     b="$(broker_bin)"
-    if [ -n "$b" ] && "$b" --version 2>/dev/null | grep -q "$NOIDA_DB_VERSION"; then
+    root="$(broker_workdir)/tools"
+    want="$NOIDA_DB_VERSION $(sha256sum "$NOIDA_DB_PATCH" | cut -c1-16)"
+    if [ -n "$b" ] && "$b" --version 2>/dev/null | grep -q "$NOIDA_DB_VERSION" \
+        && [ "$(cat "$root/noida-db.built" 2>/dev/null)" = "$want" ]; then
         return 0
     fi
-    local root
-    root="$(broker_workdir)/tools"
     mkdir -p "$root"
-    _broker_log "installing noida-db $NOIDA_DB_VERSION into $root (cargo install, about a minute)"
-    if ! cargo install noida-db --version "$NOIDA_DB_VERSION" --locked --no-default-features --features kafka \
+    _broker_log "installing noida-db $NOIDA_DB_VERSION with $(basename "$NOIDA_DB_PATCH") into $root (about a minute)"
+    local fetch="$root/noida-db-fetch" src="$root/noida-db-src" manifest
+    rm -rf "$fetch" "$src"
+    mkdir -p "$fetch/src"
+    echo 'fn main() {}' >"$fetch/src/main.rs"
+    printf '[workspace]\n\n[package]\nname = "noida-db-fetch"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\nnoida-db = { version = "=%s", default-features = false, features = ["kafka"] }\n' \
+        "$NOIDA_DB_VERSION" >"$fetch/Cargo.toml"
+    manifest="$(cd "$fetch" && cargo metadata --format-version 1 2>>"$root/noida-db-install.log" | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+print(next(p["manifest_path"] for p in m["packages"] if p["name"] == "noida-db"))')" \
+        || { _broker_log "fetching the noida-db source failed (see $root/noida-db-install.log)"; return 1; }
+    cp -r "$(dirname "$manifest")" "$src"
+    # a package of its own even under a workspace (SLUICE_WORK inside the repository)
+    grep -q '^\[workspace\]' "$src/Cargo.toml" || printf '\n[workspace]\n' >>"$src/Cargo.toml"
+    (cd "$src" && git apply -p1 "$NOIDA_DB_PATCH") || { _broker_log "the noida-db patch does not apply"; return 1; }
+    if ! cargo install --path "$src" --locked --no-default-features --features kafka --force \
         --root "$root" >"$root/noida-db-install.log" 2>&1; then
         _broker_log "cargo install noida-db failed; last lines of $root/noida-db-install.log:"
         tail -n 20 "$root/noida-db-install.log" >&2
         return 1
     fi
     [ -x "$root/bin/noida-db" ] || { _broker_log "noida-db missing after cargo install"; return 1; }
+    echo "$want" >"$root/noida-db.built"
+    rm -rf "$fetch" "$src"
 }
 
 # Stops broker NAME and waits until the process is gone (the port is free again afterwards).

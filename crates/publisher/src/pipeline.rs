@@ -199,6 +199,17 @@ pub struct Settings<'c> {
     pub routes: &'c Routes,
 }
 
+/// Where a truncate record says it comes from: the statement's (or the snapshot's) binlog
+/// position, the server and the time.
+struct TruncateAt<'a> {
+    file: &'a str,
+    pos: u64,
+    server_id: u32,
+    ts_ms: i64,
+    /// `source.snapshot`: `true` for the clear a new snapshot begins with.
+    snapshot: Snapshot,
+}
+
 /// The open MySQL transaction, as the records' `transaction` block describes it.
 #[derive(Debug, Default)]
 struct OpenTransaction {
@@ -393,13 +404,16 @@ impl<'c> Pipeline<'c> {
             match snap.next(resume).await? {
                 Next::Stream => return Ok(()),
                 Next::Publish(chunk) => {
-                    let n = self.publish_chunk(&chunk, snap.server_id(), sink).await?;
+                    let n = self.publish_chunk(&chunk, snap.server_id(), snap.redoes(), sink).await?;
                     snap.published(&chunk, n);
                 }
                 Next::OnePass(plan) => {
                     let server_id = snap.server_id();
                     self.snapshot_table(&plan.table_map, sink).await?;
                     let at = (resume.file.clone(), resume.position);
+                    if snap.redoes() {
+                        self.clear_before_snapshot(&plan.table_map, &at, server_id, sink).await?;
+                    }
                     let mut rows = match snap.one_pass(&plan).await {
                         Err(SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. })
                             if s.code == 1146 =>
@@ -458,10 +472,35 @@ impl<'c> Pipeline<'c> {
         Ok(())
     }
 
+    /// Before the first rows of a snapshot that redoes a table whose topic already has records
+    /// (`snapshot.mode = "when_needed"` after the binlog since the checkpoint was purged): a
+    /// truncate record, so that a row deleted during the gap does not stay in the topic. Until
+    /// the table's snapshot is read, its topic holds fewer rows than the table.
+    async fn clear_before_snapshot(
+        &mut self,
+        tm: &TableMap,
+        at: &(String, u64),
+        server_id: u32,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        let at = TruncateAt { file: &at.0, pos: at.1, server_id, ts_ms: now_ms(), snapshot: Snapshot::Yes };
+        let (db, table) = (tm.database.to_string(), tm.table.to_string());
+        self.truncate(&at, &db, &table, "A new snapshot (snapshot.mode = when_needed)", sink).await
+    }
+
     /// Publishes a chunk's rows as `r` records; returns how many rows.
-    async fn publish_chunk(&mut self, chunk: &ReadyChunk, server_id: u32, sink: &mut KafkaSink) -> Result<u64, Error> {
+    async fn publish_chunk(
+        &mut self,
+        chunk: &ReadyChunk,
+        server_id: u32,
+        redoes: bool,
+        sink: &mut KafkaSink,
+    ) -> Result<u64, Error> {
         let plan = &chunk.plan;
         self.snapshot_table(&plan.table_map, sink).await?;
+        if chunk.first && redoes {
+            self.clear_before_snapshot(&plan.table_map, &chunk.at, server_id, sink).await?;
+        }
         let (mut raw, mut values) = (Vec::new(), Vec::new());
         let total = chunk.rows.len();
         for (i, packet) in chunk.rows.iter().enumerate() {
@@ -636,7 +675,15 @@ impl<'c> Pipeline<'c> {
         match effect {
             RowEffect::Emptied { database, table, by } if filter.matches(database, table) => {
                 snap.emptied(&format!("{database}.{table}"), by);
-                self.truncate(ev, database, table, by, sink).await
+                let header = &ev.event.header;
+                let at = TruncateAt {
+                    file: ev.file,
+                    pos: ev.offset,
+                    server_id: header.server_id,
+                    ts_ms: i64::from(header.timestamp) * 1000,
+                    snapshot: Snapshot::No,
+                };
+                self.truncate(&at, database, table, by, sink).await
             }
             RowEffect::Renamed { from, to } if filter.matches(&from.0, &from.1) || filter.matches(&to.0, &to.1) => {
                 let (from, to) = (format!("{}.{}", from.0, from.1), format!("{}.{}", to.0, to.1));
@@ -670,7 +717,7 @@ impl<'c> Pipeline<'c> {
     /// nothing registered yet has no records to clear.
     async fn truncate(
         &mut self,
-        ev: &Located<'_>,
+        at: &TruncateAt<'_>,
         db: &str,
         table: &str,
         by: &str,
@@ -701,18 +748,17 @@ impl<'c> Pipeline<'c> {
             },
         };
         let partitions = sink.partitions(&topic).await?;
-        let header = &ev.event.header;
         let ctx = EventContext {
             source: SourceInfo {
                 connector: self.connector,
                 name: self.settings.source_name.to_string(),
-                server_id: header.server_id,
-                ts_ms: i64::from(header.timestamp) * 1000,
-                file: ev.file.to_string(),
-                pos: ev.offset,
+                server_id: at.server_id,
+                ts_ms: at.ts_ms,
+                file: at.file.to_string(),
+                pos: at.pos,
                 row: 0,
                 gtid: self.tx.gtid.clone(),
-                snapshot: Snapshot::No,
+                snapshot: at.snapshot,
             },
             transaction: None,
             ts_ms: now_ms(),
@@ -733,7 +779,7 @@ impl<'c> Pipeline<'c> {
             table = %name,
             topic = %topic,
             partitions,
-            at = %format!("{}:{}", ev.file, ev.offset),
+            at = %format!("{}:{}", at.file, at.pos),
             "{by} emptied the table: a truncate record (op \"t\") on each partition of its topic"
         );
         Ok(())

@@ -318,6 +318,13 @@ impl Snapshotter {
         (!self.progress.tables.is_empty()).then_some(&self.progress)
     }
 
+    /// True when this snapshot reads again tables whose topics hold older records of rows
+    /// that may be gone (`when_needed` after a purge): each table's rows start with a truncate
+    /// record.
+    pub fn redoes(&self) -> bool {
+        self.progress.reason == "when_needed"
+    }
+
     /// True while tables are left to read.
     pub fn is_active(&self) -> bool {
         self.progress.is_active()

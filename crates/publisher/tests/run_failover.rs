@@ -15,29 +15,6 @@ use std::time::{Duration, Instant};
 use support::kafka::{log_text, start_sluice, wait_for, Services, TopicReader};
 use support::Server;
 
-/// Makes `replica` replicate from `primary` by GTID, and waits until it has caught up.
-fn replicate(replica: &Server, primary: &Server) {
-    replica.sql_text(&format!(
-        "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={}, MASTER_USER='root', MASTER_USE_GTID=slave_pos; \
-         START SLAVE;",
-        primary.port
-    ));
-    caught_up(replica, primary);
-}
-
-fn caught_up(replica: &Server, primary: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let want = primary.gtid_pos();
-    while replica.scalar("SELECT @@gtid_slave_pos") != want {
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not catch up with {want}: {:?}",
-            replica.sql("SHOW SLAVE STATUS")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn set_url(config: &std::path::Path, from: u16, to: u16) {
     let text = std::fs::read_to_string(config).unwrap();
     let (a, b) = (format!("127.0.0.1:{from}"), format!("127.0.0.1:{to}"));
@@ -52,8 +29,8 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
     let replica = Server::start("run-failover-r1", &["--server-id=2", "--log-slave-updates"]).unwrap();
     let lagging = Server::start("run-failover-r2", &["--server-id=3", "--log-slave-updates"]).unwrap();
     primary.sql_text("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v INT);");
-    replicate(&replica, primary);
-    replicate(&lagging, primary);
+    replica.replicate_from(primary);
+    lagging.replicate_from(primary);
 
     let (config, log) = services.config("failover", "", "");
     let mut reader = TopicReader::new(&services);
@@ -68,7 +45,7 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
             want.get_mut(&(i - 1)).unwrap().push("u".into());
         }
         if i == 30 {
-            caught_up(&lagging, primary);
+            lagging.wait_replicated(primary);
             lagging.sql_text("STOP SLAVE;");
         }
     }
@@ -80,7 +57,7 @@ fn failover_to_a_gtid_replica_loses_and_repeats_nothing() {
         "the checkpoint at the primary's last GTID",
         &log,
     );
-    caught_up(&replica, primary);
+    replica.wait_replicated(primary);
 
     // `sluice check` tries each failover server against the committed checkpoint: the
     // caught-up replica can serve it by its GTIDs, the lagging one cannot (and says why)

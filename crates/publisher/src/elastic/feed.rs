@@ -618,14 +618,34 @@ impl<'c> Feed<'c> {
     /// offsets are committed: the next batch is read and built while Elasticsearch applies this
     /// one, and batches are applied and committed one after the other, in order.
     async fn flush(&mut self, consumer: &StreamConsumer<SinkContext>) -> Result<(), SinkError> {
+        self.flush_before(consumer, None).await
+    }
+
+    /// [`Feed::flush`], committing nothing at or past `held` (`topic`, `partition`, offset): the
+    /// record there is being applied (a truncate record) and must come again after a crash.
+    async fn flush_before(
+        &mut self,
+        consumer: &StreamConsumer<SinkContext>,
+        held: Option<(&str, i32, i64)>,
+    ) -> Result<(), SinkError> {
         // the consumer's positions now: past the batch's records and the commit markers after
         // them (librdkafka moves the position over control records), so a partition applied
         // to its end commits its end, and its lag is 0
         if let Ok(positions) = consumer.position() {
             for e in positions.elements() {
-                let (key, rdkafka::Offset::Offset(pos)) = ((e.topic().to_string(), e.partition()), e.offset()) else {
+                let (key, rdkafka::Offset::Offset(mut pos)) = ((e.topic().to_string(), e.partition()), e.offset())
+                else {
                     continue;
                 };
+                if let Some((t, p, o)) = held.filter(|(t, p, _)| key.0 == *t && key.1 == *p) {
+                    tracing::trace!(
+                        topic = t,
+                        partition = p,
+                        offset = o,
+                        "Holding the commit before the record being applied"
+                    );
+                    pos = pos.min(o);
+                }
                 let committed = self.parts.get(&key).map_or(i64::MAX, |p| p.committed);
                 let at = self.batch.offsets.get(&key).copied().unwrap_or(committed);
                 if pos > at {
@@ -638,7 +658,7 @@ impl<'c> Feed<'c> {
         if batch.offsets.is_empty() {
             return Ok(());
         }
-        tracing::debug!(actions = batch.live, offsets = batch.offsets.len(), "Sending a batch");
+        tracing::debug!(actions = batch.live, offsets = ?batch.offsets, "Sending a batch");
         self.in_flight = Some(tokio::spawn(send(self.es.clone(), Arc::clone(&self.metrics), batch)));
         Ok(())
     }
@@ -738,7 +758,7 @@ impl<'c> Feed<'c> {
         /// Deletions gathered per scroll: the scroll is opened again after each round of
         /// deletes, so no engine's paging can skip a document.
         const ROUND: usize = 50_000;
-        self.flush(consumer).await?;
+        self.flush_before(consumer, Some((topic, partition, offset))).await?;
         self.settle(consumer).await?;
         let cut = external_version(partition, offset).ok_or_else(|| SinkError::Record {
             topic: topic.to_string(),

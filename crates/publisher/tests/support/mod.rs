@@ -9,6 +9,7 @@
 //! `SLUICE_REQUIRE_MARIADB` is set (CI), where a missing server is a failure.
 #![allow(dead_code)]
 
+pub mod elastic;
 pub mod kafka;
 pub mod prometheus;
 pub mod proxy;
@@ -189,6 +190,30 @@ impl Server {
     /// `@@gtid_binlog_pos`.
     pub fn gtid_pos(&self) -> String {
         self.scalar("SELECT @@gtid_binlog_pos")
+    }
+
+    /// Makes this server replicate from `primary` by GTID, and waits until it has caught up.
+    pub fn replicate_from(&self, primary: &Server) {
+        self.sql_text(&format!(
+            "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={}, MASTER_USER='root', MASTER_USE_GTID=slave_pos; \
+             START SLAVE;",
+            primary.port
+        ));
+        self.wait_replicated(primary);
+    }
+
+    /// Waits until this replica has applied everything `primary` has written so far.
+    pub fn wait_replicated(&self, primary: &Server) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let want = primary.gtid_pos();
+        while self.scalar("SELECT @@gtid_slave_pos") != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replica did not catch up with {want}: {:?}",
+                self.sql("SHOW SLAVE STATUS")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 
     /// Creates a replication user (GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.*);
