@@ -95,6 +95,8 @@ fn no_password_in_any_output() {
     );
     let url = format!("mysql://sec@127.0.0.1:{}", db.port);
     let mut env = vec![
+        // a snapshot goes with a start at the current position
+        ("SLUICE_SOURCE__START", "current"),
         ("SLUICE_SOURCE__URL", url.as_str()),
         ("SLUICE_SOURCE__PASSWORD_ENV", "SEC_MYSQL"),
         ("SEC_MYSQL", MYSQL_PW),

@@ -856,3 +856,196 @@ fn combinations() {
     let orders = full.scalar("SELECT COUNT(*) FROM shop.orders");
     eprintln!("6 pipelines, 6 sinks: every topic and index equal to its table ({orders} orders), every change once");
 }
+
+/// The snapshot progress entry of `table` in the last checkpoint of source `name`.
+fn table_progress(services: &Services, name: &str, table: &str) -> Option<serde_json::Value> {
+    let c = services.checkpoint(name, name)?;
+    c["snapshot"]["tables"].as_array()?.iter().find(|t| t["table"] == table).cloned()
+}
+
+/// The seams one at a time (issue 20, items 4, 6, 7, 8, 10), on one set of services:
+/// - names Kafka or Avro cannot use: `sluice check` names the tables and columns that collide
+///   and what fixes them; with the fixes, odd names publish to sanitized topics;
+/// - a table the configuration leaves out after the first start is not read from the
+///   committed plan (`check` says which);
+/// - a table dropped, and one renamed, while its snapshot reads: the run goes on, each ends
+///   `skipped` with what happened (the renamed one naming the table to snapshot);
+/// - `sluice snapshot --wait` with no instance running says it waits, and `--timeout` ends it
+///   with exit 75;
+/// - a `[snapshot.where]` that is not one condition is refused at load, one the server refuses
+///   by `check`.
+#[test]
+fn seams_one_by_one() {
+    let Some(services) = Services::start("seams-items", &[]) else { return };
+    let db = &services.mariadb;
+    let mut sql = String::from(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.`back``tick` (id INT PRIMARY KEY); INSERT INTO shop.`back``tick` VALUES (1);
+         CREATE TABLE shop.big (id INT PRIMARY KEY, v INT); INSERT INTO shop.big VALUES (1, 1), (2, 2);
+         CREATE TABLE shop.gone (id INT PRIMARY KEY, v INT);
+         CREATE TABLE shop.moved (id INT PRIMARY KEY, v INT);
+         CREATE TABLE shop.`sp ace` (id INT PRIMARY KEY); INSERT INTO shop.`sp ace` VALUES (1), (2);
+         CREATE TABLE shop.`tablé_ü` (id INT PRIMARY KEY, `é` INT, `ü` INT); INSERT INTO shop.`tablé_ü` VALUES (1, 1, 1);
+         CREATE TABLE shop.`é` (id INT PRIMARY KEY); CREATE TABLE shop.`ü` (id INT PRIMARY KEY);\n",
+    );
+    for t in ["gone", "moved"] {
+        let values: Vec<String> = (1..=20_000).map(|i| format!("({i}, {i})")).collect();
+        sql.push_str(&format!("INSERT INTO shop.{t} VALUES {};\n", values.join(",")));
+    }
+    db.sql_text(&format!("SET NAMES utf8mb4; {sql}"));
+    let name = "items";
+    let base = "[snapshot]\nmode = \"initial\"\nchunk_size = 50\n";
+    let (config, log) = services.config(name, "topic_prefix = \"items\"", base);
+    // a snapshot goes with a start at the current position (or none): the rule of issue 20
+    let text = std::fs::read_to_string(&config).unwrap().replace("start = \"earliest\"", "start = \"current\"");
+    std::fs::write(&config, text).unwrap();
+    let write = |extra: &str| {
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text.split("\n#--\n").next().unwrap().to_string();
+        std::fs::write(&config, format!("{text}\n#--\n{extra}")).unwrap();
+    };
+    let check = || support::sluice(&["check", "--config", config.to_str().unwrap()]);
+
+    // names: the collisions are named with their fixes, before anything is registered
+    let out = check();
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("[ERROR] naming: tables shop.é, shop.ü would all publish to topic items.shop._")
+            && out.stdout.contains("filter.exclude"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "[ERROR] naming: table shop.tablé_ü: columns \"é\" and \"ü\" both become the Avro field name \"_\""
+        ) && out.stdout.contains("filter.exclude_columns = [\"shop.tablé_ü.ü\"]"),
+        "{}",
+        out.stdout
+    );
+    let fixes = "[filter]\nexclude = [\"shop.ü\"]\nexclude_columns = [\"shop.tablé_ü.ü\"]\n";
+    write(fixes);
+    let out = check();
+    assert!(!out.stdout.contains("naming:"), "{}", out.stdout);
+    // a condition that is not one expression is refused at load; one the server refuses by check
+    write(&format!("{fixes}[snapshot.where]\n\"shop.big\" = \"id <= 10) UNION SELECT 1,2 -- \"\n"));
+    let out = check();
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("snapshot.where.\"shop.big\""), "{}", out.stderr);
+    write(&format!("{fixes}[snapshot.where]\n\"shop.big\" = \"no_such_column > 1\"\n"));
+    let out = check();
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("[ERROR] snapshot.where.\"shop.big\": the server refuses the condition"),
+        "{}",
+        out.stdout
+    );
+    write(fixes);
+
+    // the first start's plan: every captured table; killed while it reads shop.gone
+    let mut run = start_sluice(&config, &log);
+    wait_for(
+        120,
+        || table_progress(&services, name, "shop.gone").is_some_and(|t| t["rows"].as_u64() > Some(0)),
+        "shop.gone to be read",
+        &log,
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+    // the configuration changes: shop.sp ace is no longer captured, tablé_ü not snapshotted
+    let later = "[filter]\nexclude = [\"shop.ü\", \"shop.sp ace\"]\nexclude_columns = [\"shop.tablé_ü.ü\"]\n";
+    write(later);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("chunk_size = 50\n", "chunk_size = 50\nexclude = [\"shop.tablé_ü\"]\n"))
+        .unwrap();
+    let out = check();
+    assert!(
+        out.stdout.contains(
+            "[warning] snapshot: the configuration leaves out tables the committed snapshot has not finished"
+        ) && out.stdout.contains("shop.sp ace")
+            && out.stdout.contains("shop.tablé_ü"),
+        "{}",
+        out.stdout
+    );
+
+    // started again: shop.gone dropped while it is read, shop.moved renamed while it is read
+    let mut run = start_sluice(&config, &log);
+    let rows_before = table_progress(&services, name, "shop.gone").unwrap()["rows"].as_u64().unwrap();
+    wait_for(
+        120,
+        || table_progress(&services, name, "shop.gone").is_some_and(|t| t["rows"].as_u64() > Some(rows_before)),
+        "shop.gone to be read on",
+        &log,
+    );
+    db.sql_text("DROP TABLE shop.gone;");
+    wait_for(
+        120,
+        || table_progress(&services, name, "shop.moved").is_some_and(|t| t["rows"].as_u64() > Some(0)),
+        "shop.moved to be read",
+        &log,
+    );
+    db.sql_text("RENAME TABLE shop.moved TO shop.moved2;");
+    let done = || {
+        services.checkpoint(name, name).is_some_and(|c| {
+            c["snapshot"]["tables"]
+                .as_array()
+                .is_some_and(|t| t.iter().all(|t| t["state"] == "done" || t["state"] == "skipped"))
+        })
+    };
+    wait_for(120, done, "the snapshot to end", &log);
+    assert!(run.try_wait().unwrap().is_none(), "sluice run stopped:\n{}", log_text(&log));
+    let note = |t: &str| table_progress(&services, name, t).unwrap()["note"].as_str().unwrap_or("").to_string();
+    let state = |t: &str| table_progress(&services, name, t).unwrap()["state"].as_str().unwrap().to_string();
+    wait_for(30, || note("shop.moved").contains("renamed to shop.moved2"), "the rename in shop.moved's note", &log);
+    assert!(note("shop.moved").contains("sluice snapshot --table shop.moved2"), "{}", note("shop.moved"));
+    assert_eq!(state("shop.gone"), "skipped");
+    assert!(note("shop.gone").contains("dropped"), "{}", note("shop.gone"));
+    assert_eq!((state("shop.sp ace"), state("shop.tablé_ü")), ("skipped".into(), "skipped".into()));
+    assert!(note("shop.sp ace").contains("no longer captured by [filter]"), "{}", note("shop.sp ace"));
+    assert!(note("shop.tablé_ü").contains("snapshot.exclude"), "{}", note("shop.tablé_ü"));
+    let mut reader = TopicReader::new(&services);
+    // the dropped table's topic ends with its truncate records
+    let gone = reader.read("items.shop.gone");
+    assert!(gone.iter().filter(|r| r.op() == Some("t")).count() == 2, "a truncate record on each partition");
+    // odd names went to topics made valid; the excluded column is not in the records
+    db.sql_text("SET NAMES utf8mb4; INSERT INTO shop.`tablé_ü` VALUES (2, 2, 2);");
+    services.wait_caught_up("items", name, &log);
+    assert_eq!(reader.read("items.shop.back_tick").iter().filter(|r| r.op() == Some("r")).count(), 1);
+    let odd = reader.read("items.shop.tabl___");
+    assert_eq!(odd.len(), 1, "only the streamed insert (its snapshot was left out): {odd:?}");
+    let after = odd[0].image("after").unwrap();
+    assert!(after.contains_key("_") && after.len() == 2, "{after:?}");
+    assert!(reader.read("items.shop.sp_ace").is_empty(), "shop.sp ace is not captured any more");
+
+    // a request with no instance running: it waits, says so, and --timeout ends it (exit 75)
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let started = Instant::now();
+    let out = support::sluice(&[
+        "snapshot",
+        "--config",
+        config.to_str().unwrap(),
+        "--table",
+        "shop.big",
+        "--wait",
+        "--timeout",
+        "8s",
+    ]);
+    assert_eq!(out.code, Some(75), "{}\n{}", out.stdout, out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        out.stdout.contains("no running sluice run of source \"items\" has taken the request in"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stderr.contains("gave up waiting after 8s"), "{}", out.stderr);
+    // the request stays: the next start takes it in
+    let mut run = start_sluice(&config, &log);
+    wait_for(
+        60,
+        || table_progress(&services, name, "shop.big").is_some_and(|t| t["state"] == "done" && t["rows"] == 2),
+        "the request to be taken in at the next start",
+        &log,
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+}

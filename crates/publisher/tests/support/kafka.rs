@@ -124,9 +124,24 @@ impl Services {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
         consumer.assign(&tpl).unwrap();
+        // the end as of now: a topic committed to all the time (checkpoints) may never give an
+        // end-of-partition event to a consumer that a broker answers by long-polling
+        let end = match consumer.fetch_watermarks(topic, 0, Duration::from_secs(10)) {
+            Ok((_, high)) => high,
+            Err(_) => return Vec::new(), // not created yet
+        };
         let mut out = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
+            if consumer
+                .position()
+                .ok()
+                .and_then(|p| p.elements().first().map(|e| e.offset()))
+                .is_some_and(|o| matches!(o, Offset::Offset(o) if o >= end))
+                || end == 0
+            {
+                return out;
+            }
             match consumer.poll(Duration::from_millis(200)) {
                 None => {}
                 Some(Err(KafkaError::PartitionEOF(_))) => return out,
@@ -378,10 +393,27 @@ impl TopicReader {
             tpl.add_partition_offset(topic, *p, Offset::Beginning).unwrap();
         }
         consumer.assign(&tpl).unwrap();
+        // each partition's end as of now: reached when the position passes it or an
+        // end-of-partition event says so (a topic written all the time may never give one)
+        let ends: HashMap<i32, i64> = parts
+            .iter()
+            .map(|p| (*p, consumer.fetch_watermarks(topic, *p, Duration::from_secs(10)).map_or(0, |w| w.1)))
+            .collect();
         let mut eof = HashSet::new();
         let mut last = Instant::now();
         // no deadline while records flow; a minute of silence without every partition's end fails
         while eof.len() < parts.len() && last.elapsed() < Duration::from_secs(60) {
+            if let Ok(pos) = consumer.position() {
+                for e in pos.elements() {
+                    if matches!(e.offset(), Offset::Offset(o) if o >= ends[&e.partition()]) || ends[&e.partition()] == 0
+                    {
+                        eof.insert(e.partition());
+                    }
+                }
+                if eof.len() >= parts.len() {
+                    break;
+                }
+            }
             match consumer.poll(Duration::from_millis(200)) {
                 None => {}
                 Some(Err(KafkaError::PartitionEOF(p))) => {
@@ -390,7 +422,6 @@ impl TopicReader {
                 Some(Err(e)) => panic!("{topic}: {e}"),
                 Some(Ok(m)) => {
                     last = Instant::now();
-                    eof.remove(&m.partition());
                     let key = m.key().map(|k| self.decode(k));
                     let value = m.payload().map(|v| self.decode(v));
                     f(Record { partition: m.partition(), offset: m.offset(), key, value }, m.key(), m.payload());
