@@ -2013,6 +2013,20 @@ url = "http://127.0.0.1:8081"
         assert!(p[0].variable.is_none());
     }
 
+    /// A CA file that is not there, and a failover list naming `source.url` itself or a server
+    /// twice, are problems at load (issue 20's messages).
+    #[test]
+    fn source_files_and_failover_lists() {
+        let p = problems(MINIMAL, vec![("SLUICE_SOURCE__CA_FILE", "/no/such/ca.pem")]);
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!((p[0].key.as_str(), p[0].message.as_str()), ("source.ca_file", "/no/such/ca.pem does not exist"));
+        let list = "[\"mysql://repl@127.0.0.1:3306\", \"mysql://repl@replica:3306\", \"mysql://repl@REPLICA:3306\"]";
+        let p = problems(MINIMAL, vec![("SLUICE_SOURCE__FAILOVER", list)]);
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["source.failover[0]", "source.failover[2]"], "{p:#?}");
+        assert!(p[0].message.contains("is source.url itself") && p[1].message.contains("listed twice"), "{p:#?}");
+    }
+
     /// `[snapshot.where]` is one condition: nothing that closes its parenthesis, adds a
     /// statement or comments out the rest of the chunk query (issue 20, item 10).
     #[test]

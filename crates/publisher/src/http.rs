@@ -139,6 +139,25 @@ pub(crate) async fn test_https_server() -> (sluice_test_registry::Server, tempfi
 mod tests {
     use super::*;
 
+    /// `https://` to a server that answers in plain HTTP: the error says so (it was rustls'
+    /// "received corrupt message of type InvalidContentType" alone).
+    #[tokio::test]
+    async fn https_to_a_plain_http_server_says_so() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+        });
+        let http = client(None, "registry.ca_file", Duration::from_secs(5)).unwrap();
+        let e = http.get(format!("https://127.0.0.1:{port}/subjects")).send().await.unwrap_err();
+        let text = cause_chain(&e, Duration::from_secs(5));
+        assert!(text.contains("the URL starts with http://"), "{text}");
+    }
+
     #[test]
     fn a_ca_file_without_certificates_is_named() {
         let dir = tempfile::tempdir().unwrap();

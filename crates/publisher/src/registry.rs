@@ -166,18 +166,7 @@ impl RegistryClient {
         if let Some(s) = self.by_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&id) {
             return Ok(Arc::clone(s));
         }
-        let url = format!("{}/schemas/ids/{id}", self.base);
-        let mut req = self
-            .http
-            .get(&url)
-            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
-            .timeout(self.timeout);
-        if let Some(u) = &self.username {
-            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
-        }
-        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        let (status, text) = self.get(&format!("{}/schemas/ids/{id}", self.base)).await?;
         let subject = format!("(schema id {id})");
         if !(200..300).contains(&status) {
             return Err(RegistryError::Refused { subject, status, body: text });
@@ -197,17 +186,7 @@ impl RegistryClient {
     /// As [`RegistryClient::register`].
     pub async fn latest(&self, subject: &str) -> Result<Option<(u32, Arc<str>)>, RegistryError> {
         let url = format!("{}/subjects/{}/versions/latest", self.base, encode_path(subject));
-        let mut req = self
-            .http
-            .get(&url)
-            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
-            .timeout(self.timeout);
-        if let Some(u) = &self.username {
-            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
-        }
-        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        let (status, text) = self.get(&url).await?;
         if status == 404 {
             return Ok(None);
         }
@@ -250,6 +229,22 @@ impl RegistryClient {
             return Err(refused(&text));
         }
         serde_json::from_str::<Vec<serde_json::Value>>(&text).map(|v| v.len()).map_err(|_| refused(&text))
+    }
+
+    /// `GET url` with the registry's media types, credentials and timeout: status and body.
+    async fn get(&self, url: &str) -> Result<(u16, String), RegistryError> {
+        let mut req = self
+            .http
+            .get(url)
+            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
+            .timeout(self.timeout);
+        if let Some(u) = &self.username {
+            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
+        }
+        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        Ok((status, text))
     }
 
     /// The error of a request that got no answer: an untrusted certificate, else unreachable.

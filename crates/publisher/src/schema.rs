@@ -157,6 +157,21 @@ impl TrackedTable {
         format!("{}.{}", self.database, self.table)
     }
 
+    /// A table known by name only (tests of what needs no columns).
+    #[cfg(test)]
+    pub fn without_columns(database: &str, table: &str) -> TrackedTable {
+        TrackedTable {
+            database: database.into(),
+            table: table.into(),
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            default_charset: None,
+            version: 1,
+            since: "server".into(),
+            unknown: None,
+        }
+    }
+
     fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
     }

@@ -123,7 +123,7 @@ fn impossible_ranges_and_damaged_input_are_said() {
     let out = sluice().arg("dump").arg(&cut).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(65), "{err}");
-    assert!(err.contains("cannot read on at offset") && err.contains("the file ends early"), "{err}");
+    assert!(err.contains("breaks off at offset") && err.contains("the file ends early"), "{err}");
     assert!(!out.stdout.is_empty(), "the events before the cut are printed");
 
     let f = file.to_str().unwrap();

@@ -1040,12 +1040,16 @@ fn seams_one_by_one() {
     assert!(out.stderr.contains("gave up waiting after 8s"), "{}", out.stderr);
     // the request stays: the next start takes it in
     let mut run = start_sluice(&config, &log);
-    wait_for(
-        60,
-        || table_progress(&services, name, "shop.big").is_some_and(|t| t["state"] == "done" && t["rows"] == 2),
-        "the request to be taken in at the next start",
-        &log,
-    );
+    let taken = || {
+        services.checkpoint(name, name).is_some_and(|c| {
+            c["snapshot"]["reason"] == "signal"
+                && table_progress(&services, name, "shop.big").is_some_and(|t| t["state"] == "done" && t["rows"] == 2)
+        })
+    };
+    wait_for(60, taken, "the request to be taken in at the next start", &log);
+    // a new round counts its own tables: one (it said 7 of 7 before)
+    let tables = services.checkpoint(name, name).unwrap()["snapshot"]["tables"].as_array().unwrap().len();
+    assert_eq!(tables, 1);
     run.kill().unwrap();
     run.wait().unwrap();
 }

@@ -222,6 +222,25 @@ fn simple_diff(db: &Server, engine: &Engine, index: &str, select: &str) -> Vec<S
     diff
 }
 
+/// Waits (2 minutes at most) until `diff` finds no difference; panics with the last ones and the
+/// sink's log, `when` saying at which point.
+fn until_equal(when: &str, sink_log: &Path, mut diff: impl FnMut() -> Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let d = diff();
+        if d.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{when}the indices differ from the tables:\n{}\n--- sink log:\n{}",
+            d.join("\n"),
+            log_text(sink_log)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn metric(port: u16, name: &str) -> f64 {
     let (_, body) = support::http_get(port, "/metrics");
     body.lines()
@@ -319,24 +338,13 @@ fn scenario(name: &str, engine_kind: &str) {
     services.wait_caught_up("sluice", "es", &run_log);
     let orders = "SELECT id, IFNULL(v, 'NULL'), qty FROM shop.orders";
     let lines = "SELECT CONCAT('[', order_id, ',\"', k, '\"]'), v, qty FROM shop.lines";
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let diff: Vec<String> = every_diff(db, &engine)
+    until_equal("", &sink_log, || {
+        every_diff(db, &engine)
             .into_iter()
             .chain(simple_diff(db, &engine, "sluice.shop.orders", orders))
             .chain(simple_diff(db, &engine, "sluice.shop.lines", lines))
-            .collect();
-        if diff.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the indices differ from the tables:\n{}\n--- sink log:\n{}",
-            diff.join("\n"),
-            log_text(&sink_log)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+            .collect()
+    });
     let rows = db.scalar("SELECT COUNT(*) FROM shop.orders").parse::<usize>().unwrap();
     eprintln!("indices equal to the tables: shop.orders {rows} rows, shop.lines, shop.every (4 rows, every type)");
 
@@ -410,23 +418,12 @@ fn scenario(name: &str, engine_kind: &str) {
     );
     db.sql_text(&sql);
     services.wait_caught_up("sluice", "es", &run_log);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let diff: Vec<String> = simple_diff(db, &engine, "sluice.shop.orders", orders)
+    until_equal("after TRUNCATE and DROP, ", &sink_log, || {
+        simple_diff(db, &engine, "sluice.shop.orders", orders)
             .into_iter()
             .chain(simple_diff(db, &engine, "sluice.shop.lines", lines))
-            .collect();
-        if diff.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after TRUNCATE and DROP, the indices differ from the tables:\n{}\n--- sink log:\n{}",
-            diff.join("\n"),
-            log_text(&sink_log)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+            .collect()
+    });
     assert_eq!(engine.documents("sluice.shop.orders").len(), 300);
     assert_eq!(engine.documents("sluice.shop.lines").len(), 2);
     assert!(log_text(&sink_log).contains("Applied a truncate record"), "{}", log_text(&sink_log));
@@ -461,8 +458,8 @@ fn scenario(name: &str, engine_kind: &str) {
             "Elasticsearch sink: bulk latency",
             "Elasticsearch sink: bulk requests/s by outcome",
         ];
-        // bulk latency has two queries (median, p99)
-        assert_eq!(prom.dashboard_queries(&sink_panels, &sink_log), sink_panels.len() + 1);
+        // bulk latency has two queries (median, p99), records waiting two (by index, stalled)
+        assert_eq!(prom.dashboard_queries(&sink_panels, &sink_log), sink_panels.len() + 2);
         let ready = prom.query("sluice_es_ready");
         assert_eq!(ready.first().map(|(_, v)| v.as_str()), Some("1"), "{ready:?}");
         // Prometheus's sum of the conflicts is the sink's own count, at least what the redelivery saw

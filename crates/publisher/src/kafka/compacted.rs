@@ -50,6 +50,8 @@ impl CompactedReader {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
+            // a bounded read: at the end, the broker is not to hold the fetch for new records
+            .set("fetch.wait.max.ms", "10")
             .create_with_context(KafkaContext::new(&k.brokers))
             .map_err(|e| Error::Fatal(format!("creating a reader of {topic}: {e}")))?;
         Ok(CompactedReader { consumer, topic: topic.to_string() })

@@ -180,16 +180,7 @@ mod tests {
     use super::*;
 
     fn table(database: &str, table: &str) -> TrackedTable {
-        TrackedTable {
-            database: database.into(),
-            table: table.into(),
-            columns: Vec::new(),
-            primary_key: Vec::new(),
-            default_charset: None,
-            version: 1,
-            since: "server".into(),
-            unknown: None,
-        }
+        TrackedTable::without_columns(database, table)
     }
 
     #[test]

@@ -337,6 +337,18 @@ fn table_statement(words: &[String]) -> bool {
         && !matches!(object.as_str(), "USER" | "ROLE" | "SERVER")
 }
 
+/// A statement's tokens without whitespace and comments (None when it does not tokenize).
+pub(super) fn tokens(sql: &str) -> Option<Vec<Token>> {
+    Some(
+        Tokenizer::new(&MySqlDialect {}, sql)
+            .tokenize()
+            .ok()?
+            .into_iter()
+            .filter(|t| !matches!(t, Token::Whitespace(_)))
+            .collect(),
+    )
+}
+
 /// What [`options_only_alter`] found.
 #[derive(Debug, PartialEq)]
 pub(super) struct OptionsAlter {
@@ -352,12 +364,7 @@ pub(super) struct OptionsAlter {
 /// options, index changes, partition maintenance, `CONVERT TO CHARACTER SET`), what it
 /// changes; None for anything else.
 pub(super) fn options_only_alter(sql: &str, default_db: &str, db_charset: Option<&str>) -> Option<OptionsAlter> {
-    let tokens: Vec<Token> = Tokenizer::new(&MySqlDialect {}, sql)
-        .tokenize()
-        .ok()?
-        .into_iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
+    let tokens = tokens(sql)?;
     let word = |i: usize| match tokens.get(i) {
         Some(Token::Word(w)) => Some(w.value.to_ascii_uppercase()),
         _ => None,

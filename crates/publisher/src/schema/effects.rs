@@ -12,10 +12,9 @@
 //! <https://mariadb.com/kb/en/truncate-table/>, <https://mariadb.com/kb/en/create-table/#create-or-replace>.
 
 use sqlparser::ast::{AlterTableOperation, ObjectName, ObjectType, RenameTableNameKind, Statement};
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::Token;
 
-use super::ddl::parse;
+use super::ddl::{parse, tokens};
 use super::{fold_name, SchemaHistory};
 
 /// What a statement does to the rows of one table.
@@ -165,12 +164,7 @@ impl SchemaHistory {
 
 /// `ALTER TABLE name ... {TRUNCATE | DROP | EXCHANGE} PARTITION ...`: the table and the kind.
 fn partition_maintenance(sql: &str, default_db: &str) -> Option<(String, String, &'static str)> {
-    let tokens: Vec<Token> = Tokenizer::new(&MySqlDialect {}, sql)
-        .tokenize()
-        .ok()?
-        .into_iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
+    let tokens = tokens(sql)?;
     let word = |i: usize| match tokens.get(i) {
         Some(Token::Word(w)) => Some(w.value.to_ascii_uppercase()),
         _ => None,
@@ -203,20 +197,7 @@ mod tests {
     use crate::schema::TrackedTable;
 
     fn history(tables: &[(&str, &str)]) -> SchemaHistory {
-        let tables = tables
-            .iter()
-            .map(|(d, t)| TrackedTable {
-                database: d.to_string(),
-                table: t.to_string(),
-                columns: Vec::new(),
-                primary_key: Vec::new(),
-                default_charset: None,
-                version: 1,
-                since: "server".into(),
-                unknown: None,
-            })
-            .collect();
-        SchemaHistory::new(tables, 1, false)
+        SchemaHistory::new(tables.iter().map(|(d, t)| TrackedTable::without_columns(d, t)).collect(), 1, false)
     }
 
     fn emptied(d: &str, t: &str, by: &'static str) -> RowEffect {

@@ -119,6 +119,7 @@ impl Services {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
+            .set("fetch.wait.max.ms", "10")
             .create()
             .unwrap();
         let mut tpl = TopicPartitionList::new();
@@ -381,6 +382,7 @@ impl TopicReader {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
+            .set("fetch.wait.max.ms", "10")
             .create()
             .unwrap();
         let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
