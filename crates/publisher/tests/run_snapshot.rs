@@ -479,7 +479,8 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
     assert!(streamed, "the stream went on during the snapshot");
     let check = support::sluice(&["check", "--config", config.to_str().unwrap()]);
     assert!(check.stdout.contains("fid.late done: 1000 rows"), "{}", check.stdout);
-    assert!(check.stdout.contains("fid.victim skipped"), "{}", check.stdout);
+    // a new request is a round of its own: the tables of the finished one are not counted in it
+    assert!(check.stdout.contains("[ok] snapshot (signal): 1 of 1 tables done, 1000 rows"), "{}", check.stdout);
     let _ = Command::new("kill").arg(sluice.0.id().to_string()).status();
     let _ = sluice.0.wait();
 }
