@@ -1,0 +1,158 @@
+//! `[kafka]`: the cluster, topics and transactions records are published with.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// `[kafka]`
+#[derive(Debug, Clone, Deserialize)]
+pub struct KafkaSection {
+    /// Bootstrap servers, `host:port[,host:port...]`.
+    pub brokers: String,
+    /// Topic prefix: records go to `<prefix>.<db>.<table>`, checkpoints to
+    /// `<prefix>.__positions`, the tracked schema history (column names for TABLE_MAPs
+    /// without them, see the `schema` module) to `<prefix>.__schemas`.
+    #[serde(default = "default_prefix")]
+    pub topic_prefix: String,
+    /// Partitions of topics Sluice creates.
+    #[serde(default = "default_partitions")]
+    pub partitions: i32,
+    /// Replication factor of topics Sluice creates.
+    #[serde(default = "default_replication")]
+    pub replication_factor: i32,
+    /// Extra configs for topics Sluice creates (e.g. `"retention.ms" = "604800000"`).
+    #[serde(default)]
+    pub topic_config: BTreeMap<String, String>,
+    /// A Kafka transaction is committed after this many records ... (Under load the time
+    /// limit usually comes first: a commit costs the broker a round trip to its transaction
+    /// coordinator, and batches of a fraction of a second keep that cost small per record while
+    /// read_committed consumers see the records within `batch_max_delay`. While one batch
+    /// commits, the next is encoded, holding up to half of `batch_max_bytes` of its records in
+    /// memory; then it waits for the commit.)
+    #[serde(default = "default_batch_records")]
+    pub batch_max_records: usize,
+    /// ... or this many bytes of keys and values (an integer, or text with a unit: `"16MiB"`,
+    /// `"512KiB"`, `"1GB"`) ...
+    #[serde(default = "default_batch_bytes", deserialize_with = "byte_size")]
+    pub batch_max_bytes: u64,
+    /// ... or this much time since it began, whichever comes first, at the next MySQL
+    /// transaction boundary (a MySQL transaction is never split across Kafka transactions).
+    #[serde(default = "default_batch_delay", with = "humantime_serde")]
+    pub batch_max_delay: Duration,
+    /// Kafka `transaction.timeout.ms`: longer than the largest MySQL transaction takes to
+    /// stream.
+    #[serde(default = "default_txn_timeout", with = "humantime_serde")]
+    pub transaction_timeout: Duration,
+    /// Extra librdkafka producer properties (`security.protocol`, `sasl.mechanisms`, ...).
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+    /// File holding `sasl.password` (never put it in `properties`).
+    #[serde(default)]
+    pub sasl_password_file: Option<PathBuf>,
+    /// Environment variable holding `sasl.password`.
+    #[serde(default)]
+    pub sasl_password_env: Option<String>,
+}
+
+pub(super) fn default_prefix() -> String {
+    "sluice".into()
+}
+
+pub(super) fn default_partitions() -> i32 {
+    3
+}
+
+pub(super) fn default_replication() -> i32 {
+    1
+}
+
+pub(super) fn default_batch_records() -> usize {
+    100_000
+}
+
+pub(super) fn default_batch_bytes() -> u64 {
+    16 << 20
+}
+
+pub(super) fn default_batch_delay() -> Duration {
+    Duration::from_millis(200)
+}
+
+pub(super) fn default_txn_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
+impl KafkaSection {
+    /// The SASL password from its file or environment variable, if configured.
+    ///
+    /// # Errors
+    /// An unreadable password file.
+    pub fn sasl_password(&self) -> Result<Option<Secret>, ConfigError> {
+        optional_secret(&self.sasl_password_file, &self.sasl_password_env)
+    }
+}
+
+impl KafkaSection {
+    pub(super) fn validate(&self, p: &mut Problems) {
+        if self.brokers.trim().is_empty() {
+            p.push("kafka.brokers", "is empty");
+        }
+        validate_secret(p, "kafka.sasl_password", &self.sasl_password_file, &self.sasl_password_env);
+        if self.topic_prefix.is_empty()
+            || !self.topic_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            p.push("kafka.topic_prefix", format!("{:?} must be letters, digits, '.', '_' or '-'", self.topic_prefix));
+        }
+        if self.partitions < 1 {
+            p.push("kafka.partitions", "must be at least 1");
+        }
+        if self.replication_factor < 1 {
+            p.push("kafka.replication_factor", "must be at least 1");
+        }
+        if self.batch_max_records == 0 {
+            p.push("kafka.batch_max_records", "must be at least 1");
+        }
+        if self.batch_max_bytes == 0 {
+            p.push("kafka.batch_max_bytes", "must be at least 1");
+        }
+        let number = |key: &str| self.properties.get(key).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(queue), Some(message)) = (number("queue.buffering.max.kbytes"), number("message.max.bytes")) {
+            if queue.saturating_mul(1024) < message {
+                p.push(
+                    "kafka.properties.\"queue.buffering.max.kbytes\"",
+                    format!(
+                        "{queue} KiB cannot hold one record of message.max.bytes = {message}: librdkafka would wait for \
+                         room forever; raise it to at least {}, or leave it out (Sluice then sizes it)",
+                        message.div_ceil(1024)
+                    ),
+                );
+            }
+        }
+        for key in self.properties.keys() {
+            if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
+                p.push(
+                    format!("kafka.properties.{key:?}"),
+                    "must not be set here: passwords come from kafka.sasl_password_file/_env, and Sluice sets the \
+                     transactional settings itself",
+                );
+            }
+        }
+        librdkafka_problems("kafka.properties", &self.properties, p);
+    }
+}
+
+/// The properties of `table` (`kafka.properties`, `elasticsearch.consumer`) librdkafka refuses
+/// by name or value, checked where the file is read rather than when the client is made (a
+/// typo would otherwise pass `sluice check` and stop `sluice run`).
+pub(super) fn librdkafka_problems(table: &str, properties: &BTreeMap<String, String>, p: &mut Problems) {
+    for (key, value) in properties {
+        let mut one = rdkafka::ClientConfig::new();
+        one.set(key, value);
+        if let Err(e) = one.create_native_config() {
+            let why = match e {
+                rdkafka::error::KafkaError::ClientConfig(_, description, _, _) => description,
+                other => other.to_string(),
+            };
+            p.push(format!("{table}.{key:?}"), format!("librdkafka refuses it: {why}"));
+        }
+    }
+}
