@@ -3,7 +3,7 @@
 //! table and operation that the workload made, and runs every query of the chart's Grafana
 //! dashboard; `promtool check metrics` finds nothing to say about the exposition.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -8,7 +8,7 @@
 //! path instead; noida-db does not enforce `max.message.bytes`, so that path is tested with
 //! librdkafka's mock cluster (`kafka/sink.rs`, `a_record_the_broker_refuses_as_too_large_is_named`).
 
-mod support;
+use crate::support;
 
 use std::process::Child;
 use std::time::{Duration, Instant};

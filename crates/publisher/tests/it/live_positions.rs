@@ -3,7 +3,7 @@
 //! `FLUSH BINARY LOGS` loses nothing; a purged binlog and an unknown GTID stop with a message.
 //! One server for the file; the scenarios run in order.
 
-mod support;
+use crate::support;
 
 use support::{dump, ids, of_table, Follower, Server};
 

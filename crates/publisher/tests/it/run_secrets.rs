@@ -7,7 +7,7 @@
 //! The broker here has no SASL listener, so the SASL password is configured (read and handed
 //! to librdkafka) but not used to authenticate; the MySQL and registry passwords are used.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

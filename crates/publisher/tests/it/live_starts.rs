@@ -6,7 +6,7 @@
 //! from the same GTID), and a MariaDB GTID ahead of the server is said to be ahead, not purged.
 //! Real MariaDB and broker.
 
-mod support;
+use crate::support;
 
 use support::kafka::Services;
 use support::{dump, sluice_cmd};

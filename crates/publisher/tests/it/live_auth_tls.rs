@@ -3,7 +3,7 @@
 //! each run asserting the streamed values against `SELECT` on the server. One server (with
 //! TLS) for the whole file; the scenarios run in order.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

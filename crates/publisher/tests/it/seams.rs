@@ -31,7 +31,7 @@
 //! jump forward to a later state, never back), no `r` record without a snapshot, the final
 //! state equal to `SELECT` (the keyless table as a multiset), and each index equal to its table.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

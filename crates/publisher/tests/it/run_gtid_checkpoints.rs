@@ -4,7 +4,7 @@
 //! server's `@@gtid_binlog_pos` once it has caught up, and a restart resumes by it, with
 //! every change exactly once. Real MariaDB, broker and registry.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

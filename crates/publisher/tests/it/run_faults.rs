@@ -9,7 +9,7 @@
 //! bootstrap), so it is stalled by SIGSTOP of its process instead, and slowed by a SIGSTOP/SIGCONT
 //! duty cycle. `SLUICE_FAULT_OUTAGE_SECS` sets the registry outage (default 60 s).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

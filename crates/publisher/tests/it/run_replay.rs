@@ -35,7 +35,7 @@
 //! | GEOMETRY | `{srid, wkb}` | `{srid, wkb}` | `ST_SRID:HEX(col)` | `srid:HEX(srid LE + wkb)` |
 //! | UUID / INET6 | 16 bytes | base64 | text | 8-4-4-4-12 hex / RFC 5952 |
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

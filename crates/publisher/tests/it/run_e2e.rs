@@ -8,7 +8,7 @@
 //! Services come from `integration/lib/{mariadb,broker,registry}.sh` (see `support::kafka`).
 //! When they cannot start the test is skipped loudly, or fails with `SLUICE_REQUIRE_MARIADB=1`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Command;

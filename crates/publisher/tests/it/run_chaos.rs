@@ -15,7 +15,7 @@
 //! `SLUICE_CHAOS_SEED` replays a run (the seed is printed); `SLUICE_CHAOS_KILLS` changes the
 //! number of kills (default 20).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Command;

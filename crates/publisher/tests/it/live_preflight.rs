@@ -2,7 +2,7 @@
 //! check, before any event is read, with a message saying to set ROW; after
 //! `SET GLOBAL binlog_format = 'ROW'` the same command streams the ROW changes.
 
-mod support;
+use crate::support;
 
 use support::{dump, Server};
 

@@ -5,7 +5,7 @@
 //! needed; with exactly those privileges `sluice run` snapshots, streams, is SIGKILLed and
 //! resumes. Real MariaDB, broker and registry.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

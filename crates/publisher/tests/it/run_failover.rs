@@ -7,7 +7,7 @@
 //! never streamed from with a gap. Real MariaDB servers (three, replicating), broker and
 //! registry.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

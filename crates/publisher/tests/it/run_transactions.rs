@@ -6,7 +6,7 @@
 //! at a transaction's end, and the savepoint transaction's records must share one
 //! `transaction.id`. Real MariaDB, broker and registry.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! - the broker is down when `sluice run` starts, and rows are written before it comes up;
 //! - the registry is down at the first row, so the attempt restarts, and more rows follow.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

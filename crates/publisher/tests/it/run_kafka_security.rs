@@ -12,7 +12,7 @@
 //! (`kafka_secure_proxy_selftest.py`) checks it against confluent-kafka's librdkafka. Sluice's
 //! librdkafka is built with OpenSSL (the `ssl` feature), which SSL, SASL_SSL and SCRAM need.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@
 //! The damage is done by the test's own proxy because no server sends such bytes on purpose;
 //! everything else on the wire is the real server's.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -8,7 +8,7 @@
 //! a test may use whatever it tests). Rerun with the graph printed:
 //!
 //! ```text
-//! cargo test -p sluice --test architecture -- --nocapture
+//! cargo test -p sluice --test it architecture -- --nocapture
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};

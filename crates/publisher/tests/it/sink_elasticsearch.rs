@@ -12,7 +12,7 @@
 //! TRUNCATE and a DROP TABLE with re-creation leave the indices equal to the tables, also when
 //! the range holding them is delivered again.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -17,7 +17,7 @@
 //! Services as in `run_e2e.rs`; skipped loudly when they cannot start, unless
 //! `SLUICE_REQUIRE_MARIADB=1`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

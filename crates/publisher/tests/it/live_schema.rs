@@ -4,7 +4,7 @@
 //! follows the DDL after it, so its JSON has the column names, UNSIGNED values, text decoded
 //! in each column's charset and ENUM labels, before and after an ALTER.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{of_table, Follower, Server};

@@ -5,7 +5,7 @@
 //! they counted every record sent (5117 "published" for 5103 committed in one trial). Real
 //! MariaDB, broker and registry.
 
-mod support;
+use crate::support;
 
 use support::kafka::{log_text, start_sluice, wait_for, Services, TopicReader};
 use support::{free_port, http_get};

@@ -2,7 +2,7 @@
 //! inserting and `sluice dump --follow` streams; in the end every row the server has appears
 //! exactly once, in commit order, and sluice says it reconnected.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! the user's grants; a run that stopped (even with an error) marks its checkpoint so.
 //! Real MariaDB, broker and registry.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

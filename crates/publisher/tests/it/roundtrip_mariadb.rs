@@ -25,7 +25,7 @@
 //! | INET6 | base64 of the 16 bytes | `2001:db8::1` | RFC 5952 text (`std::net::Ipv6Addr`) |
 //! | text, ENUM, SET, JSON (LONGTEXT) | string (ENUM/SET by name) | text | the text |
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;

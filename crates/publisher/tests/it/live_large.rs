@@ -4,7 +4,7 @@
 //! the same stream through a TCP proxy that cuts the connection once in the middle of the
 //! large event: sluice reconnects and prints every row exactly once.
 
-mod support;
+use crate::support;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};

@@ -13,7 +13,7 @@
 //!   another keeps streaming; bad requests are refused; a table dropped and one altered while
 //!   being read end well.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
