@@ -53,7 +53,7 @@ pub enum Error {
     #[error(transparent)]
     Wire(#[from] sluice_protocol::Error),
     /// An event's CRC32 does not match its bytes.
-    #[error("checksum mismatch: the event says {expected:08x}, its bytes give {actual:08x} (the file is damaged; --no-verify-checksum reads on at your own risk)")]
+    #[error("checksum mismatch: the event says {expected:08x}, its bytes give {actual:08x} (the file is damaged)")]
     ChecksumMismatch {
         /// CRC32 stored in the event.
         expected: u32,

@@ -3,15 +3,17 @@
 //! The library behind the `sluice` binary. Dependencies point one way, from the commands down:
 //!
 //! ```text
-//! cmd (run, check, position, dump)
-//!  └─ pipeline (tables, emit, batch, start)          changes in, Kafka transactions out
-//!      ├─ source (preflight, server)                  the replication stream, server queries
-//!      ├─ snapshot (plan, values)                     the rows already in the tables, in chunks
-//!      ├─ schema (ddl, store, load)                   the tracked table definitions
-//!      ├─ avro, registry                              records and their schemas
-//!      ├─ kafka (sink, compacted)                     transactions, the compacted-topic reader
-//!      └─ metrics
-//!          └─ position, config, filter, http, render, disposition, process, console
+//! cmd (run, check, position, snapshot, sink, dump)
+//!  ├─ pipeline (tables, emit, batch, start)          changes in, Kafka transactions out
+//!  │   ├─ source (preflight, server)                  the replication stream, server queries
+//!  │   ├─ snapshot (plan, values)                     the rows already in the tables, in chunks
+//!  │   ├─ schema (ddl, effects, store, load)          the tracked table definitions; TRUNCATE/DROP
+//!  │   ├─ avro, registry                              records and their schemas
+//!  │   ├─ kafka (sink, compacted, signals)            transactions, the compacted-topic reader,
+//!  │   │                                              `sluice snapshot`'s requests
+//!  │   └─ metrics
+//!  └─ elastic (feed, document, mapping, client)      the Elasticsearch sink: Kafka in, bulk out
+//!      └─ position, config, filter, http, render, disposition, process, console
 //! ```
 //!
 //! Where things happen, each in one place:

@@ -1,4 +1,7 @@
-//! What `sluice run` has done, counted in one place: the [`Metrics`] struct, registered
+//! What the long-running commands have done, counted in one place per command: `sluice run`'s
+//! [`Metrics`] and `sluice sink elasticsearch`'s [`SinkMetrics`], each served by [`serve`].
+//!
+//! `sluice run`: the [`Metrics`] struct, registered
 //! against one Prometheus registry and shared by the pipeline (which counts) and the HTTP
 //! endpoint (which serves `/metrics`, `/healthz` and `/readyz`, see [`serve`]). A progress
 //! line is logged from the same counters every [`PROGRESS_EVERY`] while events flow, and once

@@ -1,4 +1,5 @@
-//! Column values as JSON and as SQL literals, for `sluice dump`.
+//! Column values as JSON and as SQL literals: `sluice dump`'s lines and statements, and the
+//! pipeline's messages that name a row (a record too large for Kafka names its key).
 //!
 //! JSON keeps values exact: integers beyond ±2^53 (what a double holds exactly, and so what
 //! most JSON readers keep) and DECIMALs are strings, binary is base64, temporal values are

@@ -418,30 +418,37 @@ pub(crate) fn snapshot_lines(p: Option<&SnapshotProgress>) -> Vec<String> {
     lines
 }
 
-/// The report line for a committed checkpoint against the server's binlogs (`SHOW BINARY
-/// LOGS`: name and size, oldest first): how many bytes of binlog the server has written past
-/// it, or an error when its file is gone (a restart could not resume without a gap).
-pub(crate) fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
+/// Where a committed checkpoint stands against the server's binlogs (`SHOW BINARY LOGS`: name
+/// and size, oldest first): how many bytes of binlog the server has written past it, or, false,
+/// that its file is gone (a restart could not resume without a gap). The text without a report
+/// prefix: `sluice check` puts `[ok] checkpoint:` before it, `sluice position show` the source.
+pub(crate) fn checkpoint_state(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
     let age = (now_ms - c.ts_ms).max(0) / 1000;
     let at = format!("{c}, committed {age} s ago");
     if c.file.is_empty() {
         // a start by GTID: the file is known once the stream names it
-        return (true, format!("[ok] checkpoint: {at}; the server finds its file when the stream starts"));
+        return (true, format!("{at}; the server finds its file when the stream starts"));
     }
     let Some(behind) = bytes_past(logs, &c.file, c.position) else {
         let earliest = logs.first().map_or("none", |(f, _)| f.as_str());
         return (
             false,
             format!(
-                "[ERROR] checkpoint: {at}; {} is no longer on the server (earliest: {earliest}), so a restart cannot \
-                 resume without losing changes: move the checkpoint with `sluice position set --to earliest` (or \
-                 current) knowingly, and fill the gap",
+                "{at}; {} is no longer on the server (earliest: {earliest}), so a restart cannot resume without \
+                 losing changes: move the checkpoint with `sluice position set --to earliest` (or current) \
+                 knowingly, and fill the gap",
                 c.file
             ),
         );
     };
     let last = logs.last().map_or(String::new(), |(f, s)| format!("{f}:{s}"));
-    (true, format!("[ok] checkpoint: {at}; the server is at {last}, {behind} bytes of binlog past it"))
+    (true, format!("{at}; the server is at {last}, {behind} bytes of binlog past it"))
+}
+
+/// [`checkpoint_state`] as `sluice check`'s report line.
+fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
+    let (ok, text) = checkpoint_state(c, logs, now_ms);
+    (ok, format!("[{}] checkpoint: {text}", if ok { "ok" } else { "ERROR" }))
 }
 
 #[cfg(test)]

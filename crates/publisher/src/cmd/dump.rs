@@ -235,6 +235,16 @@ struct Dumper<W: Write> {
     scratch: String,
 }
 
+/// The way on after a checksum mismatch: the decoder names no flag of this command, so the
+/// command says it.
+fn checksum_hint(e: &BinlogError) -> &'static str {
+    if matches!(e.root(), BinlogError::ChecksumMismatch { .. }) {
+        "; `--no-verify-checksum` reads on at your own risk"
+    } else {
+        ""
+    }
+}
+
 enum Failure {
     Input(BinlogError),
     Output(io::Error),
@@ -340,7 +350,11 @@ pub fn run(args: DumpArgs) -> Exit {
         }
         Err(Failure::Source(e)) => {
             let _ = d.out.flush();
-            tracing::error!("{e}");
+            let hint = match &e {
+                SourceError::Decode(d) => checksum_hint(d),
+                _ => "",
+            };
+            tracing::error!("{e}{hint}");
             // an event the server sent that does not decode is corrupt input, as in a file
             if matches!(e, SourceError::Decode(_)) {
                 Exit::Data
@@ -356,7 +370,7 @@ pub fn run(args: DumpArgs) -> Exit {
                 let _ = d.spool.flush_with(&mut d.out, "null}");
             }
             let _ = d.out.flush();
-            tracing::error!("{e}");
+            tracing::error!("{e}{}", checksum_hint(&e));
             match e {
                 BinlogError::Io { .. } => Exit::NoInput,
                 _ => Exit::Data,

@@ -142,8 +142,7 @@ async fn show(cfg: &Config, out: &mut Report) -> Result<bool, String> {
     };
     match logs {
         Ok(logs) => {
-            let (ok, line) = super::check::describe_checkpoint(&c, &logs, now_ms());
-            let line = line.trim_start_matches("[ok] checkpoint: ").trim_start_matches("[ERROR] checkpoint: ");
+            let (ok, line) = super::check::checkpoint_state(&c, &logs, now_ms());
             crate::report!(out, "source {:?}: {line}", cfg.source.name);
             Ok(ok)
         }
