@@ -14,6 +14,7 @@ pub mod position;
 pub mod run;
 pub mod sink;
 pub mod snapshot;
+mod supervise;
 
 /// How a command ended, as scripts tell outcomes apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +35,17 @@ pub enum Exit {
     Timeout,
 }
 
-/// Runs a long-running command's `serve` on the runtime `sluice run` and `sluice sink` share,
-/// giving blocking Kafka calls still waiting on the broker two seconds at the end.
+/// The command's configuration (`path` with the environment's overrides); a bad one is said
+/// under the command's `name`, and is exit 2.
+pub(crate) fn load_config<C: crate::config::Load>(name: &str, path: &std::path::Path) -> Result<C, Exit> {
+    C::load(path, std::env::vars()).map_err(|e| {
+        crate::eline!("{name}: {e}");
+        Exit::Usage
+    })
+}
+
+/// Runs a command's work on the runtime every command that talks to servers shares, giving
+/// blocking Kafka calls still waiting on the broker two seconds at the end.
 pub(crate) fn on_runtime(name: &str, serve: impl std::future::Future<Output = Exit>) -> Exit {
     let rt = match crate::process::runtime() {
         Ok(rt) => rt,

@@ -94,6 +94,28 @@ pub struct SinkConfig {
     pub metrics: MetricsSection,
 }
 
+/// A configuration a command loads (the file, then the `SLUICE_*` environment overrides):
+/// `sluice run`'s and the sink's, loaded the same way by every command.
+pub trait Load: Sized {
+    /// Reads `path`, applies the overrides in `env`, and validates.
+    ///
+    /// # Errors
+    /// Unreadable file, bad TOML, and every problem at once.
+    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError>;
+}
+
+impl Load for Config {
+    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        Config::load(path, env)
+    }
+}
+
+impl Load for SinkConfig {
+    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        SinkConfig::load(path, env)
+    }
+}
+
 impl Config {
     /// Reads `path`, applies `SLUICE_*` overrides from `env`, and validates.
     ///

@@ -24,7 +24,6 @@ pub mod emit;
 pub mod start;
 pub mod tables;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sluice_binlog::rows::RowImage;
@@ -43,7 +42,7 @@ use crate::kafka::signals::SignalReader;
 use crate::kafka::{schemas_topic, KafkaSink, TOO_LARGE_SETTINGS};
 use crate::metrics::{Metrics, ProgressLog, Tally};
 use crate::position::{BadCheckpoint, Checkpoint, ResumePoint, SnapshotProgress};
-use crate::process::now_ms;
+use crate::process::{now_ms, Shutdown};
 use crate::registry::{RegistryClient, RegistryError};
 use crate::schema::{RowEffect, SchemaError, SchemaHistory};
 use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
@@ -331,7 +330,7 @@ impl<'c> Pipeline<'c> {
         src: &mut impl ChangeSource,
         snap: &mut Snapshotter,
         sink: &mut KafkaSink,
-        stop: &AtomicBool,
+        stop: &Shutdown,
     ) -> Result<(), Error> {
         let result = self.stream(src, snap, sink, stop).await.map_err(|e| self.name_refused_record(e));
         if result.is_err() {
@@ -346,12 +345,12 @@ impl<'c> Pipeline<'c> {
         src: &mut impl ChangeSource,
         snap: &mut Snapshotter,
         sink: &mut KafkaSink,
-        stop: &AtomicBool,
+        stop: &Shutdown,
     ) -> Result<(), Error> {
         loop {
             if !src.in_transaction() {
                 self.take_signals(snap);
-                if snap.is_active() && !stop.load(Ordering::SeqCst) {
+                if snap.is_active() && !stop.is_requested() {
                     self.snapshot_work(src.resume_point(), snap, sink).await?;
                 }
             }
@@ -373,7 +372,7 @@ impl<'c> Pipeline<'c> {
             if !src.in_transaction() {
                 // a finished commit's outcome now, not at the next record (the stream may idle)
                 sink.poll().await?;
-                let stopping = stop.load(Ordering::SeqCst);
+                let stopping = stop.is_requested();
                 if stopping {
                     // the last commit says so: `sluice position set` need not wait for it
                     self.commit(src.resume_point(), snap, sink, true).await?;

@@ -1,5 +1,5 @@
 //! The process the commands run in: the tokio runtime of the commands that stream, the stop
-//! signals, and the clock.
+//! signals and the [`Shutdown`] every task is handed, and the clock.
 
 /// The runtime of the commands that stream: two workers, so that the stream's reader task
 /// (and the publisher's blocking Kafka calls) run beside the decoding on the caller's thread.
@@ -25,6 +25,61 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// A stop asked for (SIGTERM, Ctrl-C, or a test): the one handle every task that must end at
+/// a boundary of its own is given. The pipeline commits at its next transaction boundary, the
+/// Elasticsearch sink sends and commits its batch, the supervisor stops waiting to restart.
+/// Clones watch the same stop.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    rx: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Asks the [`Shutdown`]s made with it to stop.
+#[derive(Debug)]
+pub struct ShutdownTrigger(tokio::sync::watch::Sender<bool>);
+
+impl ShutdownTrigger {
+    /// Asks for the stop.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Shutdown {
+    /// A stop that comes when the process receives SIGTERM or Ctrl-C (`what` is logged then: what
+    /// stopping means for the command). Needs a running tokio runtime.
+    pub fn on_signal(what: &'static str) -> Shutdown {
+        let (trigger, shutdown) = Shutdown::manual();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("{what}");
+            trigger.stop();
+            // the trigger lives on: a dropped trigger must not read as a stop
+            std::future::pending::<()>().await;
+        });
+        shutdown
+    }
+
+    /// A stop asked for with the returned trigger (tests, and commands that stop themselves).
+    pub fn manual() -> (ShutdownTrigger, Shutdown) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (ShutdownTrigger(tx), Shutdown { rx })
+    }
+
+    /// True once the stop was asked for.
+    pub fn is_requested(&self) -> bool {
+        *self.rx.borrow()
+    }
+
+    /// Resolves when the stop is asked for (never, if its trigger is dropped unused).
+    pub async fn requested(&self) {
+        let mut rx = self.rx.clone();
+        if rx.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Milliseconds since the epoch.

@@ -111,8 +111,8 @@ impl SourceConfig {
     ///
     /// # Errors
     /// An unreadable password file.
-    pub fn for_run(cfg: &crate::config::Config) -> Result<SourceConfig, crate::config::ConfigError> {
-        SourceConfig::for_server(cfg, 0)
+    pub fn for_run(source: &crate::config::SourceSection) -> Result<SourceConfig, crate::config::ConfigError> {
+        SourceConfig::for_server(source, 0)
     }
 
     /// As [`SourceConfig::for_run`], for server `index` of [`crate::config::SourceSection::servers`]
@@ -120,8 +120,10 @@ impl SourceConfig {
     ///
     /// # Errors
     /// An unreadable password file.
-    pub fn for_server(cfg: &crate::config::Config, index: usize) -> Result<SourceConfig, crate::config::ConfigError> {
-        let s = &cfg.source;
+    pub fn for_server(
+        s: &crate::config::SourceSection,
+        index: usize,
+    ) -> Result<SourceConfig, crate::config::ConfigError> {
         let password = s.password()?;
         let servers = s.servers();
         let endpoint = Endpoint {

@@ -10,7 +10,7 @@ use super::Exit;
 use crate::config::{Config, SnapshotMode};
 use crate::console::Report;
 use crate::kafka::positions_topic;
-use crate::pipeline::start::apply_filters;
+use crate::pipeline::start::{apply_filters, StartSettings};
 use crate::position::{bytes_past, Checkpoint, SnapshotProgress, TableState};
 use crate::process::now_ms;
 use crate::source::{preflight, server, ServerFacts};
@@ -35,16 +35,13 @@ pub struct CheckArgs {
 /// Runs `sluice check`; returns the exit code (0 when every check passes, 1 when a check
 /// fails, 2 when the configuration itself is invalid).
 pub fn run(args: CheckArgs) -> Exit {
-    let cfg = match Config::load(&args.config, std::env::vars()) {
+    let cfg: Config = match super::load_config("sluice check", &args.config) {
         Ok(c) => c,
-        Err(e) => {
-            crate::eline!("sluice check: {e}");
-            return Exit::Usage;
-        }
+        Err(exit) => return exit,
     };
     let mut out = Report::default();
     crate::report!(out, "[ok] config: {} is valid", args.config.display());
-    let connect = match crate::source::SourceConfig::for_run(&cfg) {
+    let connect = match crate::source::SourceConfig::for_run(&cfg.source) {
         Ok(c) => c.connect,
         Err(e) => {
             crate::eline!("sluice check: {e}");
@@ -196,7 +193,8 @@ pub fn run(args: CheckArgs) -> Exit {
                         crate::report!(out, "{line}");
                     }
                     let mut progress = c.snapshot.clone();
-                    let left_out = progress.as_mut().map(|p| apply_filters(&cfg, p)).unwrap_or_default();
+                    let left_out =
+                        progress.as_mut().map(|p| apply_filters(StartSettings::of(&cfg), p)).unwrap_or_default();
                     if !left_out.is_empty() {
                         crate::report!(
                             out,
@@ -255,7 +253,7 @@ async fn failover_lines(cfg: &Config, index: usize, checkpoint: Option<&Checkpoi
     let servers = cfg.source.servers();
     let name = servers[index % servers.len()].to_string();
     let mut lines = Vec::new();
-    let connect = match crate::source::SourceConfig::for_server(cfg, index) {
+    let connect = match crate::source::SourceConfig::for_server(&cfg.source, index) {
         Ok(c) => c.connect,
         Err(e) => return (false, vec![format!("[ERROR] failover {name}: {e}")]),
     };
@@ -361,7 +359,11 @@ async fn table_lines(
             lines.push(format!("       ... and {} more", refused.len() - 20));
         }
     }
-    for problem in crate::pipeline::start::naming_problems(cfg, &tables) {
+    for problem in crate::pipeline::start::naming_problems(
+        &crate::pipeline::tables::Routes::new(&cfg.routes, &cfg.kafka.topic_prefix),
+        &crate::filter::TableFilter::from_config(&cfg.filter),
+        &tables,
+    ) {
         ok = false;
         lines.push(format!("[ERROR] naming: {problem}"));
     }

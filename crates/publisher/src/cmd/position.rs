@@ -18,7 +18,7 @@ use super::Exit;
 use crate::config::Config;
 use crate::console::Report;
 use crate::kafka::{positions_topic, read_checkpoint, KafkaSink};
-use crate::pipeline::start::{commit_start, resolve_at};
+use crate::pipeline::start::{commit_start, resolve_at, StartSettings};
 use crate::position::{Checkpoint, StartFrom};
 use crate::process::now_ms;
 use crate::source::{CheckedConnection, SourceConfig};
@@ -72,28 +72,22 @@ enum Action {
 /// Runs `sluice position`; returns the exit code.
 pub fn run(args: PositionArgs) -> Exit {
     let (Action::Show { config } | Action::Set { config, .. }) = &args.action;
-    let cfg = match Config::load(config, std::env::vars()) {
+    let cfg: Config = match super::load_config("sluice position", config) {
         Ok(c) => c,
-        Err(e) => {
-            crate::eline!("sluice position: {e}");
-            return Exit::Usage;
-        }
-    };
-    let rt = match crate::process::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            crate::eline!("sluice position: cannot start the runtime: {e}");
-            return Exit::Failure;
-        }
+        Err(exit) => return exit,
     };
     let mut out = Report::default();
-    let result = rt.block_on(async {
-        match &args.action {
+    let mut result = Ok(false);
+    let exit = super::on_runtime("sluice position", async {
+        result = match &args.action {
             Action::Show { .. } => show(&cfg, &mut out).await,
             Action::Set { to, force, .. } => set(&cfg, to, *force, &mut out).await,
-        }
+        };
+        Exit::Ok
     });
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    if exit != Exit::Ok {
+        return exit;
+    }
     match (result, out.failure()) {
         (Err(m), _) => {
             crate::eline!("sluice position: {m}");
@@ -135,7 +129,7 @@ async fn show(cfg: &Config, out: &mut Report) -> Result<bool, String> {
         );
         return Ok(true);
     };
-    let connect = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?.connect;
+    let connect = SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?.connect;
     let logs = match sluice_protocol::Connection::connect(connect).await {
         Ok(mut conn) => crate::source::server::binary_logs(&mut conn).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
@@ -167,7 +161,7 @@ fn running(cfg: &Config, report_host: &str) -> String {
 }
 
 async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Result<bool, String> {
-    let source_cfg = SourceConfig::for_run(cfg).map_err(|e| e.to_string())?;
+    let source_cfg = SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?;
     // whatever the grants (SHOW SLAVE HOSTS below needs an optional one), a running instance
     // shows in its checkpoint: it commits at least every 10 s, and marks its last commit
     if let Ok(Some(c)) = committed_checkpoint(cfg).await {
@@ -195,7 +189,7 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     if checked.replicas().await.is_ok_and(|r| r.iter().any(|(_, host)| *host == source_cfg.report_host)) {
         return Err(running(cfg, &source_cfg.report_host));
     }
-    let start = resolve_at(cfg, &mut checked, to).await.map_err(|e| e.to_string())?;
+    let start = resolve_at(&cfg.filter, &mut checked, to).await.map_err(|e| e.to_string())?;
     drop(checked);
     let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await.map_err(|e| e.to_string())?;
     // an unreadable checkpoint is what this command repairs: say what it was, and go on
@@ -213,7 +207,9 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     };
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, None).await.map_err(|e| e.to_string())?;
     let resume = start.resume.clone();
-    commit_start(cfg, &mut sink, committed, start, snapshot, signals, || {}).await.map_err(|e| e.to_string())?;
+    commit_start(StartSettings::of(cfg), &mut sink, committed, start, snapshot, signals, || {})
+        .await
+        .map_err(|e| e.to_string())?;
     crate::report!(
         out,
         "source {:?}: checkpoint set to {resume} (was {was}); the next `sluice run` resumes there",

@@ -1,5 +1,6 @@
-//! `sluice sink elasticsearch --config FILE`: the restart loop around the Elasticsearch sink's
-//! feed ([`crate::elastic::feed`]) and the metrics endpoint beside it. An attempt that fails
+//! `sluice sink elasticsearch --config FILE`: the Elasticsearch sink's feed
+//! ([`crate::elastic::feed`]) under the supervisor ([`super::supervise`]), and the metrics
+//! endpoint beside it. An attempt that fails
 //! for a reason that may pass (the cluster, the registry or the brokers away) restarts from the
 //! committed offsets with backoff; one an operator must fix (a refused document or mapping,
 //! refused credentials) stops with exit 1. SIGTERM and Ctrl-C send and commit the batch, then
@@ -7,13 +8,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use super::supervise::{serve_metrics, supervise, Supervised};
 use super::Exit;
 use crate::config::SinkConfig;
 use crate::disposition::Disposition;
-use crate::elastic::feed::{consumer, Feed};
+use crate::elastic::feed::{consumer, Feed, SinkError};
 use crate::metrics::SinkMetrics;
+use crate::process::Shutdown;
 use crate::registry::RegistryClient;
 
 /// `sluice sink` arguments.
@@ -52,88 +54,66 @@ pub struct ElasticArgs {
 
 /// Runs `sluice sink ...`.
 pub fn run(args: SinkArgs) -> Exit {
+    const NAME: &str = "sluice sink elasticsearch";
     let SinkTarget::Elasticsearch(args) = args.target;
-    let cfg = match SinkConfig::load(&args.config, std::env::vars()) {
+    let cfg: SinkConfig = match super::load_config(NAME, &args.config) {
         Ok(c) => c,
-        Err(e) => {
-            crate::eline!("sluice sink elasticsearch: {e}");
-            return Exit::Usage;
-        }
+        Err(exit) => return exit,
     };
-    super::on_runtime("sluice sink elasticsearch", serve(&cfg))
+    super::on_runtime(NAME, serve(&cfg))
 }
 
 async fn serve(cfg: &SinkConfig) -> Exit {
-    let group = cfg.elasticsearch.group(&cfg.kafka.topic_prefix);
-    let metrics = Arc::new(SinkMetrics::new(&group));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        crate::process::shutdown_signal().await;
-        tracing::info!("Stopping: sending and committing the batch");
-        let _ = stop_tx.send(true);
-    });
-    if let Some(addr) = cfg.metrics.listen {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => {
-                tracing::info!(%addr, "Serving /metrics, /healthz and /readyz");
-                tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
-            }
-            Err(e) => {
-                crate::eline!("sluice sink elasticsearch: metrics.listen {addr}: {e}");
-                return Exit::Usage;
-            }
-        }
+    let shutdown = Shutdown::on_signal("Stopping: sending and committing the batch");
+    let metrics = Arc::new(SinkMetrics::new(&cfg.elasticsearch.group(&cfg.kafka.topic_prefix)));
+    if let Err(exit) = serve_metrics(Sink::NAME, cfg.metrics.listen, &metrics).await {
+        return exit;
     }
     let registry = match RegistryClient::new(&cfg.registry) {
         Ok(r) => r,
         Err(e) => {
-            crate::eline!("sluice sink elasticsearch: {e}");
+            crate::eline!("{}: {e}", Sink::NAME);
             return Exit::Failure;
         }
     };
-    let mut backoff = Duration::from_secs(1);
-    loop {
-        let started = Instant::now();
-        let outcome = attempt(cfg, &registry, &metrics, stop_rx.clone()).await;
-        metrics.set_ready(false);
-        let Err(e) = outcome else { return Exit::Ok };
-        if e.disposition() == Disposition::Stop {
-            tracing::error!("{e}");
-            crate::eline!("sluice sink elasticsearch: {e}");
-            return Exit::Failure;
-        }
-        if *stop_rx.borrow() {
-            return Exit::Ok;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            backoff = Duration::from_secs(1);
-        }
-        tracing::warn!(error = %e, wait = ?backoff, "Restarting from the committed offsets");
-        metrics.restart();
-        let mut rx = stop_rx.clone();
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            _ = rx.wait_for(|s| *s) => return Exit::Ok,
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(30));
-    }
+    supervise(&mut Sink { cfg, registry, metrics }, &shutdown).await
 }
 
-async fn attempt(
-    cfg: &SinkConfig,
-    registry: &RegistryClient,
-    metrics: &Arc<SinkMetrics>,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), crate::elastic::feed::SinkError> {
-    let mut feed = Feed::new(cfg, registry.clone(), Arc::clone(metrics))?;
-    let cluster = feed.hello().await?;
-    let (consumer, ends) = consumer(cfg)?;
-    tracing::info!(
-        cluster,
-        url = %crate::config::redact_url(&cfg.elasticsearch.url),
-        group = %cfg.elasticsearch.group(&cfg.kafka.topic_prefix),
-        "Applying the tables' topics to Elasticsearch"
-    );
-    metrics.set_ready(true);
-    feed.run(&consumer, &ends, stop).await
+/// The sink under the supervisor: an attempt consumes from the committed offsets.
+struct Sink<'c> {
+    cfg: &'c SinkConfig,
+    registry: RegistryClient,
+    metrics: Arc<SinkMetrics>,
+}
+
+impl Supervised for Sink<'_> {
+    type Error = SinkError;
+    const NAME: &'static str = "sluice sink elasticsearch";
+    const RESTARTING: &'static str = "Restarting from the committed offsets";
+
+    fn disposition(e: &SinkError) -> Disposition {
+        e.disposition()
+    }
+
+    async fn attempt(&mut self, shutdown: &Shutdown) -> Result<(), SinkError> {
+        let cfg = self.cfg;
+        let mut feed = Feed::new(cfg, self.registry.clone(), Arc::clone(&self.metrics))?;
+        let cluster = feed.hello().await?;
+        let (consumer, ends) = consumer(cfg)?;
+        tracing::info!(
+            cluster,
+            url = %crate::config::redact_url(&cfg.elasticsearch.url),
+            group = %cfg.elasticsearch.group(&cfg.kafka.topic_prefix),
+            "Applying the tables' topics to Elasticsearch"
+        );
+        self.metrics.set_ready(true);
+        feed.run(&consumer, &ends, shutdown).await
+    }
+
+    fn ended(&mut self, restarting: bool) {
+        self.metrics.set_ready(false);
+        if restarting {
+            self.metrics.restart();
+        }
+    }
 }

@@ -46,12 +46,9 @@ pub struct SnapshotArgs {
 
 /// Runs `sluice snapshot`.
 pub fn run(args: SnapshotArgs) -> Exit {
-    let cfg = match Config::load(&args.config, std::env::vars()) {
+    let cfg: Config = match super::load_config("sluice snapshot", &args.config) {
         Ok(c) => c,
-        Err(e) => {
-            crate::eline!("sluice snapshot: {e}");
-            return Exit::Usage;
-        }
+        Err(exit) => return exit,
     };
     for t in &args.tables {
         if let Some(m) = crate::config::table_pattern_problem(t) {
@@ -59,15 +56,8 @@ pub fn run(args: SnapshotArgs) -> Exit {
             return Exit::Usage;
         }
     }
-    let rt = match crate::process::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            crate::eline!("sluice snapshot: cannot start the runtime: {e}");
-            return Exit::Failure;
-        }
-    };
     let mut out = Report::default();
-    let exit = rt.block_on(request(&cfg, &args, &mut out));
+    let exit = super::on_runtime("sluice snapshot", request(&cfg, &args, &mut out));
     match out.failure() {
         Some(e) if exit == Exit::Ok => {
             crate::eline!("sluice snapshot: writing the output: {e}");
@@ -78,7 +68,7 @@ pub fn run(args: SnapshotArgs) -> Exit {
 }
 
 async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
-    let source_cfg = match SourceConfig::for_run(cfg) {
+    let source_cfg = match SourceConfig::for_run(&cfg.source) {
         Ok(c) => c,
         Err(e) => {
             crate::eline!("sluice snapshot: {e}");

@@ -34,6 +34,7 @@ use crate::disposition::Disposition;
 use crate::filter::{table_matches, wildcard};
 use crate::kafka::KafkaContext;
 use crate::metrics::SinkMetrics;
+use crate::process::Shutdown;
 use crate::registry::{RegistryClient, RegistryError};
 
 /// How often the topics are looked up for tables added since.
@@ -315,7 +316,7 @@ impl<'c> Feed<'c> {
         &mut self,
         consumer: &StreamConsumer<SinkContext>,
         ends: &Ends,
-        mut stop: tokio::sync::watch::Receiver<bool>,
+        stop: &Shutdown,
     ) -> Result<(), SinkError> {
         let mut progress = Instant::now();
         let mut assigned: HashSet<(String, i32)> = HashSet::new();
@@ -347,7 +348,7 @@ impl<'c> Feed<'c> {
                     }
                 },
                 () = tokio::time::sleep(wait) => {}
-                _ = stop.wait_for(|s| *s) => {
+                () = stop.requested() => {
                     self.flush(consumer).await?;
                     self.settle(consumer).await?;
                     return Ok(());

@@ -1,18 +1,190 @@
-//! The first start: without a checkpoint, `source.start` is resolved at the server once (for
-//! `current` and `earliest` as soon as `sluice run` begins, before Kafka is contacted) and
-//! committed as the first checkpoint, with the captured tables' definitions, in a Kafka
-//! transaction of its own before anything is published, with the snapshot `snapshot.mode` asks
-//! for; every restart then resumes there.
-//! `sluice position set` commits a new start the same way.
+//! Opening an attempt of `sluice run`: the decisions of a start, in one place
+//! ([`open_attempt`]). With a committed checkpoint, the replication stream opens there (on
+//! another server only by its GTIDs); when the server purged the binlog since and
+//! `snapshot.mode = "when_needed"`, a new snapshot starts from the present. Without one, the
+//! first start: `source.start` is resolved at the server once (for `current` and `earliest`
+//! as soon as `sluice run` begins, before Kafka is contacted) and committed as the first
+//! checkpoint, with the captured tables' definitions, in a Kafka transaction of its own before
+//! anything is published, with the snapshot `snapshot.mode` asks for; every restart then
+//! resumes there. `sluice position set` commits a new start the same way ([`commit_start`]).
 
+use std::sync::Arc;
+
+use super::tables::{topic_problem, Routes};
 use super::Error;
-use crate::config::{Config, SnapshotMode};
+use crate::config::{Config, FilterSection, KafkaSection, SnapshotMode, SnapshotSection, SourceSection};
 use crate::filter::TableFilter;
-use crate::kafka::{schemas_topic, KafkaSink};
-use crate::pipeline::tables::{topic_problem, Routes};
+use crate::kafka::{read_checkpoint, schemas_topic, KafkaSink};
+use crate::metrics::Metrics;
 use crate::position::{Checkpoint, ResumePoint, SnapshotProgress, StartFrom, TableProgress};
 use crate::schema::{Committed, SchemaHistory, TrackedTable};
-use crate::source::{CheckedConnection, SourceConfig};
+use crate::source::{CheckedConnection, ReplicationSource, SourceConfig, SourceError};
+
+/// The sections of the configuration a start is decided by.
+#[derive(Debug, Clone, Copy)]
+pub struct StartSettings<'c> {
+    /// The server, the configured start and the source's name.
+    pub source: &'c SourceSection,
+    /// Where the checkpoint and the schema history are.
+    pub kafka: &'c KafkaSection,
+    /// Which tables are captured.
+    pub filter: &'c FilterSection,
+    /// Whether a start snapshots, and which tables.
+    pub snapshot: &'c SnapshotSection,
+}
+
+impl<'c> StartSettings<'c> {
+    /// The sections of `cfg`.
+    pub fn of(cfg: &'c Config) -> StartSettings<'c> {
+        StartSettings { source: &cfg.source, kafka: &cfg.kafka, filter: &cfg.filter, snapshot: &cfg.snapshot }
+    }
+}
+
+/// What an attempt opened: the stream at the committed checkpoint, the tracked schema as of
+/// it, and what the checkpoint carries beside the position.
+pub struct Opened {
+    /// The replication stream, positioned after the last committed transaction.
+    pub source: ReplicationSource,
+    /// How the stream connects (a snapshot's reads connect the same way).
+    pub source_cfg: SourceConfig,
+    /// The captured tables' definitions as of the checkpoint.
+    pub schemas: SchemaHistory,
+    /// The snapshot under way, with today's filters applied.
+    pub snapshot: Option<SnapshotProgress>,
+    /// The `<prefix>.__signals` offset taken in so far.
+    pub signals: Option<i64>,
+}
+
+/// Opens an attempt of `sluice run` against server `server` of `source.servers()`, with the
+/// sink just connected: reads the committed checkpoint (and renews it: a sign of life, also
+/// while the source stays away, so that `sluice position set` refuses to move the checkpoint
+/// of a running instance), then resumes there, or records the first start. `first_start`
+/// holds `source.start` resolved while no checkpoint exists (see [`resolve_early`]).
+///
+/// # Errors
+/// Kafka, the source, or a checkpoint that cannot be resumed on this server.
+pub async fn open_attempt(
+    s: StartSettings<'_>,
+    server: usize,
+    sink: &mut KafkaSink,
+    metrics: &Arc<Metrics>,
+    first_start: &mut Option<ResolvedStart>,
+) -> Result<Opened, Error> {
+    let (k, name) = (s.kafka.clone(), s.source.name.clone());
+    let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &name))
+        .await
+        .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
+    if let Some(c) = &checkpoint {
+        sink.commit(&c.clone().renewed(false), || {}).await?;
+        sink.finish().await?;
+    }
+    let source_cfg = SourceConfig::for_server(s.source, server)?;
+    // the tracked schema: as committed with the checkpoint, else read from the server at the
+    // moment the start position is taken
+    let committed = crate::schema::committed(s.kafka, &s.source.name, checkpoint.as_ref()).await?;
+    let Some(c) = checkpoint else {
+        let start = match first_start.as_ref() {
+            Some(r) => r.clone(),
+            None => first_start.insert(resolve_configured_start(s, server).await?).clone(),
+        };
+        let snapshot = initial_snapshot(s, &start.tables, "initial");
+        let signals = crate::kafka::signals::end_offset(s.kafka).await?;
+        let position = start.resume.clone();
+        // Record where the first start begins before anything is published: a restart of this
+        // attempt (broker, registry, a fenced or failed transaction) resumes here, never at a
+        // later "current".
+        let opened = commit_and_open(s, source_cfg, sink, metrics, committed, start, snapshot, signals).await?;
+        *first_start = None;
+        if let Some(why) = &s.snapshot.mode_implied {
+            tracing::info!("{why}");
+        }
+        tracing::info!(
+            start = %s.source.start,
+            position = %position,
+            snapshot_tables = opened.snapshot.as_ref().map_or(0, |p| p.tables.len()),
+            "No checkpoint yet: recorded the configured start as the first checkpoint"
+        );
+        return Ok(opened);
+    };
+    *first_start = None;
+    let mut snapshot = c.snapshot.clone();
+    if let Some(p) = snapshot.as_mut() {
+        let left_out = apply_filters(s, p);
+        if !left_out.is_empty() {
+            tracing::warn!(
+                tables = %left_out.join(", "),
+                "Snapshot: tables the configuration leaves out now are not read (skipped)"
+            );
+        }
+    }
+    if let Some((file, position)) = metrics.last_checkpoint() {
+        if (c.file.as_str(), c.position) != (file.as_str(), position) && !c.file.is_empty() {
+            tracing::warn!(
+                committed = %format!("{file}:{position}"),
+                now = %c,
+                "The committed checkpoint moved while this instance ran (sluice position set?): resuming where it \
+                 is now"
+            );
+        }
+    }
+    let servers = s.source.servers();
+    if server > 0 && c.gtid.is_none() {
+        // a binlog file and position mean nothing on another server
+        return Err(SourceError::Start(format!(
+            "cannot fail over to {}: the checkpoint ({c}) has no GTIDs to resume by there; enable GTIDs on the \
+             servers, or restart Sluice against {} once it is back",
+            servers[server % servers.len()],
+            s.source.url
+        ))
+        .into());
+    }
+    let start = c.start()?;
+    tracing::info!(resume = %start, server = %servers[server % servers.len()], "Resuming from the committed checkpoint");
+    let filter = TableFilter::from_config(s.filter);
+    let captured = |db: &str, table: &str| filter.matches(db, table);
+    let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);
+    match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
+        Ok((source, loaded)) => {
+            let schemas = committed.into_history(loaded);
+            Ok(Opened { source, source_cfg, schemas, snapshot, signals: c.signals_offset })
+        }
+        Err(SourceError::Purged(why)) if s.snapshot.mode == SnapshotMode::WhenNeeded => {
+            // the binlog since the checkpoint is gone: snapshot again from the present
+            tracing::warn!(
+                checkpoint = %c,
+                "{why}; snapshot.mode = when_needed: taking a new snapshot and streaming from the server's current \
+                 position"
+            );
+            let mut checked = CheckedConnection::open(&source_cfg).await?;
+            let start = resolve_at(s.filter, &mut checked, &StartFrom::Current).await?;
+            drop(checked);
+            let snapshot = initial_snapshot(s, &start.tables, "when_needed");
+            commit_and_open(s, source_cfg, sink, metrics, committed, start, snapshot, c.signals_offset).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Commits `start` as the checkpoint (see [`commit_start`]), then opens the stream there.
+#[allow(clippy::too_many_arguments)]
+async fn commit_and_open(
+    s: StartSettings<'_>,
+    source_cfg: SourceConfig,
+    sink: &mut KafkaSink,
+    metrics: &Arc<Metrics>,
+    committed: Committed,
+    start: ResolvedStart,
+    snapshot: Option<SnapshotProgress>,
+    signals: Option<i64>,
+) -> Result<Opened, Error> {
+    let resume = start.resume.clone();
+    let (m, file, pos) = (Arc::clone(metrics), resume.file.clone(), resume.position);
+    let then = move || m.commit(&file, pos);
+    let schemas = commit_start(s, sink, committed, start, snapshot.clone(), signals, then).await?;
+    let checked = CheckedConnection::open(&source_cfg).await?;
+    let source = ReplicationSource::open(source_cfg.clone(), checked, resume).await?;
+    Ok(Opened { source, source_cfg, schemas, snapshot, signals })
+}
 
 /// The configured start (`source.start`), resolved at the server into a position, with the
 /// captured tables' definitions as of that position.
@@ -26,21 +198,21 @@ pub struct ResolvedStart {
 
 /// Resolves `source.start` at server `server` of `source.servers()` (see [`ResolvedStart`]):
 /// `source.url` unless it stayed unreachable and Sluice failed over before its first checkpoint.
-pub async fn resolve_configured_start(cfg: &Config, server: usize) -> Result<ResolvedStart, Error> {
-    let mut checked = CheckedConnection::open(&SourceConfig::for_server(cfg, server)?).await?;
-    let start = resolve_at(cfg, &mut checked, &cfg.source.start).await?;
+pub async fn resolve_configured_start(s: StartSettings<'_>, server: usize) -> Result<ResolvedStart, Error> {
+    let mut checked = CheckedConnection::open(&SourceConfig::for_server(s.source, server)?).await?;
+    let start = resolve_at(s.filter, &mut checked, &s.source.start).await?;
     // recorded (and said at INFO) once a first checkpoint is committed: unused if one exists
-    tracing::debug!(start = %cfg.source.start, position = %start.resume, "Resolved the configured start at the server");
+    tracing::debug!(start = %s.source.start, position = %start.resume, "Resolved the configured start at the server");
     Ok(start)
 }
 
 /// Resolves `start` on a checked connection, with the captured tables' definitions.
 pub async fn resolve_at(
-    cfg: &Config,
+    filter: &FilterSection,
     checked: &mut CheckedConnection,
     start: &StartFrom,
 ) -> Result<ResolvedStart, Error> {
-    let filter = TableFilter::from_config(&cfg.filter);
+    let filter = TableFilter::from_config(filter);
     let captured = |db: &str, table: &str| filter.matches(db, table);
     let (resume, tables) = checked.resolve(start, Some(&captured)).await?;
     Ok(ResolvedStart { resume, tables })
@@ -50,7 +222,7 @@ pub async fn resolve_at(
 /// tables' definitions as a new schema history that supersedes what `committed` holds; returns
 /// that history once the commit is through.
 pub async fn commit_start(
-    cfg: &Config,
+    s: StartSettings<'_>,
     sink: &mut KafkaSink,
     committed: Committed,
     start: ResolvedStart,
@@ -59,7 +231,7 @@ pub async fn commit_start(
     then: impl FnOnce() + Send + 'static,
 ) -> Result<SchemaHistory, Error> {
     let mut schemas = committed.into_history(start.tables);
-    schemas.flush(sink, &schemas_topic(&cfg.kafka.topic_prefix), &cfg.source.name).await?;
+    schemas.flush(sink, &schemas_topic(&s.kafka.topic_prefix), &s.source.name).await?;
     let checkpoint =
         Checkpoint::of(&start.resume).with_schema_version(schemas.version()).with_snapshot(snapshot, signals_offset);
     sink.commit(&checkpoint, then).await?;
@@ -70,20 +242,20 @@ pub async fn commit_start(
 /// The snapshot `snapshot.mode` asks for at a first start (`reason`: `initial` or
 /// `when_needed`): every captured table there (`tables`, as loaded at the start) that
 /// `snapshot.exclude` does not leave out, in name order; None with `never`.
-pub fn initial_snapshot(cfg: &Config, tables: &[TrackedTable], reason: &str) -> Option<SnapshotProgress> {
-    let reason = match cfg.snapshot.mode {
+pub fn initial_snapshot(s: StartSettings<'_>, tables: &[TrackedTable], reason: &str) -> Option<SnapshotProgress> {
+    let reason = match s.snapshot.mode {
         SnapshotMode::Never => return None,
         SnapshotMode::SchemaOnly => "schema_only",
         SnapshotMode::Initial | SnapshotMode::WhenNeeded => reason,
     };
     let mut names: Vec<String> = tables
         .iter()
-        .filter(|t| !cfg.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, &t.database, &t.table)))
+        .filter(|t| !s.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, &t.database, &t.table)))
         .map(|t| format!("{}.{}", t.database, t.table))
         .collect();
     names.sort();
     names.dedup();
-    for pattern in unseen_includes(&cfg.filter.include, tables) {
+    for pattern in unseen_includes(&s.filter.include, tables) {
         // MariaDB and MySQL list only the tables a user has a privilege on, so a table the user
         // cannot SELECT looks absent: say so, or its rows would silently miss the snapshot
         tracing::warn!(
@@ -103,15 +275,15 @@ pub fn initial_snapshot(cfg: &Config, tables: &[TrackedTable], reason: &str) -> 
 /// finished yet that they leave out now (the configuration changed since the plan was made)
 /// is not read; returns the names of those tables. `snapshot.exclude` does not apply to
 /// tables a `sluice snapshot` request asked for.
-pub fn apply_filters(cfg: &Config, progress: &mut SnapshotProgress) -> Vec<String> {
-    let filter = TableFilter::from_config(&cfg.filter);
+pub fn apply_filters(s: StartSettings<'_>, progress: &mut SnapshotProgress) -> Vec<String> {
+    let filter = TableFilter::from_config(s.filter);
     let by_request = progress.reason == "signal";
     progress.leave_out(|name| {
         let (db, table) = name.split_once('.').unwrap_or((name, ""));
         if !filter.matches(db, table) {
             return Some("no longer captured by [filter] (changed since the snapshot was planned)".into());
         }
-        let excluded = cfg.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, db, table));
+        let excluded = s.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, db, table));
         (excluded && !by_request)
             .then(|| "left out by snapshot.exclude (changed since the snapshot was planned)".into())
     })
@@ -122,9 +294,7 @@ pub fn apply_filters(cfg: &Config, progress: &mut SnapshotProgress) -> Vec<Strin
 /// [`topic_problem`]), and columns whose Avro field names collide
 /// ([`crate::avro::field_name_collision`]); each message names the table and the
 /// setting that fixes it. `sluice check` and each start of `sluice run` ask.
-pub fn naming_problems(cfg: &Config, tables: &[TrackedTable]) -> Vec<String> {
-    let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
-    let filter = TableFilter::from_config(&cfg.filter);
+pub fn naming_problems(routes: &Routes, filter: &TableFilter, tables: &[TrackedTable]) -> Vec<String> {
     let mut out = routes.collisions(tables.iter().map(|t| (t.database.as_str(), t.table.as_str())));
     for t in tables {
         if let Some(why) = topic_problem(&routes.topic_of(&t.database, &t.table)) {
@@ -162,11 +332,11 @@ fn unseen_includes<'a>(include: &'a [String], tables: &[TrackedTable]) -> Vec<&'
 /// Kafka is contacted: a broker that answers only later must not move the start past the
 /// changes written meanwhile. Unused when a checkpoint turns out to exist; a source that does
 /// not answer yet is resolved when it does.
-pub async fn resolve_early(cfg: &Config) -> Option<ResolvedStart> {
-    if !matches!(cfg.source.start, StartFrom::Current | StartFrom::Earliest) {
+pub async fn resolve_early(s: StartSettings<'_>) -> Option<ResolvedStart> {
+    if !matches!(s.source.start, StartFrom::Current | StartFrom::Earliest) {
         return None;
     }
-    match resolve_configured_start(cfg, 0).await {
+    match resolve_configured_start(s, 0).await {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "Cannot resolve source.start yet; it is resolved once the source answers");
