@@ -23,6 +23,8 @@ pub mod batch;
 pub mod emit;
 pub mod start;
 pub mod tables;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

@@ -304,6 +304,12 @@ impl KafkaSink {
         KafkaSink::start(producer_config(k, source_name)?, topics, k, source_name).await
     }
 
+    /// A sink on librdkafka's mock cluster (tests): its topics are made on the mock directly.
+    #[cfg(test)]
+    pub(crate) async fn on_mock(k: &KafkaSection, source_name: &str) -> Result<KafkaSink, Error> {
+        KafkaSink::start(producer_config(k, source_name)?, Topics::existing(), k, source_name).await
+    }
+
     /// The sink over a producer configuration and topics already made sure of.
     async fn start(pc: ClientConfig, topics: Topics, k: &KafkaSection, source_name: &str) -> Result<KafkaSink, Error> {
         let producer: TxProducer = pc
@@ -674,7 +680,7 @@ mod tests {
         for t in ["m.__positions", "m.__schemas", "m.shop.t"] {
             mock.create_topic(t, 1, 1).unwrap();
         }
-        let s = KafkaSink::start(producer_config(&k, "src").unwrap(), Topics::existing(), &k, "src").await.unwrap();
+        let s = KafkaSink::on_mock(&k, "src").await.unwrap();
         (s, k)
     }
 

@@ -1,0 +1,412 @@
+//! The pipeline without servers. The change source replays a binlog MariaDB 10.11 wrote
+//! (`testdata/pipeline/mysql-bin.000001`, recorded from `integration/sql/pipeline.sql` by
+//! `integration/record_pipeline_binlog.sh`), Kafka is librdkafka's mock cluster and the
+//! registry is the in-process test registry. The mock cluster is a mock because no broker runs
+//! inside `cargo test --lib`: it has no transactional visibility, so these tests assert what the
+//! pipeline sends and commits (the checkpoints' positions, the records per key, the errors);
+//! exactly-once as consumers see it is tested against the real broker (tests/it/run_chaos.rs).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use sluice_binlog::event::Event;
+use sluice_binlog::transaction::{Step, TransactionTracker};
+use sluice_binlog::walk::{EventWalker, Offset as At};
+use sluice_binlog::EventDecoder;
+
+use super::*;
+use crate::config::{FilterSection, KafkaSection, SnapshotSection};
+use crate::process::ShutdownTrigger;
+
+const FILE: &str = "mysql-bin.000001";
+/// Where the recorded file's closing ROTATE points.
+const NEXT_FILE: (&str, u64) = ("mysql-bin.000002", 4);
+
+fn recorded() -> Vec<u8> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/pipeline/mysql-bin.000001");
+    std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Length of the event at `at` (from its header).
+fn event_len(bytes: &[u8], at: usize) -> usize {
+    u32::from_le_bytes(bytes[at + 9..at + 13].try_into().unwrap()) as usize
+}
+
+/// The recorded binlog as a replication stream would send it, from `from` on: the events
+/// before `from` are decoded (the format description and table maps a server sends first)
+/// but not handed out.
+struct Replay<'h> {
+    bytes: Vec<u8>,
+    next: usize,
+    walker: EventWalker,
+    tracker: TransactionTracker,
+    /// The source reports a reconnect once, when it reaches this offset.
+    reconnect_at: Option<u64>,
+    /// Asked to stop when the last event is handed out: the pipeline commits at that boundary
+    /// and returns.
+    stop_at_end: Option<ShutdownTrigger>,
+    /// Called once, when the replay reaches the offset.
+    hook: Option<(u64, Box<dyn FnOnce() + 'h>)>,
+}
+
+impl<'h> Replay<'h> {
+    fn from(from: u64, stop_at_end: Option<ShutdownTrigger>) -> Replay<'h> {
+        let bytes = recorded();
+        let resume = ResumePoint { file: FILE.into(), position: from, gtid: None };
+        let mut r = Replay {
+            bytes,
+            next: 4,
+            walker: EventWalker::new(FILE, EventDecoder::default()),
+            tracker: TransactionTracker::new(resume),
+            reconnect_at: None,
+            stop_at_end,
+            hook: None,
+        };
+        while (r.next as u64) < from {
+            let len = event_len(&r.bytes, r.next);
+            r.walker.walk(&r.bytes[r.next..r.next + len], At::At(r.next as u64)).unwrap();
+            r.next += len;
+        }
+        r
+    }
+}
+
+impl ChangeSource for Replay<'_> {
+    async fn next_change(&mut self) -> Result<Option<SourceEvent<'_>>, SourceError> {
+        if self.next >= self.bytes.len() {
+            return Ok(None);
+        }
+        if self.hook.as_ref().is_some_and(|(at, _)| *at == self.next as u64) {
+            if let Some((_, hook)) = self.hook.take() {
+                hook();
+            }
+        }
+        if self.reconnect_at == Some(self.next as u64) {
+            self.reconnect_at = None;
+            self.tracker.reset();
+            return Ok(Some(SourceEvent::Reconnected { at: self.tracker.resume_point().clone() }));
+        }
+        let at = self.next;
+        let len = event_len(&self.bytes, at);
+        self.next += len;
+        if self.next >= self.bytes.len() {
+            if let Some(t) = &self.stop_at_end {
+                t.stop();
+            }
+        }
+        let Replay { bytes, walker, tracker, .. } = self;
+        let ev = walker.walk(&bytes[at..at + len], At::At(at as u64))?;
+        let step = tracker.observe(&ev);
+        Ok(Some(SourceEvent::Event(ev, step)))
+    }
+
+    fn resume_point(&self) -> &ResumePoint {
+        self.tracker.resume_point()
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.tracker.in_transaction()
+    }
+}
+
+/// The recorded binlog's transactions, read independently of the pipeline: where each ends
+/// (its resume point), and whether it changed rows of a captured table (not `shop.audit`).
+fn transactions() -> Vec<(u64, bool)> {
+    let bytes = recorded();
+    let mut walker = EventWalker::new(FILE, EventDecoder::default());
+    let mut tracker = TransactionTracker::new(ResumePoint { file: FILE.into(), position: 4, gtid: None });
+    let (mut out, mut rows, mut at) = (Vec::new(), false, 4usize);
+    while at < bytes.len() {
+        let len = event_len(&bytes, at);
+        let ev = walker.walk(&bytes[at..at + len], At::At(at as u64)).unwrap();
+        if let Event::Rows(r) = &ev.event.event {
+            rows |= &*r.table.table != "audit";
+        }
+        let step = tracker.observe(&ev);
+        if matches!(step, Step::Commit { .. } | Step::Statement) {
+            out.push((tracker.resume_point().position, std::mem::take(&mut rows)));
+        }
+        at += len;
+    }
+    out
+}
+
+/// The offsets of the recorded binlog's rows events, in order.
+fn rows_events() -> Vec<u64> {
+    let bytes = recorded();
+    let mut walker = EventWalker::new(FILE, EventDecoder::default());
+    let (mut out, mut at) = (Vec::new(), 4usize);
+    while at < bytes.len() {
+        let len = event_len(&bytes, at);
+        let ev = walker.walk(&bytes[at..at + len], At::At(at as u64)).unwrap();
+        if matches!(ev.event.event, Event::Rows(_)) {
+            out.push(at as u64);
+        }
+        at += len;
+    }
+    out
+}
+
+/// A record's key and value bytes.
+type Record = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A mock cluster with the topics the pipeline writes, the test registry, and the sections.
+struct Harness {
+    mock: MockCluster<'static, DefaultProducerContext>,
+    _registry: sluice_test_registry::Server,
+    registry: RegistryClient,
+    kafka: KafkaSection,
+    output: OutputSection,
+    filter: TableFilter,
+    routes: Routes,
+    metrics: Arc<Metrics>,
+}
+
+impl Harness {
+    async fn new() -> Harness {
+        let mock = MockCluster::new(1).unwrap();
+        for t in ["m.__positions", "m.__schemas", "m.shop.orders", "m.shop.notes"] {
+            mock.create_topic(t, 1, 1).unwrap();
+        }
+        let server = sluice_test_registry::Server::spawn(
+            "127.0.0.1:0".parse().unwrap(),
+            sluice_test_registry::Registry::in_memory(),
+        )
+        .await
+        .unwrap();
+        let registry: crate::config::RegistrySection = toml::from_str(&format!("url = \"{}\"", server.url())).unwrap();
+        // every MySQL transaction with records is a Kafka transaction of its own
+        let kafka: KafkaSection = toml::from_str(&format!(
+            "brokers = \"{}\"\ntopic_prefix = \"m\"\nbatch_max_records = 1\n[properties]\n\"message.timeout.ms\" = \
+             \"5000\"\n",
+            mock.bootstrap_servers()
+        ))
+        .unwrap();
+        let filter: FilterSection = toml::from_str("exclude = [\"shop.audit\"]").unwrap();
+        Harness {
+            _registry: server,
+            registry: RegistryClient::new(&registry).unwrap(),
+            routes: Routes::new(&[], &kafka.topic_prefix),
+            kafka,
+            output: OutputSection::default(),
+            filter: TableFilter::from_config(&filter),
+            metrics: Arc::new(Metrics::new("src")),
+            mock,
+        }
+    }
+
+    /// Runs one attempt over `src` to its end: Ok after a stop, else the error that ended it.
+    async fn attempt(&self, src: &mut Replay<'_>, sink: &mut KafkaSink, stop: &Shutdown) -> Result<(), Error> {
+        let settings = Settings {
+            source_name: "src",
+            kafka: &self.kafka,
+            output: &self.output,
+            filter: &self.filter,
+            routes: &self.routes,
+        };
+        let mut progress = ProgressLog::default();
+        let connect = sluice_protocol::ConnectOptions::new("127.0.0.1", 9, "nobody", "");
+        let mut snap = Snapshotter::new(&SnapshotSection::default(), connect, None);
+        let committed = src.resume_point().clone();
+        let schemas = SchemaHistory::new(Vec::new(), 0, false);
+        let mut pipeline = Pipeline::new(
+            settings,
+            self.registry.clone(),
+            Connector::Mariadb,
+            committed,
+            schemas,
+            &self.metrics,
+            &mut progress,
+        );
+        pipeline.run(src, &mut snap, sink, stop).await
+    }
+
+    /// Every record of `topic` (the mock shows aborted ones too), in order.
+    fn records(&self, topic: &str) -> Vec<Record> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", self.mock.bootstrap_servers())
+            .set("group.id", "pipeline-tests")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let (_, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(5)).unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+        consumer.assign(&tpl).unwrap();
+        let mut out = Vec::new();
+        while (out.len() as i64) < high {
+            match consumer.poll(Duration::from_secs(5)) {
+                Some(Ok(m)) => out.push((m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec))),
+                Some(Err(e)) => panic!("reading {topic}: {e}"),
+                None => panic!("reading {topic}: {} of {high} records", out.len()),
+            }
+        }
+        out
+    }
+
+    /// The committed checkpoints' positions, in order.
+    fn checkpoints(&self) -> Vec<Checkpoint> {
+        self.records("m.__positions")
+            .into_iter()
+            .filter_map(|(_, v)| v.map(|v| serde_json::from_slice::<Checkpoint>(&v).unwrap()))
+            .collect()
+    }
+
+    /// A framed Avro datum as JSON, with its schema from the registry.
+    async fn decode(&self, framed: &[u8]) -> serde_json::Value {
+        assert_eq!(framed[0], 0, "magic byte");
+        let id = u32::from_be_bytes(framed[1..5].try_into().unwrap());
+        let text = self.registry.schema_text(id).await.unwrap();
+        let schema = apache_avro::Schema::parse_str(&text).unwrap();
+        let v = apache_avro::from_avro_datum(&schema, &mut &framed[5..], None).unwrap();
+        serde_json::Value::try_from(v).unwrap()
+    }
+
+    /// `topic`'s records as (key id, op or "tombstone"), in order.
+    async fn ops(&self, topic: &str) -> Vec<(i64, String)> {
+        let mut out = Vec::new();
+        for (key, value) in self.records(topic) {
+            let key = self.decode(&key.expect("a keyed record")).await;
+            let id = key["id"].as_i64().unwrap();
+            let op = match value {
+                None => "tombstone".to_string(),
+                Some(v) => self.decode(&v).await["op"].as_str().unwrap().to_string(),
+            };
+            out.push((id, op));
+        }
+        out
+    }
+}
+
+fn ops_of(all: &[(i64, String)], id: i64) -> Vec<&str> {
+    all.iter().filter(|(k, _)| *k == id).map(|(_, op)| op.as_str()).collect()
+}
+
+/// Every checkpoint is at the end of a MySQL transaction, each transaction with records is
+/// committed on its own (batch_max_records = 1), the 500-row transaction whole; a key change
+/// is a delete (with its tombstone) of the old key and a create of the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_commit_whole_and_a_key_change_is_a_delete_and_a_create() {
+    let h = Harness::new().await;
+    let mut sink = KafkaSink::on_mock(&h.kafka, "src").await.unwrap();
+    let (trigger, stop) = Shutdown::manual();
+    let mut src = Replay::from(4, Some(trigger));
+    h.attempt(&mut src, &mut sink, &stop).await.unwrap();
+
+    let txs = transactions();
+    let ends: Vec<u64> = txs.iter().map(|(end, _)| *end).collect();
+    let checkpoints = h.checkpoints();
+    for c in &checkpoints {
+        // the file's last event is the ROTATE to the next file: the stop commits there
+        let at_rotate = (c.file.as_str(), c.position) == NEXT_FILE;
+        assert!(
+            at_rotate || (c.file == FILE && ends.contains(&c.position)),
+            "checkpoint at {c} is not a transaction's end ({ends:?})"
+        );
+    }
+    let committed: Vec<u64> = checkpoints.iter().map(|c| c.position).collect();
+    for (end, rows) in &txs {
+        if *rows {
+            assert!(committed.contains(end), "the transaction ending at {end} was not committed ({committed:?})");
+        }
+    }
+    assert!(checkpoints.last().unwrap().stopped_ms.is_some(), "the last commit says the stop");
+    let last = checkpoints.last().unwrap();
+    assert_eq!((last.file.as_str(), last.position), NEXT_FILE, "stopped at the end of the file");
+
+    let orders = h.ops("m.shop.orders").await;
+    assert_eq!(ops_of(&orders, 1), ["c", "u", "u"]);
+    assert_eq!(ops_of(&orders, 2), ["c", "d", "tombstone"], "the old key of the key change");
+    assert_eq!(ops_of(&orders, 20), ["c"], "the new key of the key change");
+    assert_eq!(ops_of(&orders, 3), ["c", "d", "tombstone"]);
+    assert_eq!(orders.len(), 3 + 3 + 1 + 3);
+    let notes = h.ops("m.shop.notes").await;
+    assert_eq!(notes.len(), 501, "1 + the 500-row transaction");
+    assert!(notes.iter().all(|(_, op)| op == "c"));
+    let ids: std::collections::BTreeSet<i64> = notes.iter().map(|(id, _)| *id).collect();
+    assert_eq!((ids.len(), ids.first(), ids.last()), (501, Some(&1), Some(&501)));
+}
+
+/// A reconnect inside a transaction ends the attempt (a restart) with the open Kafka
+/// transaction aborted: the checkpoint stays at the last committed transaction, and the next
+/// attempt from there publishes the rest; each key ends in its last state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_ends_the_attempt_and_the_next_resumes_at_the_checkpoint() {
+    let h = Harness::new().await;
+    let txs = transactions();
+    // inside the 500-row transaction (the second-to-last with rows)
+    let with_rows: Vec<u64> = txs.iter().filter(|(_, r)| *r).map(|(end, _)| *end).collect();
+    let before_big = with_rows[with_rows.len() - 3];
+    // the third rows event of the 500-row transaction
+    let inside = rows_events().into_iter().filter(|at| *at > before_big).nth(2);
+    let mut sink = KafkaSink::on_mock(&h.kafka, "src").await.unwrap();
+    let (_never, stop) = Shutdown::manual();
+    let mut src = Replay::from(4, None);
+    src.reconnect_at = inside;
+    let e = h.attempt(&mut src, &mut sink, &stop).await.unwrap_err();
+    assert!(matches!(e, Error::Interrupted(_)), "{e:?}");
+    assert_eq!(e.disposition(), Disposition::Restart);
+    let checkpoints = h.checkpoints();
+    let last = checkpoints.last().unwrap().position;
+    assert!(last <= inside.unwrap(), "nothing of the cut transaction is committed");
+    assert!(with_rows.contains(&last) || txs.iter().any(|(end, _)| *end == last), "{last}");
+
+    // the next attempt, as `sluice run` starts it: from the committed checkpoint
+    drop(sink);
+    let mut sink = KafkaSink::on_mock(&h.kafka, "src").await.unwrap();
+    let (trigger, stop) = Shutdown::manual();
+    let mut src = Replay::from(last, Some(trigger));
+    h.attempt(&mut src, &mut sink, &stop).await.unwrap();
+    let end = h.checkpoints().last().cloned().unwrap();
+    assert_eq!((end.file.as_str(), end.position), NEXT_FILE);
+    let notes = h.ops("m.shop.notes").await;
+    let ids: std::collections::BTreeSet<i64> = notes.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 501, "every row of the cut transaction published by the next attempt");
+    let orders = h.ops("m.shop.orders").await;
+    let mut last_op: BTreeMap<i64, &str> = BTreeMap::new();
+    for (id, op) in &orders {
+        last_op.insert(*id, op);
+    }
+    assert_eq!(last_op.get(&1), Some(&"u"));
+    assert_eq!(last_op.get(&2), Some(&"tombstone"));
+    assert_eq!(last_op.get(&20), Some(&"c"));
+}
+
+/// A record the broker refuses as too large stops the attempt (no restart would help), naming
+/// the table and the key, and nothing of its transaction is committed. The broker refuses
+/// from the second transaction with rows on (the tables' definitions, committed before, get
+/// through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_record_stops_naming_its_table_and_key() {
+    let h = Harness::new().await;
+    let mut sink = KafkaSink::on_mock(&h.kafka, "src").await.unwrap();
+    let (_never, stop) = Shutdown::manual();
+    let mut src = Replay::from(4, None);
+    let second = rows_events()[1];
+    let first_end = transactions().into_iter().find(|(_, rows)| *rows).unwrap().0;
+    let (mock, metrics) = (&h.mock, Arc::clone(&h.metrics));
+    src.hook = Some((
+        second,
+        Box::new(move || {
+            // the first transaction's commit runs on a blocking thread: wait until it is through
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while metrics.last_checkpoint().map(|(_, p)| p) != Some(first_end) {
+                assert!(std::time::Instant::now() < deadline, "the first transaction was not committed");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            mock.request_errors(RDKafkaApiKey::Produce, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE; 50]);
+        }),
+    ));
+    let e = h.attempt(&mut src, &mut sink, &stop).await.unwrap_err();
+    assert_eq!(e.disposition(), Disposition::Stop, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("table shop.orders (topic m.shop.orders, key {\"id\":"), "{text}");
+    mock.clear_request_errors(RDKafkaApiKey::Produce);
+    assert!(h.checkpoints().iter().all(|c| c.position < second), "nothing committed past the refusal");
+}
