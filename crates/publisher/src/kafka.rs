@@ -361,9 +361,16 @@ impl rdkafka::producer::ProducerContext for KafkaContext {
         }
         let size = m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
         if let Ok(mut r) = self.refused.lock() {
-            // a refused batch fails every record in it, the checkpoint too: the largest one
-            // explains the refusal
-            if !matches!(&*r, Some(Error::TooLarge { size: kept, .. }) if *kept >= size) {
+            // a refused batch fails every record in it, the checkpoint too: the largest table
+            // record explains the refusal (Sluice's own records, a checkpoint or a table
+            // definition, are small and only named when nothing else was refused)
+            let own = |topic: &str| topic.ends_with(".__positions") || topic.ends_with(".__schemas");
+            let rank = |topic: &str, size: usize| (!own(topic), size);
+            let kept = match &*r {
+                Some(Error::TooLarge { topic, size, .. }) => Some(rank(topic, *size)),
+                _ => None,
+            };
+            if kept.is_none_or(|kept| rank(m.topic(), size) > kept) {
                 *r = Some(Error::TooLarge {
                     topic: m.topic().to_string(),
                     size,

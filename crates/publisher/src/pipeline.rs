@@ -7,7 +7,9 @@
 //!   delete and a create);
 //! - [`batch`]: when the open Kafka transaction commits (`batch_max_records`,
 //!   `batch_max_bytes`, `batch_max_delay`, always at a MySQL transaction boundary);
-//! - [`start`]: the first start, recorded as a checkpoint before anything is published.
+//! - [`start`]: opening an attempt: the committed checkpoint, or the first start recorded as
+//!   a checkpoint before anything is published;
+//! - `snapshot_rows`: the snapshot's chunks published between the stream's transactions.
 //!
 //! What feeds it is a [`ChangeSource`] (the replication stream) and, between its transactions,
 //! a [`Snapshotter`] (the rows already in the tables, chunk by chunk). Every change and every
@@ -21,15 +23,13 @@
 
 pub mod batch;
 pub mod emit;
+mod snapshot_rows;
 pub mod start;
 pub mod tables;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
-
-use sluice_binlog::rows::RowImage;
-use sluice_binlog::TableMap;
 
 use sluice_binlog::event::Event;
 use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
@@ -47,7 +47,7 @@ use crate::position::{BadCheckpoint, Checkpoint, ResumePoint, SnapshotProgress};
 use crate::process::{now_ms, Shutdown};
 use crate::registry::{RegistryClient, RegistryError};
 use crate::schema::{RowEffect, SchemaError, SchemaHistory};
-use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
+use crate::snapshot::{SnapshotError, Snapshotter};
 use crate::source::{ReplicationSource, SourceError, SourceEvent};
 use batch::Batch;
 use emit::{Buffers, Out};
@@ -393,167 +393,34 @@ impl<'c> Pipeline<'c> {
         }
     }
 
-    /// At a transaction boundary with the stream at `resume`: publishes the snapshot chunks
-    /// that are due, reading the next ones, until one has to wait for the stream.
-    async fn snapshot_work(
-        &mut self,
-        resume: &ResumePoint,
-        snap: &mut Snapshotter,
-        sink: &mut KafkaSink,
-    ) -> Result<(), Error> {
-        loop {
-            match snap.next(resume).await? {
-                Next::Stream => return Ok(()),
-                Next::Publish(chunk) => {
-                    let n = self.publish_chunk(&chunk, snap.server_id(), snap.redoes(), sink).await?;
-                    snap.published(&chunk, n);
-                }
-                Next::OnePass(plan) => {
-                    let server_id = snap.server_id();
-                    self.snapshot_table(&plan.table_map, sink).await?;
-                    let at = (resume.file.clone(), resume.position);
-                    if snap.redoes() {
-                        self.clear_before_snapshot(&plan.table_map, &at, server_id, sink).await?;
-                    }
-                    let mut rows = match snap.one_pass(&plan).await {
-                        Err(SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. })
-                            if s.code == 1146 =>
-                        {
-                            snap.one_pass_gone().await;
-                            continue;
-                        }
-                        r => r?,
-                    };
-                    let columns = Arc::clone(&rows.columns);
-                    let mut n = 0u64;
-                    // one row behind the reader, so the table's last row can say so
-                    let mut held: Option<bytes::Bytes> = None;
-                    loop {
-                        let next = rows.next().await?;
-                        let Some(packet) = std::mem::replace(&mut held, next) else {
-                            if held.is_none() {
-                                break;
-                            }
-                            continue;
-                        };
-                        let mark = match (held.is_none(), n) {
-                            (true, _) => Snapshot::Last,
-                            (false, 0) => Snapshot::First,
-                            (false, _) => Snapshot::Yes,
-                        };
-                        // the values borrow the packet: buffers of their own per row
-                        let (mut raw, mut values) = (Vec::new(), Vec::new());
-                        parse_row(&plan, &columns, &packet, &mut raw, &mut values)?;
-                        let img = image(&mut values);
-                        self.publish_row(&plan.table_map, &at, server_id, n, mark, &img, sink).await?;
-                        n += 1;
-                        if held.is_none() {
-                            break;
-                        }
-                    }
-                    drop(rows);
-                    self.tally.snapshot_rows(&plan.name, n);
-                    snap.one_pass_done(n).await;
-                }
-                Next::Register(plan) => {
-                    self.snapshot_table(&plan.table_map, sink).await?;
-                    snap.registered();
-                }
-            }
-            // chunks count towards the batch like any records
-            self.maybe_commit(resume, snap, sink, false).await?;
-        }
-    }
-
-    /// The table version of a snapshot's rows (registered when new) and its topic.
-    async fn snapshot_table(&mut self, tm: &Arc<TableMap>, sink: &mut KafkaSink) -> Result<(), Error> {
-        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
-        let topic = t.topic.clone();
-        sink.ensure_topic(&topic).await?;
-        Ok(())
-    }
-
-    /// Before the first rows of a snapshot that redoes a table whose topic already has records
-    /// (`snapshot.mode = "when_needed"` after the binlog since the checkpoint was purged): a
-    /// truncate record, so that a row deleted during the gap does not stay in the topic. Until
-    /// the table's snapshot is read, its topic holds fewer rows than the table.
-    async fn clear_before_snapshot(
-        &mut self,
-        tm: &TableMap,
-        at: &(String, u64),
-        server_id: u32,
-        sink: &mut KafkaSink,
-    ) -> Result<(), Error> {
-        let at = TruncateAt { file: &at.0, pos: at.1, server_id, ts_ms: now_ms(), snapshot: Snapshot::Yes };
-        let (db, table) = (tm.database.to_string(), tm.table.to_string());
-        self.truncate(&at, &db, &table, "A new snapshot (snapshot.mode = when_needed)", sink).await
-    }
-
-    /// Publishes a chunk's rows as `r` records; returns how many rows.
-    async fn publish_chunk(
-        &mut self,
-        chunk: &ReadyChunk,
-        server_id: u32,
-        redoes: bool,
-        sink: &mut KafkaSink,
-    ) -> Result<u64, Error> {
-        let plan = &chunk.plan;
-        self.snapshot_table(&plan.table_map, sink).await?;
-        if chunk.first && redoes {
-            self.clear_before_snapshot(&plan.table_map, &chunk.at, server_id, sink).await?;
-        }
-        let (mut raw, mut values) = (Vec::new(), Vec::new());
-        let total = chunk.rows.len();
-        for (i, packet) in chunk.rows.iter().enumerate() {
-            parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
-            let img = image(&mut values);
-            let mark = if chunk.last && i + 1 == total {
-                Snapshot::Last
-            } else if chunk.first && i == 0 {
-                Snapshot::First
-            } else {
-                Snapshot::Yes
-            };
-            self.publish_row(&plan.table_map, &chunk.at, server_id, i as u64, mark, &img, sink).await?;
-        }
-        self.tally.snapshot_rows(&plan.name, total as u64);
-        Ok(total as u64)
-    }
-
-    /// Publishes one snapshot row of table version `tm` as an `r` record, its state that of
-    /// binlog position `at`.
+    /// The `source` block of a record outside a MySQL transaction's rows (a snapshot row, a
+    /// truncate record), with the processing time.
     #[allow(clippy::too_many_arguments)]
-    async fn publish_row(
-        &mut self,
-        tm: &Arc<TableMap>,
-        at: &(String, u64),
+    fn context(
+        &self,
         server_id: u32,
-        row: u64,
-        mark: Snapshot,
-        img: &RowImage<'_>,
-        sink: &mut KafkaSink,
-    ) -> Result<(), Error> {
-        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
-        let ctx = EventContext {
+        ts_ms: i64,
+        file: &str,
+        pos: u64,
+        row: u32,
+        gtid: Option<String>,
+        snapshot: Snapshot,
+    ) -> EventContext {
+        EventContext {
             source: SourceInfo {
                 connector: self.connector,
                 name: self.settings.source_name.to_string(),
                 server_id,
-                ts_ms: now_ms(),
-                file: at.0.clone(),
-                pos: at.1,
-                row: u32::try_from(row).unwrap_or(u32::MAX),
-                gtid: None,
-                snapshot: mark,
+                ts_ms,
+                file: file.to_string(),
+                pos,
+                row,
+                gtid,
+                snapshot,
             },
             transaction: None,
             ts_ms: now_ms(),
-        };
-        let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx: &ctx };
-        let sent = out.read(sink, img, &mut self.buffers).await?;
-        self.batch.sent(sent);
-        self.tally.records(sent as u64);
-        Ok(())
+        }
     }
 
     /// At a boundary: commits the open Kafka transaction when the batch is due (or `force`);
@@ -749,21 +616,7 @@ impl<'c> Pipeline<'c> {
             },
         };
         let partitions = sink.partitions(&topic).await?;
-        let ctx = EventContext {
-            source: SourceInfo {
-                connector: self.connector,
-                name: self.settings.source_name.to_string(),
-                server_id: at.server_id,
-                ts_ms: at.ts_ms,
-                file: at.file.to_string(),
-                pos: at.pos,
-                row: 0,
-                gtid: self.tx.gtid.clone(),
-                snapshot: at.snapshot,
-            },
-            transaction: None,
-            ts_ms: now_ms(),
-        };
+        let ctx = self.context(at.server_id, at.ts_ms, at.file, at.pos, 0, self.tx.gtid.clone(), at.snapshot);
         let mut value = Vec::new();
         crate::registry::frame_header(value_id, &mut value);
         match &flat {

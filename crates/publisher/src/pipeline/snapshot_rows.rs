@@ -1,0 +1,183 @@
+//! The snapshot's side of the pipeline: at a transaction boundary, the chunks the
+//! [`Snapshotter`] has ready (or a keyless table's one pass) become `r` records, encoded by the
+//! same code as streamed changes and committed in the Kafka transaction whose checkpoint
+//! records the snapshot's progress past them. A table redone after a purge begins with a
+//! truncate record.
+
+use std::sync::Arc;
+
+use sluice_binlog::rows::RowImage;
+use sluice_binlog::TableMap;
+
+use super::emit::Out;
+use super::{Error, Pipeline, TruncateAt};
+use crate::avro::Snapshot;
+use crate::kafka::KafkaSink;
+use crate::position::ResumePoint;
+use crate::process::now_ms;
+use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
+
+/// A snapshot row's `source.snapshot`: the first and the last row of a table say so (a
+/// table of one row is its last).
+fn mark(first: bool, last: bool) -> Snapshot {
+    match (first, last) {
+        (_, true) => Snapshot::Last,
+        (true, false) => Snapshot::First,
+        (false, false) => Snapshot::Yes,
+    }
+}
+
+impl Pipeline<'_> {
+    /// At a transaction boundary with the stream at `resume`: publishes the snapshot chunks
+    /// that are due, reading the next ones, until one has to wait for the stream.
+    pub(super) async fn snapshot_work(
+        &mut self,
+        resume: &ResumePoint,
+        snap: &mut Snapshotter,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        loop {
+            match snap.next(resume).await? {
+                Next::Stream => return Ok(()),
+                Next::Publish(chunk) => {
+                    let n = self.publish_chunk(&chunk, snap.server_id(), snap.redoes(), sink).await?;
+                    snap.published(&chunk, n);
+                }
+                Next::OnePass(plan) => {
+                    let server_id = snap.server_id();
+                    self.snapshot_table(&plan.table_map, sink).await?;
+                    let at = (resume.file.clone(), resume.position);
+                    if snap.redoes() {
+                        self.clear_before_snapshot(&plan.table_map, &at, server_id, sink).await?;
+                    }
+                    let mut rows = match snap.one_pass(&plan).await {
+                        Err(SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. })
+                            if s.code == 1146 =>
+                        {
+                            snap.one_pass_gone().await;
+                            continue;
+                        }
+                        r => r?,
+                    };
+                    let columns = Arc::clone(&rows.columns);
+                    let mut n = 0u64;
+                    // one row behind the reader, so the table's last row can say so
+                    let mut held: Option<bytes::Bytes> = None;
+                    loop {
+                        let next = rows.next().await?;
+                        let Some(packet) = std::mem::replace(&mut held, next) else {
+                            if held.is_none() {
+                                break;
+                            }
+                            continue;
+                        };
+                        let mark = mark(n == 0, held.is_none());
+                        // the values borrow the packet: buffers of their own per row
+                        let (mut raw, mut values) = (Vec::new(), Vec::new());
+                        parse_row(&plan, &columns, &packet, &mut raw, &mut values)?;
+                        let img = image(&mut values);
+                        self.publish_row(&plan.table_map, &at, server_id, n, mark, &img, sink).await?;
+                        n += 1;
+                        if held.is_none() {
+                            break;
+                        }
+                    }
+                    drop(rows);
+                    self.tally.snapshot_rows(&plan.name, n);
+                    snap.one_pass_done(n).await;
+                }
+                Next::Register(plan) => {
+                    self.snapshot_table(&plan.table_map, sink).await?;
+                    snap.registered();
+                }
+            }
+            // chunks count towards the batch like any records
+            self.maybe_commit(resume, snap, sink, false).await?;
+        }
+    }
+
+    /// The table version of a snapshot's rows (registered when new) and its topic.
+    async fn snapshot_table(&mut self, tm: &Arc<TableMap>, sink: &mut KafkaSink) -> Result<(), Error> {
+        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
+        let topic = t.topic.clone();
+        sink.ensure_topic(&topic).await?;
+        Ok(())
+    }
+
+    /// Before the first rows of a snapshot that redoes a table whose topic already has records
+    /// (`snapshot.mode = "when_needed"` after the binlog since the checkpoint was purged): a
+    /// truncate record, so that a row deleted during the gap does not stay in the topic. Until
+    /// the table's snapshot is read, its topic holds fewer rows than the table.
+    async fn clear_before_snapshot(
+        &mut self,
+        tm: &TableMap,
+        at: &(String, u64),
+        server_id: u32,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        let at = TruncateAt { file: &at.0, pos: at.1, server_id, ts_ms: now_ms(), snapshot: Snapshot::Yes };
+        let (db, table) = (tm.database.to_string(), tm.table.to_string());
+        self.truncate(&at, &db, &table, "A new snapshot (snapshot.mode = when_needed)", sink).await
+    }
+
+    /// Publishes a chunk's rows as `r` records; returns how many rows.
+    async fn publish_chunk(
+        &mut self,
+        chunk: &ReadyChunk,
+        server_id: u32,
+        redoes: bool,
+        sink: &mut KafkaSink,
+    ) -> Result<u64, Error> {
+        let plan = &chunk.plan;
+        self.snapshot_table(&plan.table_map, sink).await?;
+        if chunk.first && redoes {
+            self.clear_before_snapshot(&plan.table_map, &chunk.at, server_id, sink).await?;
+        }
+        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        let total = chunk.rows.len();
+        for (i, packet) in chunk.rows.iter().enumerate() {
+            parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
+            let img = image(&mut values);
+            let mark = mark(chunk.first && i == 0, chunk.last && i + 1 == total);
+            self.publish_row(&plan.table_map, &chunk.at, server_id, i as u64, mark, &img, sink).await?;
+        }
+        self.tally.snapshot_rows(&plan.name, total as u64);
+        Ok(total as u64)
+    }
+
+    /// Publishes one snapshot row of table version `tm` as an `r` record, its state that of
+    /// binlog position `at`.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish_row(
+        &mut self,
+        tm: &Arc<TableMap>,
+        at: &(String, u64),
+        server_id: u32,
+        row: u64,
+        mark: Snapshot,
+        img: &RowImage<'_>,
+        sink: &mut KafkaSink,
+    ) -> Result<(), Error> {
+        let row = u32::try_from(row).unwrap_or(u32::MAX);
+        let ctx = self.context(server_id, now_ms(), &at.0, at.1, row, None, mark);
+        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
+        let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx: &ctx };
+        let sent = out.read(sink, img, &mut self.buffers).await?;
+        self.batch.sent(sent);
+        self.tally.records(sent as u64);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_and_last_rows_are_marked() {
+        assert_eq!(mark(true, false), Snapshot::First);
+        assert_eq!(mark(false, false), Snapshot::Yes);
+        assert_eq!(mark(false, true), Snapshot::Last);
+        assert_eq!(mark(true, true), Snapshot::Last, "a table of one row");
+    }
+}
