@@ -805,7 +805,7 @@ fn combinations() {
     }
     minimal.sql_text("FLUSH BINARY LOGS; FLUSH BINARY LOGS;");
     let (newest, _) = minimal.master_status();
-    minimal.sql_text(&format!("PURGE BINARY LOGS TO '{newest}';"));
+    minimal.purge_to(&newest);
     let p3 = &mut procs[2];
     p3.run = start_sluice(&p3.config, &p3.log);
     wait_for(

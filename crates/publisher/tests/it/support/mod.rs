@@ -181,6 +181,22 @@ impl Server {
         self.column(sql).into_iter().next().unwrap_or_else(|| panic!("{sql}: no row"))
     }
 
+    /// `PURGE BINARY LOGS TO 'file'`, repeated until the server holds no older file: a replica's
+    /// dump thread that has not yet read the ROTATE of a `FLUSH BINARY LOGS` keeps its file in
+    /// use, and the server then purges only up to it (with a warning, not an error).
+    pub fn purge_to(&self, file: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            self.sql_text(&format!("PURGE BINARY LOGS TO '{file}';"));
+            let oldest = self.scalar("SHOW BINARY LOGS");
+            if oldest == file {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "PURGE BINARY LOGS TO '{file}' still leaves {oldest}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// `SHOW MASTER STATUS`: (file, position).
     pub fn master_status(&self) -> (String, u64) {
         let r = self.sql("SHOW MASTER STATUS");
