@@ -73,6 +73,22 @@ pub enum Error {
     /// over; this one must not write again.
     #[error("{0}")]
     Fenced(String),
+    /// librdkafka failed `what`, its error kept as the cause (its code decided `stops`): a
+    /// refused credential or setting stops with `hint`; anything else (a broker away, an
+    /// aborted transaction, a producer librdkafka gave up on) restarts with a new producer
+    /// from the committed checkpoint.
+    #[error("{what}: {source}{hint}")]
+    Client {
+        /// What Sluice was doing.
+        what: String,
+        /// What to check, for an error that stops ("" otherwise).
+        hint: &'static str,
+        /// True when a restart cannot help.
+        stops: bool,
+        /// librdkafka's error (boxed: it is large, and errors travel in every `Result`).
+        #[source]
+        source: Box<RdKafkaError>,
+    },
     /// A record is larger than Kafka accepts: by the producer's `message.max.bytes` (refused
     /// before sending), or by the broker (the topic's `max.message.bytes`, the broker's
     /// `message.max.bytes`). Retrying cannot help: stop, naming the record.
@@ -93,8 +109,10 @@ impl Error {
     /// What the caller does next.
     pub fn disposition(&self) -> Disposition {
         match self {
-            Error::Abortable(_) => Disposition::Restart,
-            Error::Fatal(_) | Error::Fenced(_) | Error::TooLarge { .. } => Disposition::Stop,
+            Error::Abortable(_) | Error::Client { stops: false, .. } => Disposition::Restart,
+            Error::Fatal(_) | Error::Fenced(_) | Error::TooLarge { .. } | Error::Client { stops: true, .. } => {
+                Disposition::Stop
+            }
         }
     }
 }
@@ -203,13 +221,11 @@ pub(crate) fn classify(what: &str, e: &RdKafkaError) -> Error {
                 | RDKafkaErrorCode::InvalidConfig
         )
     });
-    if denied {
-        return Error::Fatal(format!("{what}: {e}: check the Kafka credentials, ACLs and kafka.properties"));
-    }
     // Everything else, librdkafka's "fatal" producer errors included (an out-of-order sequence
     // after a broker restart, an unknown producer id): this producer is done, but a new one
     // resumes from the committed checkpoint without losing or repeating anything.
-    Error::Abortable(format!("{what}: {e}"))
+    let hint = if denied { ": check the Kafka credentials, ACLs and kafka.properties" } else { "" };
+    Error::Client { what: what.to_string(), hint, stops: denied, source: Box::new(e.clone()) }
 }
 
 pub(crate) fn is_retriable(e: &RdKafkaError) -> bool {
@@ -399,8 +415,12 @@ mod tests {
         }
         for denied in [RDKafkaErrorCode::TopicAuthorizationFailed, RDKafkaErrorCode::TransactionalIdAuthorizationFailed]
         {
-            let Error::Fatal(m) = produce(denied) else { panic!("{denied:?} must stop") };
-            assert!(m.contains("credentials, ACLs"), "{m}");
+            let e = produce(denied);
+            assert_eq!(e.disposition(), Disposition::Stop, "{denied:?} must stop");
+            assert!(e.to_string().contains("credentials, ACLs"), "{e}");
+            // the cause is kept as librdkafka's error, not flattened to text
+            let cause = std::error::Error::source(&e).and_then(|c| c.downcast_ref::<Box<RdKafkaError>>());
+            assert_eq!(cause.and_then(|c| c.rdkafka_error_code()), Some(denied));
         }
         // a new producer resumes from the checkpoint after these
         for restart in [
@@ -410,7 +430,7 @@ mod tests {
             RDKafkaErrorCode::MessageTimedOut,
             RDKafkaErrorCode::NotEnoughReplicas,
         ] {
-            assert!(matches!(produce(restart), Error::Abortable(_)), "{restart:?} must restart");
+            assert_eq!(produce(restart).disposition(), Disposition::Restart, "{restart:?} must restart");
         }
     }
 }

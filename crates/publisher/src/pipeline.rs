@@ -160,6 +160,24 @@ impl Error {
     }
 }
 
+/// Writes the tracked schema's changes since the last call to `topic` (`<prefix>.__schemas`)
+/// in the open Kafka transaction: call right before committing it, so the history and the
+/// checkpoint that covers the DDL commit together.
+pub(crate) async fn send_schema_changes(
+    schemas: &mut SchemaHistory,
+    sink: &mut KafkaSink,
+    topic: &str,
+    source: &str,
+) -> Result<(), Error> {
+    let records = schemas
+        .take_changes(source)
+        .map_err(|e| crate::kafka::Error::Fatal(format!("writing the schema history: {e}")))?;
+    for (key, value) in records {
+        sink.send(topic, Some(key.as_bytes()), value.as_deref()).await?;
+    }
+    Ok(())
+}
+
 /// What feeds the pipeline: decoded binlog events, each with what it means for its
 /// transaction, and the resume point after the last complete one.
 pub trait ChangeSource {
@@ -461,7 +479,7 @@ impl<'c> Pipeline<'c> {
         stopping: bool,
     ) -> Result<(), Error> {
         let topic = schemas_topic(&self.settings.kafka.topic_prefix);
-        self.schemas.flush(sink, &topic, self.settings.source_name).await?;
+        send_schema_changes(&mut self.schemas, sink, &topic, self.settings.source_name).await?;
         // the batch's counts count once its transaction is through
         let tally = std::mem::take(&mut self.tally);
         let progress = snap.progress().cloned();
@@ -494,13 +512,17 @@ impl<'c> Pipeline<'c> {
             Step::Statement | Step::StatementBegins => {
                 if let Event::Query(q) = &ev.event.event {
                     if q.error_code == 0 {
-                        let filter = self.settings.filter;
-                        let captured = |db: &str, table: &str| filter.matches(db, table);
                         let at = format!("{}:{}", ev.file, ev.offset);
                         let version = self.schemas.version();
                         // read before the statement changes the tracked schema (DROP DATABASE)
                         let effects = self.schemas.row_effects(&q.schema, &q.query);
-                        self.schemas.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
+                        self.schemas.apply_query(
+                            &q.schema,
+                            &q.query,
+                            q.status.charset_database,
+                            &at,
+                            self.settings.filter,
+                        );
                         if step == Step::Statement {
                             snap.observe_statement(&q.query, self.schemas.version() != version, ev.file, ev.offset);
                         }

@@ -192,8 +192,27 @@ pub struct SchemaHistory {
     fold_names: bool,
 }
 
-/// What a captured-table predicate looks like (`db`, `table`).
-pub type Captured<'a> = &'a dyn Fn(&str, &str) -> bool;
+/// Which tables are captured: the configured [`crate::filter::TableFilter`], or any
+/// `Fn(db, table) -> bool` (tests).
+pub trait Captures {
+    /// True when table `db`.`table` is captured.
+    fn captures(&self, db: &str, table: &str) -> bool;
+}
+
+impl<F: Fn(&str, &str) -> bool> Captures for F {
+    fn captures(&self, db: &str, table: &str) -> bool {
+        self(db, table)
+    }
+}
+
+impl Captures for crate::filter::TableFilter {
+    fn captures(&self, db: &str, table: &str) -> bool {
+        self.matches(db, table)
+    }
+}
+
+/// How the schema functions are told which tables are captured.
+pub type Captured<'a> = &'a dyn Captures;
 
 impl SchemaHistory {
     /// A history holding `tables` at `version`; `dirty` marks them all to be written with the

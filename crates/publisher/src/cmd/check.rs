@@ -325,8 +325,7 @@ async fn table_lines(
     /// Beyond this many tables, the rest are not probed one by one.
     const PROBED: usize = 2000;
     let filter = crate::filter::TableFilter::from_config(&cfg.filter);
-    let captured = |db: &str, table: &str| filter.matches(db, table);
-    let tables = crate::schema::load::load_from_server(conn, &captured).await?;
+    let tables = crate::schema::load::load_from_server(conn, &filter).await?;
     let reads_rows = matches!(cfg.snapshot.mode, SnapshotMode::Initial | SnapshotMode::WhenNeeded);
     let mut lines = Vec::new();
     let mut ok = true;

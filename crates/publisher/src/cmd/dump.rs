@@ -508,12 +508,11 @@ impl<W: Write> Dumper<W> {
         let rt = crate::process::runtime().map_err(Failure::Output)?;
         rt.block_on(async {
             let filter = self.filter.clone();
-            let captured = |db: &str, table: &str| filter.matches(db, table);
             // a dump that just ended (`--follow | head`) may still be registered with the server id:
             // the server drops it within a few heartbeat periods
             let patience = std::time::Instant::now() + cfg.heartbeat * 3 + std::time::Duration::from_secs(5);
             let (mut src, loaded) = loop {
-                match ReplicationSource::start_with_schema(cfg.clone(), start.clone(), Some(&captured)).await {
+                match ReplicationSource::start_with_schema(cfg.clone(), start.clone(), Some(&filter)).await {
                     Err(e) if e.is_predecessor_registered() && std::time::Instant::now() < patience => {
                         tracing::info!(
                             "Waiting for the server to drop the previous dump's connection (same server id)"
@@ -679,10 +678,8 @@ impl<W: Write> Dumper<W> {
                             .collect();
                     }
                     if let (Some(h), 0) = (&mut self.schemas, q.error_code) {
-                        let filter = &self.filter;
-                        let captured = |db: &str, table: &str| filter.matches(db, table);
                         let at = format!("{}:{}", ev.file, ev.offset);
-                        h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &captured);
+                        h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &self.filter);
                     }
                 }
                 if step == Step::Statement || !emptied.is_empty() {

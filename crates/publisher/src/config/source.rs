@@ -70,7 +70,10 @@ pub struct SourceSection {
     pub start: StartFrom,
 }
 
-/// `source.tls`, as MySQL's clients name the modes.
+/// `source.tls`, as MySQL's clients name the modes. It mirrors [`sluice_protocol::TlsMode`] on
+/// purpose: the protocol crate knows no configuration file or command line (no serde, no
+/// clap), so the user-facing spelling and its documentation live here, and [`TlsSetting::mode`]
+/// is the one place the two meet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum TlsSetting {

@@ -25,6 +25,7 @@ use super::{
     LIBRDKAFKA_MESSAGE_MAX_BYTES, PRODUCER_DEFAULTS,
 };
 use crate::config::KafkaSection;
+use crate::disposition::Disposition;
 use crate::position::Checkpoint;
 
 /// The header of a truncate record (value `t`): Kafka Connect's `HasHeaderKey` predicate finds
@@ -447,7 +448,7 @@ impl KafkaSink {
                     }
                     Err((e, _)) => {
                         let err = classify(&format!("producing a truncate record to {topic}"), &e);
-                        if matches!(err, Error::Abortable(_)) {
+                        if err.disposition() == Disposition::Restart {
                             self.abort_after(&err).await?;
                         }
                         return Err(err);
@@ -482,7 +483,7 @@ impl KafkaSink {
                 }
                 Err((e, _)) => {
                     let err = classify(&format!("producing to {topic}"), &e);
-                    if matches!(err, Error::Abortable(_)) {
+                    if err.disposition() == Disposition::Restart {
                         self.abort_after(&err).await?;
                     }
                     return Err(err);
@@ -501,7 +502,7 @@ impl KafkaSink {
             self.held.clear();
             // a record the broker refused for good explains the failed commit best
             let err = self.producer.context().take_refused().unwrap_or_else(|| classify(what, &e));
-            if matches!(err, Error::Abortable(_)) {
+            if err.disposition() == Disposition::Restart {
                 self.abort_after(&err).await?;
             }
             return Err(err);
@@ -585,7 +586,7 @@ impl KafkaSink {
     /// caller restarts with a new producer, whose `init_transactions` aborts what is left).
     async fn abort_after(&mut self, cause: &Error) -> Result<(), Error> {
         match self.abort().await {
-            Err(e @ (Error::Fatal(_) | Error::Fenced(_))) => Err(e),
+            Err(e) if e.disposition() == Disposition::Stop => Err(e),
             Err(e) => {
                 tracing::debug!(cause = %cause, error = %e, "Aborting the Kafka transaction failed too");
                 Ok(())

@@ -141,8 +141,7 @@ pub async fn open_attempt(
     let start = c.start()?;
     tracing::info!(resume = %start, server = %servers[server % servers.len()], "Resuming from the committed checkpoint");
     let filter = TableFilter::from_config(s.filter);
-    let captured = |db: &str, table: &str| filter.matches(db, table);
-    let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&captured);
+    let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&filter);
     match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
         Ok((source, loaded)) => {
             let schemas = committed.into_history(loaded);
@@ -213,8 +212,7 @@ pub async fn resolve_at(
     start: &StartFrom,
 ) -> Result<ResolvedStart, Error> {
     let filter = TableFilter::from_config(filter);
-    let captured = |db: &str, table: &str| filter.matches(db, table);
-    let (resume, tables) = checked.resolve(start, Some(&captured)).await?;
+    let (resume, tables) = checked.resolve(start, Some(&filter)).await?;
     Ok(ResolvedStart { resume, tables })
 }
 
@@ -231,7 +229,7 @@ pub async fn commit_start(
     then: impl FnOnce() + Send + 'static,
 ) -> Result<SchemaHistory, Error> {
     let mut schemas = committed.into_history(start.tables);
-    schemas.flush(sink, &schemas_topic(&s.kafka.topic_prefix), &s.source.name).await?;
+    super::send_schema_changes(&mut schemas, sink, &schemas_topic(&s.kafka.topic_prefix), &s.source.name).await?;
     let checkpoint =
         Checkpoint::of(&start.resume).with_schema_version(schemas.version()).with_snapshot(snapshot, signals_offset);
     sink.commit(&checkpoint, then).await?;

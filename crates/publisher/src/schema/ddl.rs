@@ -96,7 +96,7 @@ impl SchemaHistory {
         for (db, table, after_table) in mentioned_tables(ctx.sql, ctx.default_db) {
             let (db, table) = (self.fold(&db), self.fold(&table));
             let key = format!("{db}.{table}");
-            if self.tables.contains_key(&key) || (after_table && (ctx.captured)(&db, &table)) {
+            if self.tables.contains_key(&key) || (after_table && ctx.captured.captures(&db, &table)) {
                 self.mark_unknown(&db, &table, why.to_string(), ctx.at, version);
             }
         }
@@ -109,7 +109,7 @@ impl SchemaHistory {
                     return Ok(()); // temporary tables are never in row events
                 }
                 let (db, table) = ctx.resolve(&ct.name)?;
-                if !(ctx.captured)(&db, &table) {
+                if !ctx.captured.captures(&db, &table) {
                     return Ok(());
                 }
                 if self.tables.get(&format!("{db}.{table}")).is_some_and(|t| t.unknown.is_none()) && ct.if_not_exists {
@@ -167,7 +167,7 @@ impl SchemaHistory {
             Statement::AlterTable(at) => {
                 let (db, table) = ctx.resolve(&at.name)?;
                 let key = format!("{db}.{table}");
-                if !(ctx.captured)(&db, &table) && !self.tables.contains_key(&key) {
+                if !ctx.captured.captures(&db, &table) && !self.tables.contains_key(&key) {
                     return Ok(());
                 }
                 let Some(mut t) = self.tables.get(&key).cloned() else {
@@ -198,7 +198,7 @@ impl SchemaHistory {
                     let key = format!("{db}.{table}");
                     match self.tables.get(&key).cloned() {
                         Some(t) => self.rename(&key, &ndb, &ntable, t, ctx, version),
-                        None if (ctx.captured)(&ndb, &ntable) => self.mark_unknown(
+                        None if ctx.captured.captures(&ndb, &ntable) => self.mark_unknown(
                             &ndb,
                             &ntable,
                             format!("renamed from {key}, whose definition is not tracked; statement: {}", ctx.sql),
@@ -239,7 +239,7 @@ impl SchemaHistory {
     /// Moves `t` (the definition of `old_key`, already altered) to `ndb.ntable`.
     fn rename(&mut self, old_key: &str, ndb: &str, ntable: &str, mut t: TrackedTable, ctx: &Ctx<'_>, version: u64) {
         self.remove(old_key);
-        if (ctx.captured)(ndb, ntable) {
+        if ctx.captured.captures(ndb, ntable) {
             t.database = ndb.to_string();
             t.table = ntable.to_string();
             self.put(t, ctx.at, version);

@@ -29,7 +29,7 @@ pub async fn load_from_server(
     let mut out: BTreeMap<(String, String), TrackedTable> = BTreeMap::new();
     for row in tables {
         let (Some(Some(db)), Some(Some(table))) = (row.first(), row.get(1)) else { continue };
-        if !captured(db, table) {
+        if !captured.captures(db, table) {
             continue;
         }
         let default_charset = row.get(2).cloned().flatten().map(|c| charset_of_collation_name(&c));

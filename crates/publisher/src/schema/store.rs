@@ -7,31 +7,28 @@
 use super::{SchemaHistory, TrackedTable};
 use crate::config::KafkaSection;
 use crate::kafka::compacted::{CompactedReader, Scope};
-use crate::kafka::{schemas_topic, Error as KafkaError, KafkaSink};
+use crate::kafka::{schemas_topic, Error as KafkaError};
 use crate::position::Checkpoint;
 
+/// One record of `<prefix>.__schemas`: its key and its value (None: a tombstone).
+pub type SchemaRecord = (String, Option<Vec<u8>>);
+
 impl SchemaHistory {
-    /// Writes the changes since the last flush to `<prefix>.__schemas` in the open Kafka
-    /// batch (opening one when needed). Call right before committing.
+    /// The records the changes since the last call become, to be written to
+    /// `<prefix>.__schemas` in the open Kafka transaction right before it commits (the pipeline
+    /// writes them: the model says what changed, it does not write itself). A transaction that
+    /// then fails is aborted and the next attempt starts from the committed history, so the
+    /// changes are not kept for a retry.
     ///
     /// # Errors
-    /// As [`KafkaSink::send`].
-    pub async fn flush(&mut self, sink: &mut KafkaSink, topic: &str, source: &str) -> Result<(), KafkaError> {
-        if self.dirty.is_empty() {
-            return Ok(());
+    /// A definition that does not serialise (not expected: plain data).
+    pub fn take_changes(&mut self, source: &str) -> Result<Vec<SchemaRecord>, serde_json::Error> {
+        let mut out = Vec::with_capacity(self.dirty.len());
+        for k in std::mem::take(&mut self.dirty) {
+            let value = self.tables.get(&k).map(serde_json::to_vec).transpose()?;
+            out.push((format!("{source}/{k}"), value));
         }
-        for k in &self.dirty {
-            let key = format!("{source}/{k}");
-            match self.tables.get(k) {
-                Some(t) => {
-                    let v = serde_json::to_vec(t).map_err(|e| KafkaError::Fatal(e.to_string()))?;
-                    sink.send(topic, Some(key.as_bytes()), Some(&v)).await?;
-                }
-                None => sink.send(topic, Some(key.as_bytes()), None).await?,
-            }
-        }
-        self.dirty.clear();
-        Ok(())
+        Ok(out)
     }
 }
 
