@@ -33,6 +33,11 @@ setup: build-deps
 ## Every test: unit, fixtures, oracles, mutation, the scenarios against real MariaDB, the
 ## Helm chart's checks (lint, schemas, alert rule tests), and the image run as the chart runs it
 ## (non-root, read-only root filesystem; buildah and podman from apt).
+# The scenario tests mostly wait on their servers: three at once on two cores was the fastest
+# setting measured without a failure (bench/README.md, "The test suite's wall time").
+RUST_TEST_THREADS ?= 3
+export RUST_TEST_THREADS
+
 test: setup
 	$(CARGO) test --workspace --all-targets
 	integration/helm_check.sh

@@ -158,6 +158,36 @@ impl std::fmt::Debug for Snapshotter {
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl Snapshotter {
+    /// A snapshotter holding one chunk of `plan`'s table already read (rows `rows`, result
+    /// columns `columns`) between binlog positions `low` and `high`: what a read against a
+    /// server leaves, for the pipeline's tests without one.
+    #[cfg(test)]
+    pub(crate) fn with_chunk(
+        plan: TablePlan,
+        columns: Vec<ColumnDefinition>,
+        rows: Vec<Bytes>,
+        (low, high): (Pos, Pos),
+        last: bool,
+    ) -> Snapshotter {
+        let mut table = TableProgress::pending(plan.name.clone());
+        table.state = TableState::Running;
+        let progress = SnapshotProgress { reason: "initial".into(), started_ms: 0, tables: vec![table] };
+        let connect = ConnectOptions::new("127.0.0.1", 9, "nobody", "");
+        let mut s = Snapshotter::new(&SnapshotSection::default(), connect, Some(progress));
+        s.pending = Some(Pending {
+            table: 0,
+            low,
+            high,
+            rows: rows.into_iter().map(Some).collect(),
+            by_identity: None,
+            columns: columns.into(),
+            last_key: None,
+            last,
+        });
+        s.plan = Some((0, Arc::new(plan)));
+        s
+    }
+
     /// A snapshotter for `progress` (as committed), reading over connections made with
     /// `connect`.
     pub fn new(cfg: &SnapshotSection, connect: ConnectOptions, progress: Option<SnapshotProgress>) -> Snapshotter {

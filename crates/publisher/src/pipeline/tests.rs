@@ -203,6 +203,19 @@ impl Harness {
 
     /// Runs one attempt over `src` to its end: Ok after a stop, else the error that ended it.
     async fn attempt(&self, src: &mut Replay<'_>, sink: &mut KafkaSink, stop: &Shutdown) -> Result<(), Error> {
+        let connect = sluice_protocol::ConnectOptions::new("127.0.0.1", 9, "nobody", "");
+        let mut snap = Snapshotter::new(&SnapshotSection::default(), connect, None);
+        self.attempt_with(src, &mut snap, sink, stop).await
+    }
+
+    /// As [`Harness::attempt`], with the snapshot `snap` between the stream's transactions.
+    async fn attempt_with(
+        &self,
+        src: &mut Replay<'_>,
+        snap: &mut Snapshotter,
+        sink: &mut KafkaSink,
+        stop: &Shutdown,
+    ) -> Result<(), Error> {
         let settings = Settings {
             source_name: "src",
             kafka: &self.kafka,
@@ -211,8 +224,6 @@ impl Harness {
             routes: &self.routes,
         };
         let mut progress = ProgressLog::default();
-        let connect = sluice_protocol::ConnectOptions::new("127.0.0.1", 9, "nobody", "");
-        let mut snap = Snapshotter::new(&SnapshotSection::default(), connect, None);
         let committed = src.resume_point().clone();
         let schemas = SchemaHistory::new(Vec::new(), 0, false);
         let mut pipeline = Pipeline::new(
@@ -224,7 +235,7 @@ impl Harness {
             &self.metrics,
             &mut progress,
         );
-        pipeline.run(src, &mut snap, sink, stop).await
+        pipeline.run(src, snap, sink, stop).await
     }
 
     /// Every record of `topic` (the mock shows aborted ones too), in order.
@@ -270,15 +281,22 @@ impl Harness {
 
     /// `topic`'s records as (key id, op or "tombstone"), in order.
     async fn ops(&self, topic: &str) -> Vec<(i64, String)> {
+        self.values(topic).await.into_iter().map(|(id, op, _)| (id, op)).collect()
+    }
+
+    /// `topic`'s records as (key id, op or "tombstone", the value), in order.
+    async fn values(&self, topic: &str) -> Vec<(i64, String, serde_json::Value)> {
         let mut out = Vec::new();
         for (key, value) in self.records(topic) {
             let key = self.decode(&key.expect("a keyed record")).await;
             let id = key["id"].as_i64().unwrap();
-            let op = match value {
-                None => "tombstone".to_string(),
-                Some(v) => self.decode(&v).await["op"].as_str().unwrap().to_string(),
-            };
-            out.push((id, op));
+            match value {
+                None => out.push((id, "tombstone".to_string(), serde_json::Value::Null)),
+                Some(v) => {
+                    let v = self.decode(&v).await;
+                    out.push((id, v["op"].as_str().unwrap().to_string(), v));
+                }
+            }
         }
         out
     }
@@ -409,4 +427,100 @@ async fn a_refused_record_stops_naming_its_table_and_key() {
     assert!(text.contains("table shop.orders (topic m.shop.orders, key {\"id\":"), "{text}");
     mock.clear_request_errors(RDKafkaApiKey::Produce);
     assert!(h.checkpoints().iter().all(|c| c.position < second), "nothing committed past the refusal");
+}
+
+/// `shop.orders` as the recorded binlog's TABLE_MAP defines it (FULL metadata: names, key).
+fn orders_table_map() -> Arc<sluice_binlog::TableMap> {
+    let bytes = recorded();
+    let mut walker = EventWalker::new(FILE, EventDecoder::default());
+    let mut at = 4usize;
+    while at < bytes.len() {
+        let len = event_len(&bytes, at);
+        let ev = walker.walk(&bytes[at..at + len], At::At(at as u64)).unwrap();
+        if let Event::Rows(r) = &ev.event.event {
+            if &*r.table.table == "orders" {
+                return Arc::clone(&r.table);
+            }
+        }
+        at += len;
+    }
+    panic!("no rows event of shop.orders");
+}
+
+/// The result columns of `SELECT id, status, total FROM shop.orders` as the server describes
+/// them (binary protocol).
+fn orders_columns() -> Vec<sluice_protocol::query::ColumnDefinition> {
+    let col = |name: &str, column_type: u8, charset: u16, flags: u16, decimals: u8| {
+        sluice_protocol::query::ColumnDefinition {
+            schema: "shop".into(),
+            table: "orders".into(),
+            org_table: "orders".into(),
+            name: name.into(),
+            org_name: name.into(),
+            charset,
+            column_length: 20,
+            column_type,
+            flags,
+            decimals,
+        }
+    };
+    // LONG NOT NULL PRI, VAR_STRING NOT NULL utf8mb4_general_ci, NEWDECIMAL(10,2) NOT NULL
+    vec![col("id", 3, 63, 1 | 2, 0), col("status", 253, 45, 1, 0), col("total", 246, 63, 1, 2)]
+}
+
+/// One binary-protocol result row of `orders_columns()`: the 0x00 header, the NULL bitmap
+/// (offset 2), then each value (INT as 4 bytes, the others length-prefixed text).
+fn orders_row(id: i32, status: &str, total: &str) -> bytes::Bytes {
+    let mut p = vec![0u8, 0u8];
+    p.extend_from_slice(&id.to_le_bytes());
+    for text in [status, total] {
+        p.push(u8::try_from(text.len()).unwrap());
+        p.extend_from_slice(text.as_bytes());
+    }
+    bytes::Bytes::from(p)
+}
+
+/// A snapshot chunk read between the stream's transactions (its low watermark after the
+/// first transaction with rows, its high one at the end of the second): the row that the
+/// second transaction changed inside that window is dropped (the stream carries its newer
+/// state), the other rows are published as `r` records once the stream reaches the high
+/// watermark, between two transactions, the first and the last marked; the checkpoint after
+/// them records the table as done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_chunk_is_published_between_transactions() {
+    let h = Harness::new().await;
+    let with_rows: Vec<u64> = transactions().into_iter().filter(|(_, r)| *r).map(|(end, _)| end).collect();
+    let (low, high) = (with_rows[0], with_rows[1]);
+    let plan =
+        crate::snapshot::plan::TablePlan::for_test(orders_table_map(), crate::snapshot::plan::Method::Chunked(vec![0]));
+    // the rows as a read inside the window saw them: order 1 before the second transaction paid it
+    let rows = vec![orders_row(1, "new", "10.00"), orders_row(2, "new", "20.00"), orders_row(3, "new", "30.00")];
+    let window = ((FILE.to_string(), low), (FILE.to_string(), high));
+    let mut snap = Snapshotter::with_chunk(plan, orders_columns(), rows, window, true);
+    let mut sink = KafkaSink::on_mock(&h.kafka, "src").await.unwrap();
+    // the stream is where the chunk was read: at its low watermark
+    let (trigger, stop) = Shutdown::manual();
+    let mut src = Replay::from(low, Some(trigger));
+    h.attempt_with(&mut src, &mut snap, &mut sink, &stop).await.unwrap();
+
+    let orders = h.values("m.shop.orders").await;
+    let ops: Vec<(i64, String)> = orders.iter().map(|(id, op, _)| (*id, op.clone())).collect();
+    assert_eq!(ops_of(&ops, 1), ["u", "u"], "the row changed inside the window is not published from the chunk");
+    assert_eq!(ops_of(&ops, 2), ["r", "d", "tombstone"]);
+    assert_eq!(ops_of(&ops, 3), ["r", "d", "tombstone"]);
+    assert_eq!(ops_of(&ops, 20), ["c"]);
+    // between the second transaction (order 1 paid) and the third (the key change)
+    let at = |id: i64, op: &str| ops.iter().position(|(k, o)| *k == id && o == op).unwrap();
+    let (paid, first_r, last_r, key_change) = (at(1, "u"), at(2, "r"), at(3, "r"), at(2, "d"));
+    assert!(paid < first_r && first_r < last_r && last_r < key_change, "{ops:?}");
+    let r2 = &orders[first_r].2;
+    assert_eq!(r2["source"]["snapshot"], "first", "{r2}");
+    assert_eq!(orders[last_r].2["source"]["snapshot"], "last");
+    assert_eq!(r2["after"]["status"], "new", "{r2}");
+    assert_eq!(r2["source"]["pos"], high, "the rows' state is that of the high watermark");
+    let done = h.checkpoints().into_iter().find(|c| {
+        c.snapshot.as_ref().is_some_and(|p| p.tables.iter().all(|t| t.state == crate::position::TableState::Done))
+    });
+    let done = done.expect("a checkpoint records the table as done");
+    assert!(done.position >= high && done.position < with_rows[2], "done at {done}");
 }

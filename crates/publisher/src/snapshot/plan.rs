@@ -63,6 +63,14 @@ fn string_literal(s: &str) -> String {
 }
 
 impl TablePlan {
+    /// A plan for `table_map` read by `method` (tests: a plan is otherwise made from what
+    /// the server says of the table).
+    #[cfg(test)]
+    pub(crate) fn for_test(table_map: Arc<TableMap>, method: Method) -> TablePlan {
+        let name = format!("{}.{}", table_map.database, table_map.table);
+        TablePlan { name, table_map, method, select: String::new(), filter: None, estimate: None }
+    }
+
     /// The SQL of the chunk after `after` (None: the first), at most `limit` rows.
     pub fn chunk_sql(&self, after: Option<&[String]>, limit: usize) -> String {
         let Method::Chunked(key) = &self.method else { return self.all_sql() };
