@@ -4,7 +4,7 @@
 #   - helm template of both, validated against the Kubernetes 1.32 schemas (kubernetes-validate --strict;
 #     the prometheus-operator kinds, which have no schema there, are checked for their apiVersion/kind only);
 #   - the alert rules: promtool check rules and promtool test rules (files/alerts.test.yaml);
-#   - the dashboard: valid JSON whose every panel has a PromQL target (tests/it/run_metrics.rs sends each
+#   - the dashboard: valid JSON whose every panel has a PromQL target (tests/it/run/metrics.rs sends each
 #     of them to a real Prometheus scraping sluice run).
 # Installs what it needs: helm (integration/lib/helm.sh), kubernetes-validate (pip), prometheus (apt).
 set -euo pipefail

@@ -750,14 +750,27 @@ impl<'c> Pipeline<'c> {
     /// A record the broker refused as too large comes back with its topic and key bytes: name
     /// its table and key (decoded with the key schema) in the stop message.
     fn name_refused_record(&self, e: Error) -> Error {
-        let Error::Kafka(crate::kafka::Error::TooLarge { topic, size, by, key: Some(key) }) = &e else { return e };
+        // the broker's refusal of an earlier record surfaces at whatever the pipeline does
+        // next: name the refused record, not the row at hand
+        let refused = match &e {
+            Error::AtRow { source, .. } => source.as_ref(),
+            other => other,
+        };
+        let Error::Kafka(crate::kafka::Error::TooLarge { topic, size, by, key: Some(key) }) = refused else { return e };
         let Some(t) = self.tables.by_topic(topic) else { return e };
+        // `column=value, ...` as a refusal found while sending names it (emit.rs)
         let key_text = t
             .schema
             .key_schema()
             .and_then(|schema| apache_avro::from_avro_datum(schema, &mut key.get(5..).unwrap_or_default(), None).ok())
             .and_then(|v| serde_json::Value::try_from(v).ok())
-            .map_or_else(|| "unreadable".to_string(), |v| v.to_string());
+            .and_then(|v| match v {
+                serde_json::Value::Object(fields) => {
+                    Some(fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| "unreadable".to_string());
         Error::TooLarge {
             table: t.tm.qualified_name(),
             topic: topic.clone(),

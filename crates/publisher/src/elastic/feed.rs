@@ -929,7 +929,7 @@ mod tests {
     /// The sink's own lag and stall watch, over librdkafka's mock cluster (a mock because it
     /// holds a partition's records back on demand: no real broker here can make a consumer
     /// stop fetching one partition; the end-to-end lag and truncate behaviour is tested against
-    /// the real broker and both Elasticsearch-API engines in tests/it/sink_elasticsearch.rs). A
+    /// the real broker and both Elasticsearch-API engines in tests/it/sink/elasticsearch.rs). A
     /// partition whose records wait while its position stays is stalled (a restart, `/readyz`
     /// 503); once records are taken from it, it is not.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -621,7 +621,7 @@ impl KafkaSink {
 /// cluster: a mock because it injects the broker's answers (a record refused as too large, a
 /// fenced epoch, a coordinator still loading) that a real broker gives only by accident. It
 /// has no transactional visibility or CreateTopics, so exactly-once itself is tested against
-/// the real broker (tests/it/run_chaos.rs, run_e2e.rs); topics are created on the mock directly.
+/// the real broker (tests/it/run/chaos.rs, run/e2e.rs); topics are created on the mock directly.
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};

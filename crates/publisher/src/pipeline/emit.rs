@@ -148,7 +148,7 @@ impl Out<'_> {
     }
 
     /// A record the producer refused as too large, named by its table and key; other errors
-    /// as they are.
+    /// as they are (a refusal the broker reported names its own record: `key` is set).
     fn too_large(
         &self,
         e: crate::kafka::Error,
@@ -156,7 +156,7 @@ impl Out<'_> {
         before: Option<&RowImage<'_>>,
         after: Option<&RowImage<'_>>,
     ) -> Error {
-        let crate::kafka::Error::TooLarge { size, by, .. } = e else { return e.into() };
+        let crate::kafka::Error::TooLarge { size, by, key: None, .. } = e else { return e.into() };
         self.named_too_large(size, by, false, op, before, after)
     }
 

@@ -15,7 +15,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
-use super::{lib_sh, work_dir, Server};
+use super::{lib_sh, lib_sh_ok, work_dir, Server};
 
 /// MariaDB, broker and registry for one scenario, all stopped on drop.
 pub struct Services {
@@ -58,14 +58,12 @@ impl Services {
 
     /// Stops the broker (SIGTERM, waits for the exit).
     pub fn stop_broker(&self) {
-        let out = lib_sh("broker", &["stop", &self.name]);
-        assert!(out.status.success(), "broker stop: {}", String::from_utf8_lossy(&out.stderr));
+        lib_sh_ok("broker", &["stop", &self.name]);
     }
 
     /// Starts the stopped broker again on its port with its data.
     pub fn start_broker_again(&self) {
-        let out = lib_sh("broker", &["up", &self.name]);
-        assert!(out.status.success(), "broker up: {}", String::from_utf8_lossy(&out.stderr));
+        lib_sh_ok("broker", &["up", &self.name]);
     }
 
     /// Waits until the committed checkpoint of `source` is at the server's binlog end as of
@@ -100,14 +98,12 @@ impl Services {
 
     /// Stops the registry (its data stays).
     pub fn stop_registry(&self) {
-        let out = lib_sh("registry", &["stop", &self.name]);
-        assert!(out.status.success(), "registry stop: {}", String::from_utf8_lossy(&out.stderr));
+        lib_sh_ok("registry", &["stop", &self.name]);
     }
 
     /// Starts the stopped registry again on its port with its data (ids and versions kept).
     pub fn start_registry_again(&self) {
-        let out = lib_sh("registry", &["up", &self.name]);
-        assert!(out.status.success(), "registry up: {}", String::from_utf8_lossy(&out.stderr));
+        lib_sh_ok("registry", &["up", &self.name]);
     }
 
     /// The committed records of a JSON topic (`<prefix>.__positions`, `<prefix>.__signals`) of

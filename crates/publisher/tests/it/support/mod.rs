@@ -75,6 +75,12 @@ pub fn lib_sh(lib: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("run integration/lib/{lib}.sh: {e}"))
 }
 
+/// Runs `integration/lib/<lib>.sh ARGS`, failing the test when it fails.
+pub fn lib_sh_ok(lib: &str, args: &[&str]) {
+    let out = lib_sh(lib, args);
+    assert!(out.status.success(), "{lib}.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Runs `integration/lib/<lib>.sh ARGS` (a `start`) and returns the value of the `KEY=value`
 /// line it prints (a port, an address).
 ///

@@ -14,7 +14,7 @@
 //! existing table, so the initial schema comes from `information_schema` and the values'
 //! decoding (UNSIGNED, latin1, ENUM/SET members, binary) depends on it.
 //!
-//! Services as in `run_e2e.rs`; skipped loudly when they cannot start, unless
+//! Services as in `run/e2e.rs`; skipped loudly when they cannot start, unless
 //! `SLUICE_REQUIRE_MARIADB=1`.
 
 use crate::support;

@@ -1,0 +1,3 @@
+//! `sluice sink elasticsearch` end to end, on both Elasticsearch-API engines.
+
+mod elasticsearch;
