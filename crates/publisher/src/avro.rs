@@ -27,7 +27,9 @@ mod recorded_tests;
 use std::sync::Arc;
 
 pub use encode::{min_encoded_len, AvroEncoder, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
-pub use schema::{field_name_collision, SchemaOptions, TableSchema, ZeroDates};
+#[cfg(test)]
+pub use schema::ZeroDates;
+pub use schema::{field_name_collision, SchemaOptions, TableSchema};
 
 /// The envelope's `source` block (`schemas/source.avsc`).
 pub const SOURCE_AVSC: &str = include_str!("../../../schemas/source.avsc");
@@ -211,14 +213,6 @@ pub enum AvroError {
         op: &'static str,
         /// What is missing.
         needs: &'static str,
-    },
-    /// The Avro writer refused a value (a bug in Sluice: values are built from the schema).
-    #[error("{table}: Avro encoding failed: {source}")]
-    Encode {
-        /// `db.table`.
-        table: String,
-        /// The library's reason.
-        source: Box<apache_avro::Error>,
     },
 }
 

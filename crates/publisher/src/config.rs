@@ -52,10 +52,10 @@ pub use metrics::MetricsSection;
 pub use output::{OutputSection, ValueMode};
 pub use problem::{ConfigError, Problem, Problems};
 pub use registry::RegistrySection;
-pub use snapshot::{condition_problem, SnapshotMode, SnapshotSection};
+pub use snapshot::{SnapshotMode, SnapshotSection};
 pub use source::{SourceSection, SourceUrl, TlsSetting};
 use values::{byte_size, optional_secret, read_secret, socket_address, validate_secret, yes};
-pub use values::{parse_byte_size, redact_url, table_pattern_problem, Secret};
+pub use values::{redact_url, table_pattern_problem, Secret};
 
 /// The whole configuration.
 #[derive(Debug, Clone)]
@@ -76,8 +76,6 @@ pub struct Config {
     pub metrics: MetricsSection,
     /// Snapshots: the rows already in the tables.
     pub snapshot: SnapshotSection,
-    /// `sluice sink elasticsearch`, when configured.
-    pub elasticsearch: Option<ElasticsearchSection>,
 }
 
 /// What `sluice sink elasticsearch` reads of the configuration: the same file as `sluice run`'s,
@@ -161,7 +159,9 @@ impl Config {
             // reported by parse_raw, which never returns a configuration with a problem
             FirstStart::Conflict(_) => {}
         }
-        Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot, elasticsearch })
+        // [elasticsearch] was validated with the rest; `sluice sink` reads it (SinkConfig)
+        let _ = elasticsearch;
+        Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot })
     }
 }
 

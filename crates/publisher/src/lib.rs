@@ -25,21 +25,23 @@
 //! - a MySQL transaction becomes a Kafka commit: [`pipeline`] with [`kafka::sink`];
 //! - a row change becomes a JSON line: `cmd/dump/json.rs`.
 
-pub mod avro;
+// The public surface is what the binary and the examples use (`cmd`, `kafka`'s producer
+// defaults, `process`'s runtime); the rest is crate-private, so an unused item is a warning.
+pub(crate) mod avro;
 pub mod cmd;
-pub mod config;
-pub mod console;
-pub mod disposition;
-pub mod elastic;
-pub mod filter;
-pub mod http;
+pub(crate) mod config;
+pub(crate) mod console;
+pub(crate) mod disposition;
+pub(crate) mod elastic;
+pub(crate) mod filter;
+pub(crate) mod http;
 pub mod kafka;
-pub mod metrics;
-pub mod pipeline;
-pub mod position;
+pub(crate) mod metrics;
+pub(crate) mod pipeline;
+pub(crate) mod position;
 pub mod process;
-pub mod registry;
-pub mod render;
-pub mod schema;
-pub mod snapshot;
-pub mod source;
+pub(crate) mod registry;
+pub(crate) mod render;
+pub(crate) mod schema;
+pub(crate) mod snapshot;
+pub(crate) mod source;

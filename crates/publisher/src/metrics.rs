@@ -619,6 +619,7 @@ impl SinkMetrics {
     }
 
     /// Partitions stalled now.
+    #[cfg(test)]
     pub fn stalled(&self) -> i64 {
         self.stalled.get()
     }

@@ -45,7 +45,7 @@ use sluice_protocol::stmt::{parse_binary_row, BinaryValue};
 use sluice_protocol::{BinaryRows, ConnectOptions, Connection};
 
 use crate::config::SnapshotSection;
-use crate::position::{binlog_order, ResumePoint, SnapshotProgress, TableProgress, TableState};
+use crate::position::{binlog_order, ResumePoint, SnapshotProgress, TableState};
 use plan::{Method, TablePlan};
 use values::{identity, sql_literal, to_value};
 
@@ -169,7 +169,7 @@ impl Snapshotter {
         (low, high): (Pos, Pos),
         last: bool,
     ) -> Snapshotter {
-        let mut table = TableProgress::pending(plan.name.clone());
+        let mut table = crate::position::TableProgress::pending(plan.name.clone());
         table.state = TableState::Running;
         let progress = SnapshotProgress { reason: "initial".into(), started_ms: 0, tables: vec![table] };
         let connect = ConnectOptions::new("127.0.0.1", 9, "nobody", "");
@@ -839,11 +839,6 @@ impl Snapshotter {
             time_left = %left,
             "Snapshot progress"
         );
-    }
-
-    /// A table's progress entry, for metrics.
-    pub fn tables(&self) -> &[TableProgress] {
-        &self.progress.tables
     }
 }
 

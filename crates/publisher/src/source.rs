@@ -387,11 +387,6 @@ impl ReplicationSource {
         self.tx.in_transaction()
     }
 
-    /// The GTID of the open (or last) transaction, as text.
-    pub fn gtid(&self) -> Option<String> {
-        self.tx.gtid().map(ToString::to_string)
-    }
-
     async fn open_stream(&mut self, conn: Connection) -> Result<(), SourceError> {
         let resume = self.tx.resume_point().clone();
         // An empty state (a server that has written no GTID yet) with a known file starts by

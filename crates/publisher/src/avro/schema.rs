@@ -177,6 +177,7 @@ pub struct TableSchema {
     pub(crate) database: Arc<str>,
     pub(crate) table: Arc<str>,
     pub(crate) qualified: String,
+    #[cfg(test)]
     namespace: String,
     pub(crate) fields: Vec<FieldPlan>,
     /// The key fields, in key order (nullable only where SQL NULL or a zero date can be);
@@ -342,6 +343,7 @@ impl TableSchema {
             table: tm.table.clone(),
             partial_images: opts.partial_images,
             qualified,
+            #[cfg(test)]
             namespace,
             fields,
             key,
@@ -354,12 +356,8 @@ impl TableSchema {
         })
     }
 
-    /// `db.table`.
-    pub fn qualified_name(&self) -> &str {
-        &self.qualified
-    }
-
     /// The Avro namespace, `<prefix>.<db>.<table>` sanitized.
+    #[cfg(test)]
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
@@ -395,6 +393,7 @@ impl TableSchema {
     }
 
     /// Avro field names of the key, in key order (empty without a key).
+    #[cfg(test)]
     pub fn key_field_names(&self) -> Vec<&str> {
         self.key.iter().flatten().map(|f| f.name.as_str()).collect()
     }

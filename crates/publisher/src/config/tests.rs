@@ -1,5 +1,7 @@
 //! The configuration's unit tests: loading, the environment, validation, every section.
 
+use super::snapshot::condition_problem;
+use super::values::parse_byte_size;
 use super::*;
 
 const MINIMAL: &str = r#"

@@ -50,18 +50,6 @@ pub enum RowEffect {
     },
 }
 
-impl RowEffect {
-    /// The table whose topic is affected (the old name of a rename).
-    pub fn table(&self) -> (&str, &str) {
-        match self {
-            RowEffect::Emptied { database, table, .. } | RowEffect::PartlyRemoved { database, table, .. } => {
-                (database, table)
-            }
-            RowEffect::Renamed { from, .. } => (&from.0, &from.1),
-        }
-    }
-}
-
 /// The first word of a statement that may have a row effect.
 fn may_affect_rows(sql: &str) -> bool {
     let first: String =
