@@ -45,16 +45,14 @@ pub(crate) fn load_config<C: crate::config::Load>(name: &str, path: &std::path::
 }
 
 /// Runs a command's work on the runtime every command that talks to servers shares, giving
-/// blocking Kafka calls still waiting on the broker two seconds at the end.
-pub(crate) fn on_runtime(name: &str, serve: impl std::future::Future<Output = Exit>) -> Exit {
-    let rt = match crate::process::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            crate::eline!("{name}: cannot start the runtime: {e}");
-            return Exit::Failure;
-        }
-    };
-    let code = rt.block_on(serve);
+/// blocking Kafka calls still waiting on the broker two seconds at the end; a runtime that
+/// cannot start is said under the command's `name` (exit 1).
+pub(crate) fn on_runtime<T>(name: &str, work: impl std::future::Future<Output = T>) -> Result<T, Exit> {
+    let rt = crate::process::runtime().map_err(|e| {
+        crate::eline!("{name}: cannot start the runtime: {e}");
+        Exit::Failure
+    })?;
+    let out = rt.block_on(work);
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    code
+    Ok(out)
 }

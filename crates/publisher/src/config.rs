@@ -54,7 +54,7 @@ pub use problem::{ConfigError, Problem, Problems};
 pub use registry::RegistrySection;
 pub use snapshot::{SnapshotMode, SnapshotSection};
 pub use source::{SourceSection, SourceUrl, TlsSetting};
-use values::{byte_size, optional_secret, read_secret, socket_address, validate_secret, yes};
+use values::{byte_size, optional_secret, read_secret, socket_address, validate_http_endpoint, validate_secret, yes};
 pub use values::{redact_url, table_pattern_problem, Secret};
 
 /// The whole configuration.

@@ -24,7 +24,7 @@ use rdkafka::{ClientConfig, Message};
 use crate::config::KafkaSection;
 use crate::disposition::Disposition;
 
-pub use compacted::{read_checkpoint, CompactedReader};
+pub use compacted::{committed_checkpoint, read_checkpoint, CompactedReader};
 pub use sink::KafkaSink;
 
 /// Producer settings Sluice chooses unless `kafka.properties` says otherwise: Java's default

@@ -411,8 +411,8 @@ impl<'c> Pipeline<'c> {
         }
     }
 
-    /// The `source` block of a record outside a MySQL transaction's rows (a snapshot row, a
-    /// truncate record), with the processing time.
+    /// A record's context: its `source` block (`transaction` left to the caller: only a row
+    /// change inside a MySQL transaction has one), with the processing time.
     #[allow(clippy::too_many_arguments)]
     fn context(
         &self,
@@ -684,26 +684,14 @@ impl<'c> Pipeline<'c> {
     ) -> Result<(), Error> {
         // without names in the TABLE_MAP, decode with the tracked schema's (checked) metadata
         let rows = self.schemas.resolve_rows(rows, ev.file, ev.offset)?;
+        let header = &ev.event.header;
+        // one context per event; only the row's counters change per row (its processing time
+        // too: the rows of one event are processed within moments of each other)
+        let ts_ms = i64::from(header.timestamp) * 1000;
+        let mut ctx = self.context(header.server_id, ts_ms, ev.file, ev.offset, 0, self.tx.gtid.clone(), Snapshot::No);
+        ctx.transaction = Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 });
         let t = self.tables.get_or_register(&rows.table, &self.settings, &mut self.registry, self.metrics).await?;
         sink.ensure_topic(&t.topic).await?;
-        let header = &ev.event.header;
-        // one context per event; only the row's counters change per row
-        let mut ctx = EventContext {
-            source: SourceInfo {
-                connector: self.connector,
-                name: self.settings.source_name.to_string(),
-                server_id: header.server_id,
-                ts_ms: i64::from(header.timestamp) * 1000,
-                file: ev.file.to_string(),
-                pos: ev.offset,
-                row: 0,
-                gtid: self.tx.gtid.clone(),
-                snapshot: Snapshot::No,
-            },
-            transaction: Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 }),
-            // processing time: the rows of one event are processed within moments of each other
-            ts_ms: now_ms(),
-        };
         let name = rows.table.qualified_name();
         // a snapshot chunk read meanwhile leaves the rows this event changes to it
         let watched = snap.watches(&name);

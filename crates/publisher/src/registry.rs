@@ -209,14 +209,7 @@ impl RegistryClient {
     /// # Errors
     /// As [`RegistryClient::register`].
     pub async fn subjects(&self) -> Result<usize, RegistryError> {
-        let url = format!("{}/subjects", self.base);
-        let mut req = self.http.get(&url).header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
-        if let Some(u) = &self.username {
-            req = req.basic_auth(u, self.password.as_ref().map(Secret::expose));
-        }
-        let resp = req.send().await.map_err(|e| self.send_error(&e))?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| self.send_error(&e))?;
+        let (status, text) = self.get(&format!("{}/subjects", self.base)).await?;
         let refused = |text: &str| {
             let hint = if matches!(status, 401 | 403) { ": check registry.username and its password" } else { "" };
             RegistryError::Setup(format!(

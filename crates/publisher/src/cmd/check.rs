@@ -130,15 +130,14 @@ pub fn run(args: CheckArgs) -> Exit {
                 false
             }
         };
-        let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-        let checkpoint = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
+        let checkpoint = crate::kafka::committed_checkpoint(&cfg.kafka, &cfg.source.name).await;
         let topic = positions_topic(&cfg.kafka.topic_prefix);
         let committed = match &checkpoint {
-            Ok(Ok(Some(c))) => Some(c.clone()),
+            Ok(Some(c)) => Some(c.clone()),
             _ => None,
         };
         let checkpoint_ok = match checkpoint {
-            Ok(Ok(None)) => {
+            Ok(None) => {
                 // the first start: can the server serve source.start?
                 let resolved = match &report {
                     Ok(report) => {
@@ -178,7 +177,7 @@ pub fn run(args: CheckArgs) -> Exit {
                     }
                 }
             }
-            Ok(Ok(Some(c))) => match server::binary_logs(&mut conn).await {
+            Ok(Some(c)) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
                     let purged_but_needed = !ok && cfg.snapshot.mode == SnapshotMode::WhenNeeded;
@@ -214,12 +213,8 @@ pub fn run(args: CheckArgs) -> Exit {
                     false
                 }
             },
-            Ok(Err(e)) => {
-                crate::report!(out, "[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
-                false
-            }
             Err(e) => {
-                crate::report!(out, "[ERROR] kafka: reading the checkpoint: {e}");
+                crate::report!(out, "[ERROR] kafka: reading the checkpoint from {topic} on {}: {e}", cfg.kafka.brokers);
                 false
             }
         };
@@ -358,11 +353,8 @@ async fn table_lines(
             lines.push(format!("       ... and {} more", refused.len() - 20));
         }
     }
-    for problem in crate::pipeline::start::naming_problems(
-        &crate::pipeline::tables::Routes::new(&cfg.routes, &cfg.kafka.topic_prefix),
-        &crate::filter::TableFilter::from_config(&cfg.filter),
-        &tables,
-    ) {
+    let routes = crate::pipeline::tables::Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
+    for problem in crate::pipeline::start::naming_problems(&routes, &filter, &tables) {
         ok = false;
         lines.push(format!("[ERROR] naming: {problem}"));
     }

@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use super::Exit;
 use crate::config::Config;
 use crate::console::Report;
-use crate::kafka::{positions_topic, read_checkpoint, KafkaSink};
+use crate::kafka::{positions_topic, KafkaSink};
 use crate::pipeline::start::{commit_start, resolve_at, StartSettings};
 use crate::position::{Checkpoint, StartFrom};
 use crate::process::now_ms;
@@ -77,17 +77,16 @@ pub fn run(args: PositionArgs) -> Exit {
         Err(exit) => return exit,
     };
     let mut out = Report::default();
-    let mut result = Ok(false);
-    let exit = super::on_runtime("sluice position", async {
-        result = match &args.action {
+    let work = async {
+        match &args.action {
             Action::Show { .. } => show(&cfg, &mut out).await,
             Action::Set { to, force, .. } => set(&cfg, to, *force, &mut out).await,
-        };
-        Exit::Ok
-    });
-    if exit != Exit::Ok {
-        return exit;
-    }
+        }
+    };
+    let result = match super::on_runtime("sluice position", work) {
+        Ok(r) => r,
+        Err(exit) => return exit,
+    };
     match (result, out.failure()) {
         (Err(m), _) => {
             crate::eline!("sluice position: {m}");
@@ -104,17 +103,13 @@ pub fn run(args: PositionArgs) -> Exit {
 
 /// The committed checkpoint, read without creating anything.
 async fn committed_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, String> {
-    let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-    tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
-        .await
-        .map_err(|e| format!("reading the checkpoint: {e}"))?
-        .map_err(|e| {
-            format!(
-                "reading the checkpoint from {} on {}: {e}",
-                positions_topic(&cfg.kafka.topic_prefix),
-                cfg.kafka.brokers
-            )
-        })
+    crate::kafka::committed_checkpoint(&cfg.kafka, &cfg.source.name).await.map_err(|e| {
+        format!(
+            "reading the checkpoint from {} on {}: {e}",
+            positions_topic(&cfg.kafka.topic_prefix),
+            cfg.kafka.brokers
+        )
+    })
 }
 
 /// Prints the checkpoint; false when it cannot be resumed from (its file was purged).

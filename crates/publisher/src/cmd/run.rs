@@ -17,7 +17,7 @@ use crate::avro::Connector;
 use crate::config::Config;
 use crate::disposition::Disposition;
 use crate::filter::TableFilter;
-use crate::kafka::{read_checkpoint, KafkaSink};
+use crate::kafka::{committed_checkpoint, KafkaSink};
 use crate::metrics::{Metrics, ProgressLog};
 use crate::pipeline::start::{naming_problems, open_attempt, resolve_early, Opened, ResolvedStart, StartSettings};
 use crate::pipeline::tables::Routes;
@@ -59,7 +59,7 @@ pub fn run(args: RunArgs) -> Exit {
         Ok(c) => c,
         Err(exit) => return exit,
     };
-    super::on_runtime(Run::NAME, serve(&cfg))
+    super::on_runtime(Run::NAME, serve(&cfg)).unwrap_or_else(|exit| exit)
 }
 
 async fn serve(cfg: &Config) -> Exit {
@@ -229,10 +229,7 @@ impl Supervised for Run<'_> {
 async fn mark_stopped(cfg: &Config) {
     let mark = async {
         let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await?;
-        let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-        let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
-            .await
-            .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
+        let checkpoint = committed_checkpoint(&cfg.kafka, &cfg.source.name).await?;
         if let Some(c) = checkpoint.filter(|c| c.stopped_ms.is_none()) {
             sink.commit(&c.renewed(true), || {}).await?;
             sink.finish().await?;

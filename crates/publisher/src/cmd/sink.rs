@@ -60,7 +60,7 @@ pub fn run(args: SinkArgs) -> Exit {
         Ok(c) => c,
         Err(exit) => return exit,
     };
-    super::on_runtime(NAME, serve(&cfg))
+    super::on_runtime(NAME, serve(&cfg)).unwrap_or_else(|exit| exit)
 }
 
 async fn serve(cfg: &SinkConfig) -> Exit {

@@ -57,7 +57,7 @@ pub fn run(args: SnapshotArgs) -> Exit {
         }
     }
     let mut out = Report::default();
-    let exit = super::on_runtime("sluice snapshot", request(&cfg, &args, &mut out));
+    let exit = super::on_runtime("sluice snapshot", request(&cfg, &args, &mut out)).unwrap_or_else(|exit| exit);
     match out.failure() {
         Some(e) if exit == Exit::Ok => {
             crate::eline!("sluice snapshot: writing the output: {e}");
@@ -197,15 +197,10 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
 
 /// The source's committed checkpoint; a failure to read it is said here and becomes exit 1.
 async fn checkpoint(cfg: &Config) -> Result<Option<crate::position::Checkpoint>, Exit> {
-    let (k, source) = (cfg.kafka.clone(), cfg.source.name.clone());
-    let read = tokio::task::spawn_blocking(move || crate::kafka::read_checkpoint(&k, &source)).await;
-    let e = match read {
-        Ok(Ok(cp)) => return Ok(cp),
-        Ok(Err(e)) => e.to_string(),
-        Err(e) => e.to_string(),
-    };
-    crate::eline!("sluice snapshot: reading the checkpoint: {e}");
-    Err(Exit::Failure)
+    crate::kafka::committed_checkpoint(&cfg.kafka, &cfg.source.name).await.map_err(|e| {
+        crate::eline!("sluice snapshot: reading the checkpoint: {e}");
+        Exit::Failure
+    })
 }
 
 /// How long `--wait` goes without a word while the request is not taken in, then how often

@@ -171,23 +171,11 @@ impl ElasticsearchSection {
     }
 
     pub(super) fn validate(&self, p: &mut Problems) {
-        let key = "elasticsearch.url";
-        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            p.push(key, format!("{:?} must start with http:// or https://", redact_url(&self.url)));
-        } else if url::Url::parse(&self.url).is_ok_and(|u| u.password().is_some()) {
-            p.push(key, "must not contain a password: use elasticsearch.username and password_file or password_env");
-        }
+        validate_http_endpoint(p, "elasticsearch", &self.url, self.ca_file.as_deref());
         validate_secret(p, "elasticsearch.password", &self.password_file, &self.password_env);
         validate_secret(p, "elasticsearch.api_key", &self.api_key_file, &self.api_key_env);
         if self.username.is_some() && (self.api_key_file.is_some() || self.api_key_env.is_some()) {
             p.push("elasticsearch.username", "set either a username (basic auth) or an API key, not both");
-        }
-        if let Some(f) = &self.ca_file {
-            if !self.url.starts_with("https://") {
-                p.push("elasticsearch.ca_file", "is set, but elasticsearch.url is not https://");
-            } else if !f.exists() {
-                p.push("elasticsearch.ca_file", format!("{} does not exist", f.display()));
-            }
         }
         if !self.index.contains("{topic}") && !self.index.contains("{table}") {
             p.push("elasticsearch.index", "must contain {topic} or {table} (each table needs its own index)");

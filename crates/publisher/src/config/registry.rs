@@ -35,24 +35,6 @@ impl RegistrySection {
 
     pub(super) fn validate(&self, p: &mut Problems) {
         validate_secret(p, "registry.password", &self.password_file, &self.password_env);
-        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            p.push("registry.url", format!("{:?} must start with http:// or https://", redact_url(&self.url)));
-        } else if url::Url::parse(&self.url).is_ok_and(|u| u.password().is_some()) {
-            p.push(
-                "registry.url",
-                format!(
-                    "{:?} must not contain a password (it would be shown wherever the URL is): use registry.username \
-                     and registry.password_file or password_env",
-                    redact_url(&self.url)
-                ),
-            );
-        }
-        if let Some(f) = &self.ca_file {
-            if !self.url.starts_with("https://") {
-                p.push("registry.ca_file", "is set, but registry.url is not https://");
-            } else if !f.exists() {
-                p.push("registry.ca_file", format!("{} does not exist", f.display()));
-            }
-        }
+        validate_http_endpoint(p, "registry", &self.url, self.ca_file.as_deref());
     }
 }

@@ -133,6 +133,31 @@ pub fn table_pattern_problem(pattern: &str) -> Option<String> {
 
 /// The problems of a secret's `<key>_file` and `<key>_env` (`key` is `section.name`): both set, a
 /// file that is not there, a variable that is not set.
+/// `<section>.url` and `<section>.ca_file` of an HTTP service (the registry, Elasticsearch):
+/// an `http://` or `https://` URL without a password in it (it would be shown wherever the URL
+/// is), and a CA file only for `https://`, existing.
+pub(super) fn validate_http_endpoint(p: &mut Problems, section: &str, url: &str, ca_file: Option<&Path>) {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        p.push(format!("{section}.url"), format!("{:?} must start with http:// or https://", redact_url(url)));
+    } else if url::Url::parse(url).is_ok_and(|u| u.password().is_some()) {
+        p.push(
+            format!("{section}.url"),
+            format!(
+                "{:?} must not contain a password (it would be shown wherever the URL is): use {section}.username and \
+                 {section}.password_file or password_env",
+                redact_url(url)
+            ),
+        );
+    }
+    if let Some(f) = ca_file {
+        if !url.starts_with("https://") {
+            p.push(format!("{section}.ca_file"), format!("is set, but {section}.url is not https://"));
+        } else if !f.exists() {
+            p.push(format!("{section}.ca_file"), format!("{} does not exist", f.display()));
+        }
+    }
+}
+
 pub(super) fn validate_secret(p: &mut Problems, key: &str, file: &Option<PathBuf>, env: &Option<String>) {
     if file.is_some() && env.is_some() {
         p.push(format!("{key}_file"), format!("set only one of {key}_file and {key}_env"));

@@ -123,6 +123,17 @@ fn positions_topic_exists(k: &KafkaSection) -> Result<bool, Error> {
     Ok(md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
 }
 
+/// [`read_checkpoint`] from async code: its reads block, so they run on the blocking pool.
+///
+/// # Errors
+/// As [`read_checkpoint`].
+pub async fn committed_checkpoint(k: &KafkaSection, source: &str) -> Result<Option<Checkpoint>, Error> {
+    let (k, source) = (k.clone(), source.to_string());
+    tokio::task::spawn_blocking(move || read_checkpoint(&k, &source))
+        .await
+        .map_err(|e| Error::Fatal(format!("reading the checkpoint: {e}")))?
+}
+
 /// The last committed checkpoint of source `source` (None: none, a deleted one, or no
 /// `<prefix>.__positions` topic at all; nothing is created).
 ///

@@ -11,11 +11,19 @@ use sluice_binlog::TableMap;
 
 use super::emit::Out;
 use super::{Error, Pipeline, TruncateAt};
-use crate::avro::Snapshot;
+use crate::avro::{EventContext, Snapshot};
 use crate::kafka::KafkaSink;
 use crate::position::ResumePoint;
 use crate::process::now_ms;
 use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
+
+/// `ctx` for snapshot row `n` of its chunk (or one-pass read), marked `mark`, read now.
+fn row_context(ctx: &mut EventContext, n: u64, mark: Snapshot) {
+    ctx.source.row = u32::try_from(n).unwrap_or(u32::MAX);
+    ctx.source.snapshot = mark;
+    ctx.ts_ms = now_ms();
+    ctx.source.ts_ms = ctx.ts_ms;
+}
 
 /// A snapshot row's `source.snapshot`: the first and the last row of a table say so (a
 /// table of one row is its last).
@@ -60,6 +68,7 @@ impl Pipeline<'_> {
                         r => r?,
                     };
                     let columns = Arc::clone(&rows.columns);
+                    let mut ctx = self.context(server_id, now_ms(), &at.0, at.1, 0, None, Snapshot::Yes);
                     let mut n = 0u64;
                     // one row behind the reader, so the table's last row can say so
                     let mut held: Option<bytes::Bytes> = None;
@@ -71,12 +80,12 @@ impl Pipeline<'_> {
                             }
                             continue;
                         };
-                        let mark = mark(n == 0, held.is_none());
+                        row_context(&mut ctx, n, mark(n == 0, held.is_none()));
                         // the values borrow the packet: buffers of their own per row
                         let (mut raw, mut values) = (Vec::new(), Vec::new());
                         parse_row(&plan, &columns, &packet, &mut raw, &mut values)?;
                         let img = image(&mut values);
-                        self.publish_row(&plan.table_map, &at, server_id, n, mark, &img, sink).await?;
+                        self.publish_row(&plan.table_map, &ctx, &img, sink).await?;
                         n += 1;
                         if held.is_none() {
                             break;
@@ -135,33 +144,29 @@ impl Pipeline<'_> {
         }
         let (mut raw, mut values) = (Vec::new(), Vec::new());
         let total = chunk.rows.len();
+        // one context for the chunk; only the row's place in it changes per row
+        let mut ctx = self.context(server_id, now_ms(), &chunk.at.0, chunk.at.1, 0, None, Snapshot::Yes);
         for (i, packet) in chunk.rows.iter().enumerate() {
             parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
             let img = image(&mut values);
-            let mark = mark(chunk.first && i == 0, chunk.last && i + 1 == total);
-            self.publish_row(&plan.table_map, &chunk.at, server_id, i as u64, mark, &img, sink).await?;
+            row_context(&mut ctx, i as u64, mark(chunk.first && i == 0, chunk.last && i + 1 == total));
+            self.publish_row(&plan.table_map, &ctx, &img, sink).await?;
         }
         self.tally.snapshot_rows(&plan.name, total as u64);
         Ok(total as u64)
     }
 
-    /// Publishes one snapshot row of table version `tm` as an `r` record, its state that of
-    /// binlog position `at`.
-    #[allow(clippy::too_many_arguments)]
+    /// Publishes one snapshot row of table version `tm` as an `r` record (`ctx` says where its
+    /// state is from: the binlog position of the chunk's high watermark).
     async fn publish_row(
         &mut self,
         tm: &Arc<TableMap>,
-        at: &(String, u64),
-        server_id: u32,
-        row: u64,
-        mark: Snapshot,
+        ctx: &EventContext,
         img: &RowImage<'_>,
         sink: &mut KafkaSink,
     ) -> Result<(), Error> {
-        let row = u32::try_from(row).unwrap_or(u32::MAX);
-        let ctx = self.context(server_id, now_ms(), &at.0, at.1, row, None, mark);
         let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
-        let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx: &ctx };
+        let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx };
         let sent = out.read(sink, img, &mut self.buffers).await?;
         self.batch.sent(sent);
         self.tally.records(sent as u64);

@@ -14,7 +14,7 @@ use super::tables::{topic_problem, Routes};
 use super::Error;
 use crate::config::{Config, FilterSection, KafkaSection, SnapshotMode, SnapshotSection, SourceSection};
 use crate::filter::TableFilter;
-use crate::kafka::{read_checkpoint, schemas_topic, KafkaSink};
+use crate::kafka::{committed_checkpoint, schemas_topic, KafkaSink};
 use crate::metrics::Metrics;
 use crate::position::{Checkpoint, ResumePoint, SnapshotProgress, StartFrom, TableProgress};
 use crate::schema::{Committed, SchemaHistory, TrackedTable};
@@ -70,10 +70,7 @@ pub async fn open_attempt(
     metrics: &Arc<Metrics>,
     first_start: &mut Option<ResolvedStart>,
 ) -> Result<Opened, Error> {
-    let (k, name) = (s.kafka.clone(), s.source.name.clone());
-    let checkpoint = tokio::task::spawn_blocking(move || read_checkpoint(&k, &name))
-        .await
-        .map_err(|e| crate::kafka::Error::Fatal(format!("reading the checkpoint: {e}")))??;
+    let checkpoint = committed_checkpoint(s.kafka, &s.source.name).await?;
     if let Some(c) = &checkpoint {
         sink.commit(&c.clone().renewed(false), || {}).await?;
         sink.finish().await?;
