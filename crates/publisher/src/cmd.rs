@@ -6,6 +6,7 @@
 //! - [`position`]: `sluice position show|set`, the checkpoint and moving it;
 //! - [`snapshot`]: `sluice snapshot`, a request to the running instance to snapshot tables;
 //! - [`sink`]: `sluice sink elasticsearch`, the tables' topics kept in Elasticsearch indices;
+//! - [`verify`]: `sluice verify`, each table compared with its topic;
 //! - [`dump`]: `sluice dump`, binlog files or a live server to JSON lines, SQL, flashback SQL.
 
 pub mod check;
@@ -15,6 +16,7 @@ pub mod run;
 pub mod sink;
 pub mod snapshot;
 mod supervise;
+pub mod verify;
 
 /// How a command ended, as scripts tell outcomes apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,7 +55,7 @@ pub use registry::RegistrySection;
 pub use snapshot::{SnapshotMode, SnapshotSection};
 pub use source::{SourceSection, SourceUrl, TlsSetting};
 use values::{byte_size, optional_secret, read_secret, socket_address, validate_http_endpoint, validate_secret, yes};
-pub use values::{redact_url, table_pattern_problem, Secret};
+pub use values::{parse_byte_size, redact_url, table_pattern_problem, Secret};
 
 /// The whole configuration.
 #[derive(Debug, Clone)]

@@ -45,3 +45,4 @@ pub(crate) mod render;
 pub(crate) mod schema;
 pub(crate) mod snapshot;
 pub(crate) mod source;
+pub(crate) mod verify;

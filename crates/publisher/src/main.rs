@@ -31,6 +31,7 @@ Examples:
   sluice dump mysql-bin.000042
   sluice dump --source mysql://repl@db1:3306 --follow
   sluice sink elasticsearch --config sluice.toml
+  sluice verify --config sluice.toml
   sluice dump --format flashback -t shop.orders --start-datetime '2024-05-01 10:00:00' binlog.000042
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input,
@@ -74,6 +75,9 @@ enum Command {
     /// Apply the tables' topics to another system: `sluice sink elasticsearch` keeps an index
     /// per table equal to the table.
     Sink(cmd::sink::SinkArgs),
+    /// Compare each table with its topic, on a live pipeline: the keys missing, extra or
+    /// different, by column.
+    Verify(cmd::verify::VerifyArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
         Command::Position(args) => cmd::position::run(args),
         Command::Snapshot(args) => cmd::snapshot::run(args),
         Command::Sink(args) => cmd::sink::run(args),
+        Command::Verify(args) => cmd::verify::run(args),
     };
     ExitCode::from(code(exit))
 }

@@ -266,16 +266,7 @@ impl Snapshotter {
     async fn conn(&mut self) -> Result<&mut Connection, SnapshotError> {
         if self.conn.is_none() {
             let mut c = Connection::connect(self.connect.clone()).await.map_err(SnapshotError::Connect)?;
-            // values exactly as stored: no charset conversion, TIMESTAMP in UTC, no sql_mode
-            // that pads CHAR or changes what a literal means
-            for sql in [
-                "SET SESSION character_set_results = NULL, SESSION time_zone = '+00:00', SESSION sql_mode = ''",
-                "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-                // a chunk behind a DDL's metadata lock gives up instead of holding the stream
-                format!("SET SESSION lock_wait_timeout = {}", self.cfg.lock_wait_timeout.as_secs().max(1)).as_str(),
-            ] {
-                c.query_drop(sql).await.map_err(SnapshotError::Connect)?;
-            }
+            reading_session(&mut c, self.cfg.lock_wait_timeout).await.map_err(SnapshotError::Connect)?;
             self.mariadb = c.is_mariadb();
             let id = c.query("SELECT @@server_id").await.map_err(SnapshotError::Connect)?;
             self.server_id = id.get_str(0, 0).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -860,6 +851,24 @@ fn check_columns(plan: &TablePlan, columns: &[ColumnDefinition]) -> Result<(), S
             read: columns.len(),
             defined: plan.table_map.columns.len(),
         });
+    }
+    Ok(())
+}
+
+/// Sets up a session to read rows with: values exactly as stored (no charset conversion,
+/// TIMESTAMP in UTC, no sql_mode that pads CHAR or changes what a literal means), and a read
+/// behind a DDL's metadata lock giving up after `lock_wait` instead of holding the stream.
+/// The snapshot's and `sluice verify`'s reads.
+///
+/// # Errors
+/// The server refusing a setting.
+pub async fn reading_session(c: &mut Connection, lock_wait: Duration) -> Result<(), sluice_protocol::Error> {
+    for sql in [
+        "SET SESSION character_set_results = NULL, SESSION time_zone = '+00:00', SESSION sql_mode = ''",
+        "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        format!("SET SESSION lock_wait_timeout = {}", lock_wait.as_secs().max(1)).as_str(),
+    ] {
+        c.query_drop(sql).await?;
     }
     Ok(())
 }

@@ -177,7 +177,6 @@ pub struct TableSchema {
     pub(crate) database: Arc<str>,
     pub(crate) table: Arc<str>,
     pub(crate) qualified: String,
-    #[cfg(test)]
     namespace: String,
     pub(crate) fields: Vec<FieldPlan>,
     /// The key fields, in key order (nullable only where SQL NULL or a zero date can be);
@@ -343,7 +342,6 @@ impl TableSchema {
             table: tm.table.clone(),
             partial_images: opts.partial_images,
             qualified,
-            #[cfg(test)]
             namespace,
             fields,
             key,
@@ -357,7 +355,6 @@ impl TableSchema {
     }
 
     /// The Avro namespace, `<prefix>.<db>.<table>` sanitized.
-    #[cfg(test)]
     pub fn namespace(&self) -> &str {
         &self.namespace
     }

@@ -82,21 +82,13 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
             return Exit::Failure;
         }
     };
-    let rs = match conn
-        .query(
-            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' \
-             AND TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')",
-        )
-        .await
-    {
-        Ok(rs) => rs.to_strings(),
+    let existing = match crate::source::server::base_tables(&mut conn).await {
+        Ok(t) => t,
         Err(e) => {
             crate::eline!("sluice snapshot: listing the tables: {e}");
             return Exit::Failure;
         }
     };
-    let existing: Vec<(String, String)> =
-        rs.into_iter().filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone()?))).collect();
     let filter = TableFilter::from_config(&cfg.filter);
     let mariadb = conn.is_mariadb();
     let mut tables = Vec::new();

@@ -95,8 +95,9 @@ pub fn action(value: Option<&Avro>, layout: &Layout, forms: Forms) -> Result<Act
     Ok(Action::Index(record_values(row, &layout.fields, forms)?.into_iter().collect()))
 }
 
-/// The layout's columns of a record, as (column name, JSON value).
-fn record_values(record: &Avro, fields: &[Field], forms: Forms) -> Result<Vec<(String, Json)>, DocError> {
+/// The layout's columns of a record, as (column name, JSON value): the normal form `sluice
+/// verify` compares rows in.
+pub(crate) fn record_values(record: &Avro, fields: &[Field], forms: Forms) -> Result<Vec<(String, Json)>, DocError> {
     let Avro::Record(values) = unwrap(record) else { return Err(doc_err("(record)", "not a record")) };
     fields
         .iter()

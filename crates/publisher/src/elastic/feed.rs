@@ -889,14 +889,15 @@ async fn send(es: Elastic, metrics: Arc<SinkMetrics>, batch: Batch) -> Result<Ba
 }
 
 /// The schema id of a Confluent-framed datum (magic byte 0, then the id, big-endian).
-fn schema_id(framed: &[u8]) -> Result<u32, String> {
+pub(crate) fn schema_id(framed: &[u8]) -> Result<u32, String> {
     match framed {
         [0, a, b, c, d, ..] => Ok(u32::from_be_bytes([*a, *b, *c, *d])),
         _ => Err("not in the Confluent wire format (magic byte 0 and a schema id)".into()),
     }
 }
 
-fn decode(schema: &Schema, framed: &[u8]) -> Result<apache_avro::types::Value, String> {
+/// A Confluent-framed datum decoded with its writer's schema (nothing may be left over).
+pub(crate) fn decode(schema: &Schema, framed: &[u8]) -> Result<apache_avro::types::Value, String> {
     let mut datum = framed.get(5..).unwrap_or_default();
     let v = apache_avro::from_avro_datum(schema, &mut datum, None).map_err(|e| e.to_string())?;
     if !datum.is_empty() {

@@ -124,8 +124,9 @@ pub struct CachedTable {
     pub counters: TableCounters,
 }
 
-/// The schema choices for table `name` (`db.table`).
-fn schema_options(tm: &TableMap, name: &str, settings: &Settings<'_>) -> SchemaOptions {
+/// The schema choices for table `name` (`db.table`): the pipeline's, and `sluice verify`'s to
+/// encode a table's rows as the pipeline would.
+pub(crate) fn schema_options(tm: &TableMap, name: &str, settings: &Settings<'_>) -> SchemaOptions {
     SchemaOptions {
         prefix: settings.kafka.topic_prefix.clone(),
         key_columns: settings.output.key_columns.get(name).cloned(),

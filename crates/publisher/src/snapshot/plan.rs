@@ -103,6 +103,29 @@ impl TablePlan {
         sql
     }
 
+    /// The SQL reading the rows of these keys (each the chunk key's values as SQL literals, as
+    /// [`super::values::sql_literal`] writes them), in no particular order.
+    pub fn keys_sql(&self, keys: &[Vec<String>]) -> String {
+        let names: Vec<String> = self
+            .key()
+            .iter()
+            .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote).unwrap_or_default())
+            .collect();
+        let ors: Vec<String> = keys
+            .iter()
+            .map(|k| {
+                let ands: Vec<String> = names.iter().zip(k).map(|(n, v)| format!("{n} = {v}")).collect();
+                format!("({})", ands.join(" AND "))
+            })
+            .collect();
+        let mut sql =
+            format!("{} WHERE ({})", self.select, if ors.is_empty() { "FALSE".into() } else { ors.join(" OR ") });
+        if let Some(f) = &self.filter {
+            sql.push_str(&format!(" AND ({f})"));
+        }
+        sql
+    }
+
     /// The SQL reading every row (with the configured condition).
     pub fn all_sql(&self) -> String {
         match &self.filter {

@@ -33,6 +33,20 @@ pub async fn scalar(conn: &mut Connection, sql: &str) -> Result<Option<String>> 
     Ok(rs.get_str(0, 0))
 }
 
+/// The source's base tables, (database, table), outside the system schemas.
+///
+/// # Errors
+/// Server errors.
+pub async fn base_tables(conn: &mut Connection) -> Result<Vec<(String, String)>> {
+    let rs = conn
+        .query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' \
+             AND TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')",
+        )
+        .await?;
+    Ok(rs.to_strings().into_iter().filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone()?))).collect())
+}
+
 /// `SHOW BINARY LOGS`: (file, size) in order.
 ///
 /// # Errors

@@ -11,3 +11,4 @@ mod live;
 mod run;
 mod seams;
 mod sink;
+mod verify;

@@ -1,0 +1,251 @@
+//! `sluice verify --config FILE`: compares each captured table with its topic (the algorithm
+//! is in [`crate::verify`]) and says, per table, which keys are missing, extra or different.
+//! Exit 0 when every table is equal, 1 when one is not (or could not be verified), 2 for a bad
+//! configuration or option.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Exit;
+use crate::config::{parse_byte_size, Config};
+use crate::console::Report;
+use crate::filter::table_matches;
+use crate::verify::{Kind, Options, TableReport, Verifier};
+
+/// `sluice verify` arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Examples:
+  sluice verify --config sluice.toml
+  sluice verify -c sluice.toml -t shop.orders --format json
+  sluice verify -c sluice.toml -t 'shop.*' --where 'shop.orders=created_at >= NOW() - INTERVAL 1 DAY'
+  sluice verify -c sluice.toml --memory-limit 64MiB
+
+Reads each table in key order and compares every row with the state its topic replays to
+(read_committed; per key the last record wins; deletes, tombstones and truncate records
+applied), values compared as the records carry them (DECIMAL digits, BIGINT UNSIGNED, zero
+dates, every character set). It works while sluice run keeps publishing: a key that differs is
+read again once the publisher's checkpoint has passed the re-read, and only a difference that
+persists is reported; a key that changed in every round is listed as unsettled, not as a
+difference. The configuration is sluice run's (the source's name finds its checkpoint).
+
+Reading a failure: missing keys are rows the topic never got (re-publish them with sluice
+snapshot --table db.t), extra keys are rows deleted at the source without a delete record,
+different keys name each column with both values. Exit 0: every table equal; 1: a table
+differs or could not be verified; 2: a bad configuration or option.")]
+pub struct VerifyArgs {
+    /// The configuration file (sluice run's).
+    #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
+    pub config: PathBuf,
+    /// A table to verify, `db.table` (wildcards `*` and `?`; repeat for more). Default: every
+    /// table `[filter]` captures.
+    #[arg(long = "table", short = 't', value_name = "DB.TABLE")]
+    pub tables: Vec<String>,
+    /// Compare only the rows of a table that match a condition: `db.table=SQL` (repeat for
+    /// more tables). Replaces `snapshot.where` for that table.
+    #[arg(long = "where", value_name = "DB.TABLE=SQL")]
+    pub wheres: Vec<String>,
+    /// Output: `text` for people, `json` for scripts (one object per table, then a summary).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Memory for the kept keys (about 112 bytes each): a topic with more keys is compared in
+    /// several passes over the topic and the table.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
+    pub memory_limit: u64,
+    /// How long to wait for sluice run's checkpoint to pass a re-read row.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub wait: Duration,
+    /// Re-check rounds before a key that keeps changing is called unsettled.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Keys of each outcome listed per table.
+    #[arg(long, default_value_t = 10)]
+    pub show: usize,
+    /// More keys differing than this after the first comparison ends the table's verify as
+    /// too far apart (a never snapshotted table, a publisher far behind).
+    #[arg(long, default_value_t = 100_000)]
+    pub max_suspects: usize,
+    /// Rows per chunk of the table read.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub chunk_size: u64,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Lines for people.
+    Text,
+    /// JSON lines.
+    Json,
+}
+
+/// Runs `sluice verify`.
+pub fn run(args: VerifyArgs) -> Exit {
+    const NAME: &str = "sluice verify";
+    let cfg: Config = match super::load_config(NAME, &args.config) {
+        Ok(c) => c,
+        Err(exit) => return exit,
+    };
+    let mut filters = HashMap::new();
+    for w in &args.wheres {
+        match w.split_once('=') {
+            Some((t, cond)) if t.split('.').count() == 2 && !cond.trim().is_empty() => {
+                filters.insert(t.trim().to_string(), cond.to_string());
+            }
+            _ => {
+                crate::eline!("{NAME}: --where {w:?}: write it as db.table=CONDITION (e.g. shop.orders=id > 1000)");
+                return Exit::Usage;
+            }
+        }
+    }
+    for t in &args.tables {
+        if let Some(m) = crate::config::table_pattern_problem(t) {
+            crate::eline!("{NAME}: --table {m}");
+            return Exit::Usage;
+        }
+    }
+    let opts = Options {
+        chunk: usize::try_from(args.chunk_size).unwrap_or(10_000),
+        memory_limit: args.memory_limit,
+        wait: args.wait,
+        rounds: args.rounds,
+        max_suspects: args.max_suspects,
+        show: args.show,
+        filters,
+    };
+    let verifier = match Verifier::new(cfg, opts, None) {
+        Ok(v) => v,
+        Err(e) => {
+            crate::eline!("{NAME}: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut out = Report::default();
+    let exit = super::on_runtime(NAME, verify_all(&verifier, &args, &mut out)).unwrap_or_else(|e| e);
+    match out.failure() {
+        Some(e) if exit != Exit::Usage => {
+            crate::eline!("{NAME}: writing the output: {e}");
+            Exit::Output
+        }
+        _ => exit,
+    }
+}
+
+async fn verify_all(v: &Verifier, args: &VerifyArgs, out: &mut Report) -> Exit {
+    const NAME: &str = "sluice verify";
+    let tables = match tables(v, &args.tables).await {
+        Ok(t) => t,
+        Err((exit, m)) => {
+            crate::eline!("{NAME}: {m}");
+            return exit;
+        }
+    };
+    let (mut equal, mut unequal, mut failed) = (0, 0, 0);
+    for (db, table) in &tables {
+        let r = v.kafka(db, table).await;
+        match (&r.error, r.is_equal()) {
+            (Some(_), _) => failed += 1,
+            (None, true) => equal += 1,
+            (None, false) => unequal += 1,
+        }
+        print(out, args.format, &r);
+    }
+    let total = tables.len();
+    match args.format {
+        Format::Text => crate::report!(
+            out,
+            "{total} table{}: {equal} equal, {unequal} not equal, {failed} not verified",
+            if total == 1 { "" } else { "s" }
+        ),
+        Format::Json => crate::report!(
+            out,
+            "{}",
+            serde_json::json!({"summary": {"tables": total, "equal": equal, "not_equal": unequal, "not_verified": failed}})
+        ),
+    }
+    if unequal + failed == 0 {
+        Exit::Ok
+    } else {
+        Exit::Failure
+    }
+}
+
+/// The tables to verify: those the patterns (default: all) match that `[filter]` captures.
+async fn tables(v: &Verifier, patterns: &[String]) -> Result<Vec<(String, String)>, (Exit, String)> {
+    let mut conn = sluice_protocol::Connection::connect(v.connect_options().clone())
+        .await
+        .map_err(|e| (Exit::Failure, format!("connecting to the source: {e}")))?;
+    let existing = crate::source::server::base_tables(&mut conn)
+        .await
+        .map_err(|e| (Exit::Failure, format!("listing the source's tables: {e}")))?;
+    let captured: Vec<(String, String)> = existing.into_iter().filter(|(d, t)| v.captures(d, t)).collect();
+    if patterns.is_empty() {
+        return Ok(captured);
+    }
+    let mut chosen = Vec::new();
+    for p in patterns {
+        let matched: Vec<&(String, String)> = captured.iter().filter(|(d, t)| table_matches(p, d, t)).collect();
+        if matched.is_empty() {
+            return Err((
+                Exit::Usage,
+                format!("--table {p}: no table [filter] captures matches it on the source (or no SELECT privilege)"),
+            ));
+        }
+        for m in matched {
+            if !chosen.contains(m) {
+                chosen.push(m.clone());
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+fn print(out: &mut Report, format: Format, r: &TableReport) {
+    if format == Format::Json {
+        crate::report!(out, "{}", serde_json::to_string(r).unwrap_or_default());
+        return;
+    }
+    let (t, against, rows, secs) = (&r.table, &r.against, r.rows, r.seconds);
+    if let Some(e) = &r.error {
+        crate::report!(out, "{t} ? {against}: not verified: {e}");
+        return;
+    }
+    let unsettled =
+        if r.unsettled > 0 { format!(", {} unsettled (kept changing)", r.unsettled) } else { String::new() };
+    let passes = if r.passes > 1 { format!(", {} passes", r.passes) } else { String::new() };
+    if r.is_equal() {
+        crate::report!(out, "{t} = {against}: {rows} rows equal{unsettled} ({secs:.1} s{passes})");
+        return;
+    }
+    crate::report!(
+        out,
+        "{t} ≠ {against}: {rows} rows: {} equal, {} missing, {} extra, {} different{unsettled} ({secs:.1} s{passes})",
+        r.equal,
+        r.missing,
+        r.extra,
+        r.different
+    );
+    for f in &r.findings {
+        let kind = match f.kind {
+            Kind::Missing => "missing  ",
+            Kind::Extra => "extra    ",
+            Kind::Different => "different",
+        };
+        let cols: Vec<String> = f
+            .columns
+            .iter()
+            .map(|c| {
+                let show = |v: &Option<serde_json::Value>| {
+                    v.as_ref().map_or_else(|| "(absent)".to_string(), ToString::to_string)
+                };
+                format!("{}: table {}, {} {}", c.column, show(&c.table), r.target, show(&c.target))
+            })
+            .collect();
+        if cols.is_empty() {
+            crate::report!(out, "  {kind} key {}", f.key);
+        } else {
+            crate::report!(out, "  {kind} key {}: {}", f.key, cols.join("; "));
+        }
+    }
+}

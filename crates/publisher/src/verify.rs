@@ -1,0 +1,591 @@
+//! `sluice verify`: **is each topic (and each index) really equal to its table?** Proven on
+//! a live pipeline, without false alarms and without hiding a loss.
+//!
+//! For one table and its topic:
+//! 1. Note the topic's end offsets (E). Replay the topic up to E ([`topic`]): per key, the last
+//!    record wins, a delete or tombstone removes the key, a truncate record removes what its
+//!    partition held. Kept in memory: a 128-bit digest of each key and of its row's values.
+//! 2. Read the table in key-ordered chunks ([`table`]); each row goes through the same
+//!    normal form as the records ([`normal`]) and is compared with its key's digest. A key
+//!    whose digests differ, a row without a record (missing) and a record without a row
+//!    (extra) become *suspects*: they may only be lagging behind.
+//! 3. Re-check the suspects, in rounds: read their rows again, note the server's binlog
+//!    position P, wait until the publisher's committed checkpoint has passed P, then read the
+//!    topic's records after E (and move E). A suspect with a record there changed meanwhile:
+//!    it is read again in the next round, never judged from a stale read. One without is
+//!    judged: the topic holds every change up to P, and none of this key since its state was
+//!    read, so a difference now is real.
+//!
+//! What "equal" means for a live table: every key's state in the topic equals its row at some
+//! moment between the two reads of it; a key that changed in every round is reported as
+//! *unsettled* (not a difference). Memory: the digests of one pass's keys (about
+//! [`ENTRY_BYTES`] each); a topic with more keys than `--memory-limit` holds is compared in
+//! several passes, each replaying the topic and reading the table for the keys whose digest
+//! falls in it.
+
+pub(crate) mod normal;
+mod table;
+mod topic;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use sluice_protocol::ConnectOptions;
+
+use crate::avro::TableSchema;
+use crate::config::Config;
+use crate::elastic::document::Forms;
+use crate::filter::TableFilter;
+use crate::pipeline::tables::{schema_options, Routes};
+use crate::pipeline::Settings;
+use crate::position::binlog_order;
+use crate::registry::{RegistryClient, RegistryError};
+use crate::snapshot::values::sql_literal;
+use crate::snapshot::{parse_row, SnapshotError};
+use normal::{id_digest, Change, Digest, Doc, Normalizer};
+use table::TableReader;
+use topic::{Ends, TopicReader};
+
+/// What a kept key costs in memory, at most (a hash map entry of two digests and a record's
+/// place, with the map's spare room): the unit of `--memory-limit`.
+pub const ENTRY_BYTES: u64 = 112;
+
+/// Why a table could not be verified.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// Talking to the source failed.
+    #[error("the source: {0}")]
+    Source(#[source] sluice_protocol::Error),
+    /// Reading the table failed, or it cannot be read exactly.
+    #[error("{0}")]
+    Table(#[from] SnapshotError),
+    /// The brokers.
+    #[error("{0}")]
+    Kafka(#[source] crate::kafka::Error),
+    /// The registry (a record's schema).
+    #[error("the schema registry: {0}")]
+    Registry(#[source] RegistryError),
+    /// A record that does not decode.
+    #[error("{topic} partition {partition} offset {offset}: {what}")]
+    Record {
+        /// The topic.
+        topic: String,
+        /// Its partition (-1: a schema, not a record).
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+        /// What is wrong.
+        what: String,
+    },
+    /// Anything else, said whole.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// How a verify runs (`sluice verify`'s options).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Rows per chunk of the table read.
+    pub chunk: usize,
+    /// Bytes the kept keys may take (see [`ENTRY_BYTES`]).
+    pub memory_limit: u64,
+    /// How long to wait for the publisher's checkpoint to pass a re-read.
+    pub wait: Duration,
+    /// Re-check rounds before a key that keeps changing is called unsettled.
+    pub rounds: u32,
+    /// More suspects than this after the first comparison: the table is reported as too far
+    /// apart (a topic never snapshotted, a publisher far behind) without re-checking.
+    pub max_suspects: usize,
+    /// Keys of each outcome listed in the report.
+    pub show: usize,
+    /// A condition on the rows compared (SQL, per table), besides `snapshot.where`.
+    pub filters: HashMap<String, String>,
+}
+
+/// How a key differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A row without its record.
+    Missing,
+    /// A record without its row.
+    Extra,
+    /// Both, with other values.
+    Different,
+}
+
+/// A column that differs: its value in the table and in the target (None: absent).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ColumnDiff {
+    /// The column.
+    pub column: String,
+    /// The table's value.
+    pub table: Option<Json>,
+    /// The target's value (None: the record does not carry the column).
+    pub target: Option<Json>,
+}
+
+/// One key that differs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// How.
+    pub kind: Kind,
+    /// The key, as the document id (`7`, `[7,"k1"]`).
+    pub key: String,
+    /// The columns that differ (a difference only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnDiff>,
+}
+
+/// One table's outcome against one target.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableReport {
+    /// `db.table`.
+    pub table: String,
+    /// `kafka` or `elasticsearch`.
+    pub target: String,
+    /// The topic (or index) compared with.
+    pub against: String,
+    /// Rows read from the table.
+    pub rows: u64,
+    /// Keys equal.
+    pub equal: u64,
+    /// Rows without a record.
+    pub missing: u64,
+    /// Records without a row.
+    pub extra: u64,
+    /// Keys with other values.
+    pub different: u64,
+    /// Keys that changed in every re-check round (not judged).
+    pub unsettled: u64,
+    /// Passes over the topic and the table (more than one: more keys than the memory limit).
+    pub passes: u64,
+    /// The first keys of each outcome.
+    pub findings: Vec<Finding>,
+    /// Why the table could not be verified (then the counts are not a verdict).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Seconds it took.
+    pub seconds: f64,
+}
+
+impl TableReport {
+    /// True when every key is equal (unsettled keys do not count against it).
+    pub fn is_equal(&self) -> bool {
+        self.error.is_none() && self.missing == 0 && self.extra == 0 && self.different == 0
+    }
+
+    fn note(&mut self, kind: Kind, key: String, columns: Vec<ColumnDiff>, show: usize) {
+        let n = match kind {
+            Kind::Missing => &mut self.missing,
+            Kind::Extra => &mut self.extra,
+            Kind::Different => &mut self.different,
+        };
+        *n += 1;
+        if self.findings.iter().filter(|f| f.kind == kind).count() < show {
+            self.findings.push(Finding { kind, key, columns });
+        }
+    }
+}
+
+/// A key that may differ.
+#[derive(Debug)]
+struct Suspect {
+    /// Its id (empty until its record was read, for an extra key).
+    id: String,
+    /// Its chunk key's SQL literals (to read it again); None when not known.
+    key: Option<Vec<String>>,
+    /// The row as last read (None: no row).
+    row: Option<Doc>,
+    /// Its state in the target (None: none).
+    target: Option<Doc>,
+    /// The partition and offset of its last record, until the record is read.
+    locator: Option<(i32, i64)>,
+    /// The partition its records go to.
+    partition: Option<i32>,
+    /// A record of it came during the last round.
+    touched: bool,
+}
+
+/// What the comparisons of one command share.
+pub struct Verifier {
+    cfg: Config,
+    opts: Options,
+    connect: ConnectOptions,
+    registry: Arc<RegistryClient>,
+    routes: Routes,
+    filter: TableFilter,
+    forms: Forms,
+    geo_point: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl Verifier {
+    /// A verifier of `cfg`'s tables.
+    ///
+    /// # Errors
+    /// The registry's client or the source's settings cannot be made.
+    pub fn new(
+        cfg: Config,
+        opts: Options,
+        es: Option<&crate::config::ElasticsearchSection>,
+    ) -> Result<Verifier, String> {
+        let connect = crate::source::SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?.connect;
+        let registry = Arc::new(RegistryClient::new(&cfg.registry).map_err(|e| e.to_string())?);
+        let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
+        let filter = TableFilter::from_config(&cfg.filter);
+        let forms = es.map_or(Forms { time: Default::default(), json: Default::default() }, |e| Forms {
+            time: e.time,
+            json: e.json,
+        });
+        let patterns: Vec<String> = es.map(|e| e.geo_point.clone()).unwrap_or_default();
+        let geo_point: Arc<dyn Fn(&str) -> bool + Send + Sync> = Arc::new(move |column: &str| {
+            let Some((table, col)) = column.rsplit_once('.') else { return false };
+            let Some((db, t)) = table.split_once('.') else { return false };
+            patterns.iter().any(|p| {
+                let mut parts = p.splitn(3, '.');
+                let (pd, pt, pc) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                crate::filter::wildcard(pd, db) && crate::filter::wildcard(pt, t) && crate::filter::wildcard(pc, col)
+            })
+        });
+        Ok(Verifier { cfg, opts, connect, registry, routes, filter, forms, geo_point })
+    }
+
+    /// The source's connection settings (to list its tables).
+    pub fn connect_options(&self) -> &ConnectOptions {
+        &self.connect
+    }
+
+    /// True when `[filter]` captures `db.table`.
+    pub fn captures(&self, db: &str, table: &str) -> bool {
+        self.filter.matches(db, table)
+    }
+
+    /// Compares `db.table` with its topic.
+    pub async fn kafka(&self, db: &str, table: &str) -> TableReport {
+        let started = Instant::now();
+        let mut report = TableReport {
+            table: format!("{db}.{table}"),
+            target: "kafka".into(),
+            against: self.routes.topic_of(db, table),
+            ..TableReport::default()
+        };
+        if let Err(e) = self.kafka_inner(db, table, &mut report).await {
+            report.error = Some(e.to_string());
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        report
+    }
+
+    async fn kafka_inner(&self, db: &str, table: &str, report: &mut TableReport) -> Result<(), VerifyError> {
+        let name = format!("{db}.{table}");
+        if self.cfg.output.partial_images {
+            return Err(VerifyError::Other(
+                "output.partial_images is set: records of MINIMAL or NOBLOB row images carry only some columns, which \
+                 a consumer merges; verify compares whole rows and does not merge them yet"
+                    .into(),
+            ));
+        }
+        let filter = self.opts.filters.get(&name).map(String::as_str).or(self.cfg.snapshot.filter_of(db, table));
+        let keys = self.cfg.output.key_columns.get(&name).map(Vec::as_slice);
+        let Some(mut reader) = TableReader::open(&self.connect, (db, table), filter, keys, self.opts.chunk).await?
+        else {
+            return Err(VerifyError::Other(format!(
+                "{name}: no such table on the source (or no SELECT privilege on it)"
+            )));
+        };
+        let settings = Settings {
+            source_name: &self.cfg.source.name,
+            kafka: &self.cfg.kafka,
+            output: &self.cfg.output,
+            filter: &self.filter,
+            routes: &self.routes,
+        };
+        let tm = Arc::clone(&reader.plan.table_map);
+        let schema = TableSchema::new(&tm, &schema_options(&tm, &name, &settings))
+            .map_err(|e| VerifyError::Other(e.to_string()))?;
+        let norm = Normalizer::new(&tm, schema, self.forms, &*self.geo_point).map_err(VerifyError::Other)?;
+        let (k, topic, registry, geo) =
+            (self.cfg.kafka.clone(), report.against.clone(), Arc::clone(&self.registry), Arc::clone(&self.geo_point));
+        let rt = tokio::runtime::Handle::current();
+        let mut side =
+            blocking(move || TopicReader::new(&k, &topic, registry, rt, geo).map(|t| Side { topic: t, norm }))
+                .await??;
+
+        // 1. the end offsets every pass replays to, and the passes the memory limit asks for
+        let (s, marks) = blocking(move || {
+            let m = side.topic.watermarks();
+            (side, m)
+        })
+        .await?;
+        side = s;
+        let marks = marks?;
+        let base: Ends = marks.iter().map(|&(p, _, high)| (p, high)).collect();
+        let records: u64 = marks.iter().map(|&(_, low, high)| u64::try_from(high - low).unwrap_or(0)).sum();
+        let passes = (records.saturating_mul(ENTRY_BYTES)).div_ceil(self.opts.memory_limit.max(1)).max(1);
+        report.passes = passes;
+        let mut suspects: HashMap<Digest, Suspect> = HashMap::new();
+        for pass in 0..passes {
+            let in_pass = move |h: Digest| (h % u128::from(passes)) as u64 == pass;
+            let capacity = usize::try_from(records / passes).unwrap_or(0).min(1 << 26);
+            let to = base.clone();
+            let (s, state) = blocking(move || {
+                let st = side.topic.replay(&side.norm, &to, capacity, in_pass);
+                (side, st)
+            })
+            .await?;
+            side = s;
+            let mut state = state?;
+            // 2. the table, chunk by chunk
+            let mut after: Option<Vec<String>> = None;
+            loop {
+                let chunk = reader.chunk(after.as_deref()).await?;
+                let (mut raw, mut values) = (Vec::new(), Vec::new());
+                for packet in &chunk.rows {
+                    parse_row(&reader.plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                    let doc = side.norm.row(&mut values).map_err(|e| VerifyError::Other(format!("{name}: {e}")))?;
+                    let h = id_digest(&doc.id);
+                    if !in_pass(h) {
+                        continue;
+                    }
+                    report.rows += 1;
+                    let locator = match state.remove(&h) {
+                        Some(e) if e.digest == doc.digest() => {
+                            report.equal += 1;
+                            continue;
+                        }
+                        Some(e) => Some((e.partition, e.offset)),
+                        None => None,
+                    };
+                    let key = reader
+                        .plan
+                        .key()
+                        .iter()
+                        .map(|&i| values.get(i).and_then(Option::as_ref).and_then(sql_literal))
+                        .collect();
+                    suspects.insert(
+                        h,
+                        Suspect {
+                            id: doc.id.clone(),
+                            key,
+                            row: Some(doc),
+                            target: None,
+                            partition: locator.map(|l| l.0),
+                            locator,
+                            touched: false,
+                        },
+                    );
+                }
+                self.too_many(&suspects, report)?;
+                match chunk.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            // what is left in the topic has no row
+            for (h, e) in state {
+                suspects.insert(
+                    h,
+                    Suspect {
+                        id: String::new(),
+                        key: None,
+                        row: None,
+                        target: None,
+                        locator: Some((e.partition, e.offset)),
+                        partition: Some(e.partition),
+                        touched: false,
+                    },
+                );
+            }
+            self.too_many(&suspects, report)?;
+        }
+        // the suspects' records, for their values and (an extra key's) id and key
+        if suspects.values().any(|s| s.locator.is_some()) {
+            let (s, sus) = blocking(move || {
+                let r = fill_targets(&mut side, &mut suspects);
+                (side, r.map(|()| suspects))
+            })
+            .await?;
+            side = s;
+            suspects = sus?;
+        }
+        // 3. the re-check rounds
+        let mut from = base;
+        for _ in 0..self.opts.rounds {
+            if suspects.is_empty() {
+                break;
+            }
+            self.reread(&mut reader, &mut side.norm, &mut suspects).await?;
+            let at = reader.position().await?;
+            self.wait_for_checkpoint(&at).await?;
+            let (s, scanned) = blocking(move || {
+                let r = side.topic.watermarks().and_then(|m| {
+                    let to: Ends = m.iter().map(|&(p, _, high)| (p, high)).collect();
+                    let mut tail = Vec::new();
+                    side.topic.scan(&side.norm, &from, &to, |rec| tail.push(rec)).map(|()| (to, tail))
+                });
+                (side, r)
+            })
+            .await?;
+            side = s;
+            let (to, tail) = scanned?;
+            from = to;
+            for rec in tail {
+                match rec.change {
+                    Change::Upsert(doc) => {
+                        if let Some(s) = suspects.get_mut(&id_digest(&doc.id)) {
+                            s.target = Some(doc);
+                            s.touched = true;
+                            s.partition = Some(rec.partition);
+                        }
+                    }
+                    Change::Delete(id) => {
+                        if let Some(s) = suspects.get_mut(&id_digest(&id)) {
+                            s.target = None;
+                            s.touched = true;
+                        }
+                    }
+                    Change::Truncate => {
+                        for s in suspects.values_mut().filter(|s| s.partition == Some(rec.partition)) {
+                            s.target = None;
+                            s.touched = true;
+                        }
+                    }
+                }
+            }
+            // judge the keys no record touched
+            let settled: Vec<Digest> = suspects.iter().filter(|(_, s)| !s.touched).map(|(h, _)| *h).collect();
+            for h in settled {
+                let Some(s) = suspects.remove(&h) else { continue };
+                self.judge(s, side.norm.columns(), report);
+            }
+            for s in suspects.values_mut() {
+                s.touched = false;
+            }
+        }
+        report.unsettled = suspects.len() as u64;
+        Ok(())
+    }
+
+    fn too_many(&self, suspects: &HashMap<Digest, Suspect>, report: &TableReport) -> Result<(), VerifyError> {
+        if suspects.len() > self.opts.max_suspects {
+            return Err(VerifyError::Other(format!(
+                "{}: more than {} keys differ from {} ({} rows read so far): too many to re-check one by one. Is \
+                 sluice run far behind (sluice position show), or was the table never snapshotted (sluice snapshot)? \
+                 --max-suspects raises the limit",
+                report.table, self.opts.max_suspects, report.against, report.rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// Judges a suspect no record touched in the last round.
+    fn judge(&self, s: Suspect, names: &[String], report: &mut TableReport) {
+        let show = self.opts.show;
+        match (s.row, s.target) {
+            (None, None) => {}
+            (Some(r), Some(t)) if r.values == t.values => report.equal += 1,
+            (Some(r), None) => report.note(Kind::Missing, r.id, Vec::new(), show),
+            (None, Some(t)) => report.note(Kind::Extra, t.id, Vec::new(), show),
+            (Some(r), Some(t)) => {
+                let columns = r
+                    .values
+                    .iter()
+                    .zip(&t.values)
+                    .zip(names)
+                    .filter(|((a, b), _)| a != b)
+                    .map(|((a, b), column)| ColumnDiff { column: column.clone(), table: a.clone(), target: b.clone() })
+                    .collect();
+                report.note(Kind::Different, r.id, columns, show);
+            }
+        }
+    }
+
+    /// Reads the suspects' rows again (those whose key is known).
+    async fn reread(
+        &self,
+        reader: &mut TableReader,
+        norm: &mut Normalizer,
+        suspects: &mut HashMap<Digest, Suspect>,
+    ) -> Result<(), VerifyError> {
+        let keys: Vec<(Digest, Vec<String>)> =
+            suspects.iter().filter_map(|(h, s)| s.key.clone().map(|k| (*h, k))).collect();
+        for batch in keys.chunks(200) {
+            for (h, _) in batch {
+                if let Some(s) = suspects.get_mut(h) {
+                    s.row = None;
+                }
+            }
+            let literals: Vec<Vec<String>> = batch.iter().map(|(_, k)| k.clone()).collect();
+            let chunk = reader.rows_of(&literals).await?;
+            let (mut raw, mut values) = (Vec::new(), Vec::new());
+            for packet in &chunk.rows {
+                parse_row(&reader.plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                let doc = norm.row(&mut values).map_err(|e| VerifyError::Other(format!("{}: {e}", norm.table)))?;
+                if let Some(s) = suspects.get_mut(&id_digest(&doc.id)) {
+                    s.row = Some(doc);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the publisher's committed checkpoint is at or past `at`.
+    async fn wait_for_checkpoint(&self, at: &(String, u64)) -> Result<(), VerifyError> {
+        let started = Instant::now();
+        loop {
+            let cp = crate::kafka::committed_checkpoint(&self.cfg.kafka, &self.cfg.source.name)
+                .await
+                .map_err(VerifyError::Kafka)?;
+            let passed = cp.as_ref().is_some_and(|c| {
+                matches!(
+                    binlog_order((&c.file, c.position), (&at.0, at.1)),
+                    Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+                )
+            });
+            if passed {
+                return Ok(());
+            }
+            if started.elapsed() > self.opts.wait {
+                let now = cp.map_or_else(|| "none".to_string(), |c| c.to_string());
+                return Err(VerifyError::Other(format!(
+                    "the publisher's checkpoint of source {:?} did not reach the source's position {}:{} within {:?} \
+                     (it is at {now}): is sluice run running and keeping up? (sluice position show; --wait waits longer)",
+                    self.cfg.source.name, at.0, at.1, self.opts.wait
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// A topic reader and the table's normalizer, moved to the blocking pool and back together.
+struct Side {
+    topic: TopicReader,
+    norm: Normalizer,
+}
+
+/// Runs blocking work (the Kafka reads) on the blocking pool.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, VerifyError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| VerifyError::Other(format!("a topic read failed: {e}")))
+}
+
+/// Reads the record each suspect's state came from.
+fn fill_targets(side: &mut Side, suspects: &mut HashMap<Digest, Suspect>) -> Result<(), VerifyError> {
+    for s in suspects.values_mut() {
+        let Some((p, o)) = s.locator.take() else { continue };
+        let rec = side.topic.fetch(&side.norm, p, o)?;
+        if s.key.is_none() {
+            s.key = rec.key_literals;
+        }
+        if let Change::Upsert(doc) = rec.change {
+            if s.id.is_empty() {
+                s.id.clone_from(&doc.id);
+            }
+            s.target = Some(doc);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! **A table's topic replayed**: a `read_committed` read of every partition from its start to
+//! a noted end, each record decoded with the schema it was written with and applied per key
+//! (last record wins, a delete or tombstone removes the key, a truncate record removes every
+//! key its partition held), into a map of key digest to row digest. Then the same read of the
+//! records after that end (the re-check of suspect keys), and a fetch of one record by offset
+//! (the values of a difference to print).
+//!
+//! Records of other tables in the topic (a `[[routes]]` entry sending several tables to one
+//! topic) are told apart by their schema's namespace and skipped. The reads block (librdkafka's
+//! consumer); the caller runs them on the blocking pool.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apache_avro::Schema;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::normal::{id_digest, Change, Digest, Normalizer};
+use super::VerifyError;
+use crate::config::KafkaSection;
+use crate::elastic::feed::{decode, schema_id};
+use crate::elastic::mapping::{key_fields, layout, Field, Layout};
+use crate::kafka::{client_config, KafkaContext};
+use crate::registry::RegistryClient;
+
+/// The end offsets read up to, by partition.
+pub(crate) type Ends = Vec<(i32, i64)>;
+
+/// Where a key's state came from, and what it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    /// The digest of the row's values.
+    pub digest: Digest,
+    /// The partition of its last record.
+    pub partition: i32,
+    /// The offset of its last record.
+    pub offset: i64,
+}
+
+/// A decoded record: what it does, its key's SQL literals (to read the row again), where it is.
+pub(crate) struct Record {
+    pub change: Change,
+    pub key_literals: Option<Vec<String>>,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+enum ValueWriter {
+    /// A schema of the table verified.
+    Ours(Layout),
+    /// A schema of another table sharing the topic.
+    Other,
+}
+
+/// A reader of one table's topic.
+pub(crate) struct TopicReader {
+    consumer: BaseConsumer<KafkaContext>,
+    /// The topic.
+    pub topic: String,
+    partitions: Vec<i32>,
+    decoder: Decoder,
+}
+
+/// Decodes the topic's records with their writers' schemas (from the registry, cached).
+struct Decoder {
+    topic: String,
+    registry: Arc<RegistryClient>,
+    runtime: tokio::runtime::Handle,
+    keys: HashMap<u32, Arc<(Schema, Vec<Field>)>>,
+    values: HashMap<u32, Arc<(Schema, ValueWriter)>>,
+    geo_point: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+/// How long a read may go without a record while it has not reached its end.
+const STALL: Duration = Duration::from_secs(60);
+
+impl TopicReader {
+    /// A reader of `topic` (whose partitions it finds; none when the topic does not exist).
+    ///
+    /// # Errors
+    /// The client cannot be made, or the brokers do not answer.
+    pub(crate) fn new(
+        k: &KafkaSection,
+        topic: &str,
+        registry: Arc<RegistryClient>,
+        runtime: tokio::runtime::Handle,
+        geo_point: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    ) -> Result<TopicReader, VerifyError> {
+        let md = crate::kafka::metadata(k, topic).map_err(VerifyError::Kafka)?;
+        let partitions = md
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .flat_map(|t| t.partitions().iter().map(rdkafka::metadata::MetadataPartition::id))
+            .collect();
+        let consumer = client_config(k)
+            .map_err(VerifyError::Kafka)?
+            .set("group.id", format!("sluice-verify-{topic}"))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "false")
+            .set("fetch.wait.max.ms", "100")
+            .create_with_context(KafkaContext::new(&k.brokers))
+            .map_err(|e| {
+                VerifyError::Kafka(crate::kafka::Error::Fatal(format!("creating a reader of {topic}: {e}")))
+            })?;
+        let decoder = Decoder {
+            topic: topic.to_string(),
+            registry,
+            runtime,
+            keys: HashMap::new(),
+            values: HashMap::new(),
+            geo_point,
+        };
+        Ok(TopicReader { consumer, topic: topic.to_string(), partitions, decoder })
+    }
+
+    /// The first and end offsets of each partition now (the end: the last stable offset of a
+    /// `read_committed` read).
+    ///
+    /// # Errors
+    /// The brokers do not answer.
+    pub(crate) fn watermarks(&self) -> Result<Vec<(i32, i64, i64)>, VerifyError> {
+        self.partitions
+            .iter()
+            .map(|&p| {
+                let (low, high) = self
+                    .consumer
+                    .fetch_watermarks(&self.topic, p, Duration::from_secs(10))
+                    .map_err(|e| self.kafka_err(&format!("reading the offsets of partition {p}"), &e))?;
+                Ok((p, low, high))
+            })
+            .collect()
+    }
+
+    fn kafka_err(&self, what: &str, e: &RdKafkaError) -> VerifyError {
+        VerifyError::Kafka(crate::kafka::Error::Abortable(format!("{}: {what}: {e}", self.topic)))
+    }
+
+    /// Replays the records from `from` to `to` (by partition), giving each of the table's to
+    /// `apply` in offset order per partition.
+    ///
+    /// # Errors
+    /// The brokers, the registry, or a record that does not decode (named by offset).
+    pub(crate) fn scan(
+        &mut self,
+        norm: &Normalizer,
+        from: &Ends,
+        to: &Ends,
+        mut apply: impl FnMut(Record),
+    ) -> Result<(), VerifyError> {
+        let mut tpl = TopicPartitionList::new();
+        let mut left: HashMap<i32, i64> = HashMap::new();
+        for &(p, start) in from {
+            let end = to.iter().find(|(q, _)| *q == p).map_or(start, |(_, e)| *e);
+            if end > start {
+                tpl.add_partition_offset(&self.topic, p, Offset::Offset(start))
+                    .map_err(|e| self.kafka_err("assigning", &e))?;
+                left.insert(p, end);
+            }
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        self.consumer.assign(&tpl).map_err(|e| self.kafka_err("assigning", &e))?;
+        let mut last_progress = Instant::now();
+        while !left.is_empty() {
+            // a partition whose position reached its end (records, aborted ones and
+            // transaction markers all move it) is done
+            if let Ok(pos) = self.consumer.position() {
+                for e in pos.elements() {
+                    if let (Offset::Offset(o), Some(end)) = (e.offset(), left.get(&e.partition())) {
+                        if o >= *end {
+                            left.remove(&e.partition());
+                        }
+                    }
+                }
+            }
+            if left.is_empty() {
+                break;
+            }
+            if last_progress.elapsed() > STALL {
+                let waiting: Vec<String> = left.iter().map(|(p, e)| format!("{p} (to {e})")).collect();
+                return Err(VerifyError::Kafka(crate::kafka::Error::Abortable(format!(
+                    "{}: the read of partitions {} made no progress for 60 s (an open transaction holding the \
+                     last stable offset, or brokers away)",
+                    self.topic,
+                    waiting.join(", ")
+                ))));
+            }
+            match self.consumer.poll(Duration::from_millis(200)) {
+                None => {}
+                Some(Err(RdKafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => return Err(self.kafka_err("reading", &e)),
+                Some(Ok(m)) => {
+                    last_progress = Instant::now();
+                    let (p, o) = (m.partition(), m.offset());
+                    let Some(&end) = left.get(&p) else { continue };
+                    if o >= end {
+                        left.remove(&p);
+                        continue;
+                    }
+                    if let Some(rec) = self.decoder.decode(norm, m.key(), m.payload(), p, o)? {
+                        apply(rec);
+                    }
+                    if o + 1 >= end {
+                        left.remove(&p);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The table's state in the topic up to `to`, of the keys whose digest `wanted` accepts.
+    ///
+    /// # Errors
+    /// As [`TopicReader::scan`].
+    pub(crate) fn replay(
+        &mut self,
+        norm: &Normalizer,
+        to: &Ends,
+        capacity: usize,
+        wanted: impl Fn(Digest) -> bool,
+    ) -> Result<HashMap<Digest, Entry>, VerifyError> {
+        let from: Ends = self.watermarks()?.into_iter().map(|(p, low, _)| (p, low)).collect();
+        let mut state: HashMap<Digest, Entry> = HashMap::with_capacity(capacity);
+        self.scan(norm, &from, to, |rec| match rec.change {
+            Change::Upsert(doc) => {
+                let h = id_digest(&doc.id);
+                if wanted(h) {
+                    state.insert(h, Entry { digest: doc.digest(), partition: rec.partition, offset: rec.offset });
+                }
+            }
+            Change::Delete(id) => {
+                state.remove(&id_digest(&id));
+            }
+            Change::Truncate => state.retain(|_, e| e.partition != rec.partition),
+        })?;
+        Ok(state)
+    }
+
+    /// The record at `offset` of `partition`.
+    ///
+    /// # Errors
+    /// As [`TopicReader::scan`]; a record that is not there any more (compacted away).
+    pub(crate) fn fetch(&mut self, norm: &Normalizer, partition: i32, offset: i64) -> Result<Record, VerifyError> {
+        let mut found = None;
+        self.scan(norm, &vec![(partition, offset)], &vec![(partition, offset + 1)], |r| found = Some(r))?;
+        found.ok_or_else(|| {
+            VerifyError::Kafka(crate::kafka::Error::Abortable(format!(
+                "{}: the record at offset {offset} of partition {partition} is gone (compacted while verify ran?)",
+                self.topic
+            )))
+        })
+    }
+}
+
+impl Decoder {
+    /// Decodes a record; None for another table's.
+    fn decode(
+        &mut self,
+        norm: &Normalizer,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Option<Record>, VerifyError> {
+        // the writers first (they may ask the registry), then the datums
+        let value_writer = match value.map(schema_id).transpose() {
+            Ok(Some(id)) => Some(self.value_writer(norm, id)?),
+            Ok(None) => None,
+            Err(what) => return Err(self.at(partition, offset, what)),
+        };
+        let key_writer = match key.map(schema_id).transpose() {
+            Ok(Some(id)) => Some(self.key_writer(id)?),
+            Ok(None) => None,
+            Err(what) => return Err(self.at(partition, offset, what)),
+        };
+        let at = |what: String| self.at(partition, offset, what);
+        let value = match (value, &value_writer) {
+            (Some(v), Some(w)) => match &w.1 {
+                ValueWriter::Other => return Ok(None),
+                ValueWriter::Ours(l) => Some((decode(&w.0, v).map_err(at)?, l)),
+            },
+            _ => None,
+        };
+        let key = match (key, &key_writer) {
+            (Some(k), Some(w)) => {
+                // a tombstone of another table's key
+                if value.is_none() && namespace_of(&w.0).is_none_or(|n| n != norm.namespace()) {
+                    return Ok(None);
+                }
+                Some((decode(&w.0, k).map_err(at)?, w.1.as_slice()))
+            }
+            _ => None,
+        };
+        if key.is_none() && value.is_none() {
+            return Ok(None);
+        }
+        let change =
+            norm.record(key.as_ref().map(|(k, f)| (k, *f)), value.as_ref().map(|(v, l)| (v, *l))).map_err(at)?;
+        let key_literals = key.as_ref().and_then(|(k, f)| norm.key_literals(k, f));
+        Ok(Some(Record { change, key_literals, partition, offset }))
+    }
+
+    fn at(&self, partition: i32, offset: i64, what: String) -> VerifyError {
+        VerifyError::Record { topic: self.topic.clone(), partition, offset, what }
+    }
+
+    fn schema(&self, id: u32, what: &str) -> Result<Schema, VerifyError> {
+        let text = self.runtime.block_on(self.registry.schema_text(id)).map_err(VerifyError::Registry)?;
+        Schema::parse_str(&text).map_err(|e| self.at(-1, -1, format!("{what} schema id {id} does not parse: {e}")))
+    }
+
+    fn key_writer(&mut self, id: u32) -> Result<Arc<(Schema, Vec<Field>)>, VerifyError> {
+        if let Some(w) = self.keys.get(&id) {
+            return Ok(Arc::clone(w));
+        }
+        let schema = self.schema(id, "key")?;
+        let fields = key_fields(&schema).map_err(|e| self.at(-1, -1, format!("key schema id {id}: {e}")))?;
+        let w = Arc::new((schema, fields));
+        self.keys.insert(id, Arc::clone(&w));
+        Ok(w)
+    }
+
+    fn value_writer(&mut self, norm: &Normalizer, id: u32) -> Result<Arc<(Schema, ValueWriter)>, VerifyError> {
+        if let Some(w) = self.values.get(&id) {
+            return Ok(Arc::clone(w));
+        }
+        let schema = self.schema(id, "value")?;
+        let writer = if namespace_of(&schema).is_some_and(|n| n == norm.namespace()) {
+            let (table, geo) = (&norm.table, &self.geo_point);
+            let l = layout(&schema, &|c| geo(&format!("{table}.{c}")))
+                .map_err(|e| self.at(-1, -1, format!("value schema id {id}: {e}")))?;
+            ValueWriter::Ours(l)
+        } else {
+            ValueWriter::Other
+        };
+        let w = Arc::new((schema, writer));
+        self.values.insert(id, Arc::clone(&w));
+        Ok(w)
+    }
+}
+
+/// The namespace of a record schema.
+fn namespace_of(s: &Schema) -> Option<&str> {
+    match s {
+        Schema::Record(r) => r.name.namespace.as_deref(),
+        _ => None,
+    }
+}

@@ -1,0 +1,314 @@
+//! `sluice verify` against the real MariaDB, broker and registry:
+//!
+//! - live: while a workload inserts, updates (also keys), deletes and truncates a table, and
+//!   `sluice run` publishes, `sluice verify` finds every table equal to its topic (exit 0);
+//! - exact: after a row is changed, deleted and inserted behind Sluice's back
+//!   (`SET sql_log_bin = 0`) and a topic is rewritten without one key's records, it reports
+//!   exactly those keys (and the changed column, with both values) and nothing else, exit 1;
+//! - bounded: a table whose keys do not fit `--memory-limit` is compared in several passes
+//!   with the same verdict, its peak RSS printed;
+//! - a bad option or configuration is exit 2.
+//!
+//! The exactly-once and ordering checks stay with the independent consumer of the other
+//! scenarios: verify is not the only judge of itself.
+
+use crate::support;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use serde_json::Value as Json;
+use support::kafka::{start_sluice, Services};
+
+const TABLES: &str = "
+CREATE DATABASE vt;
+CREATE TABLE vt.t (
+  id INT PRIMARY KEY,
+  name VARCHAR(40) CHARACTER SET latin1,
+  amount DECIMAL(14,4),
+  big BIGINT UNSIGNED,
+  d DATE,
+  tm TIME(3),
+  b BINARY(4),
+  j JSON,
+  n INT
+);
+CREATE TABLE vt.c (a INT NOT NULL, s VARCHAR(10) CHARACTER SET utf8mb4 NOT NULL, v INT, PRIMARY KEY (a, s));
+CREATE TABLE vt.w (id INT PRIMARY KEY, v INT, note VARCHAR(20));
+";
+
+fn insert_t(server: &support::Server, from: i64, to: i64) {
+    let values: Vec<String> = (from..to)
+        .map(|i| {
+            format!(
+                "({i}, 'n\u{e9}{i}', {i}.{f:04}, {big}, '2024-01-{day:02}', '-{h}:01:02.{ms:03}', 'b{m}', '{{\"k\": {i}}}', 0)",
+                f = i % 10000,
+                big = u64::MAX - i as u64,
+                day = 1 + i % 28,
+                h = i % 800,
+                ms = i % 1000,
+                m = i % 10
+            )
+        })
+        .collect();
+    server.sql(&format!("INSERT INTO vt.t VALUES {}", values.join(",")));
+}
+
+fn verify(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = support::sluice_cmd().arg("verify").arg("--config").arg(config).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn reports(stdout: &str) -> Vec<Json> {
+    stdout.lines().filter_map(|l| serde_json::from_str::<Json>(l).ok()).collect()
+}
+
+fn report<'a>(all: &'a [Json], table: &str) -> &'a Json {
+    all.iter().find(|r| r["table"] == table).unwrap_or_else(|| panic!("no report of {table} in {all:?}"))
+}
+
+/// Copies `from` to `to` (read_committed, a plain producer partitioning by key), leaving out the
+/// records whose key is `skip`.
+fn rewrite_topic(broker: &str, from: &str, to: &str, skip: &[u8]) -> usize {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("group.id", "verify-rewrite")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", broker).create().unwrap();
+    let md = consumer.fetch_metadata(Some(from), Duration::from_secs(10)).unwrap();
+    let partitions: Vec<i32> = md.topics()[0].partitions().iter().map(|p| p.id()).collect();
+    let mut tpl = TopicPartitionList::new();
+    for p in &partitions {
+        tpl.add_partition_offset(from, *p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let (mut eof, mut skipped) = (0, 0);
+    while eof < partitions.len() {
+        match consumer.poll(Duration::from_secs(5)) {
+            Some(Ok(m)) => {
+                if m.key() == Some(skip) {
+                    skipped += 1;
+                    continue;
+                }
+                // a record of a key goes where its key hashes to: its records stay in order
+                let mut r: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(to);
+                if let Some(k) = m.key() {
+                    r = r.key(k);
+                }
+                if let Some(v) = m.payload() {
+                    r = r.payload(v);
+                }
+                producer.send(r).map_err(|(e, _)| e).unwrap();
+                producer.poll(Duration::ZERO);
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
+            Some(Err(e)) => panic!("{e}"),
+            None => panic!("reading {from} stalled"),
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    skipped
+}
+
+/// The Avro key datum of `vt.c`'s key `(a, s)`, framed as the topic has it (schema id of the
+/// first record of the topic).
+fn c_key(broker: &str, topic: &str, a: i32, s: &str) -> Vec<u8> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("group.id", "verify-key")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+    tpl.add_partition_offset(topic, 1, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let id = loop {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_secs(5)) {
+            if let Some(k) = m.key() {
+                break k[..5].to_vec();
+            }
+        }
+    };
+    // Avro: int a (zigzag varint), string s (length, bytes)
+    let mut out = id;
+    let zig = |n: i64, out: &mut Vec<u8>| {
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        while z >= 0x80 {
+            out.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+    };
+    zig(i64::from(a), &mut out);
+    zig(s.len() as i64, &mut out);
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+#[test]
+fn verify_live_exact_and_bounded() {
+    let Some(services) = Services::start("verify", &[]) else { return };
+    let server = &services.mariadb;
+    for sql in TABLES.split(';').filter(|s| !s.trim().is_empty()) {
+        server.sql(sql);
+    }
+    insert_t(server, 1, 3001);
+    let c: Vec<String> = (1..=300).map(|i| format!("({}, 'k{}', {i})", i % 30, i / 30)).collect();
+    server.sql(&format!("INSERT INTO vt.c VALUES {}", c.join(",")));
+    let (config, log) = services.config("verify", "", "[filter]\ninclude = [\"vt.*\"]");
+    let run = start_sluice(&config, &log);
+
+    // bad options and configurations: exit 2, nothing verified
+    let (code, _, err) = verify(&config, &["--where", "nonsense"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = verify(&config, &["--table", "vt.nope"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = verify(&config, &["--memory-limit", "lots"]);
+    assert_eq!(code, 2, "{err}");
+
+    // live: a workload runs while verify compares
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = server.port;
+    let worker = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let sql = [
+                    format!("UPDATE vt.t SET n = n + 1, name = 'u{n}' WHERE id = {}", 1 + n % 3000),
+                    format!("DELETE FROM vt.t WHERE id = {}", 1 + (n * 7) % 3000),
+                    format!("INSERT IGNORE INTO vt.t (id, name, n) VALUES ({}, 'new', 0)", 1 + (n * 7) % 3000),
+                    // a key change
+                    format!("UPDATE IGNORE vt.c SET a = a + 100 WHERE a = {} AND s = 'k{}'", n % 30, n % 10),
+                    format!(
+                        "UPDATE IGNORE vt.c SET a = a - 100 WHERE a = {} AND s = 'k{}'",
+                        100 + (n + 5) % 30,
+                        (n + 5) % 10
+                    ),
+                    format!("INSERT INTO vt.w VALUES ({n}, {n}, 'w') ON DUPLICATE KEY UPDATE v = v + 1"),
+                ];
+                for s in sql {
+                    let _ = support::try_sql(port, &s);
+                }
+                if n % 150 == 0 {
+                    let _ = support::try_sql(port, "TRUNCATE TABLE vt.w");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    let (code, out, err) = verify(&config, &["--format", "json"]);
+    let all = reports(&out);
+    assert_eq!(code, 0, "live verify: {out}\n{err}");
+    for t in ["vt.t", "vt.c", "vt.w"] {
+        let r = report(&all, t);
+        assert_eq!(
+            (r["missing"].as_u64(), r["extra"].as_u64(), r["different"].as_u64()),
+            (Some(0), Some(0), Some(0)),
+            "{r}"
+        );
+    }
+    assert!(report(&all, "vt.t")["rows"].as_u64().unwrap() >= 2900, "{all:?}");
+    stop.store(true, Ordering::Relaxed);
+    let writes = worker.join().unwrap();
+    assert!(writes > 50, "the workload ran ({writes} rounds)");
+    services.wait_caught_up("sluice", "verify", &log);
+
+    // behind Sluice's back, and a topic rewritten without one key
+    server.sql("SET sql_log_bin = 0; UPDATE vt.t SET amount = 12.5 WHERE id = 5; DELETE FROM vt.t WHERE id = 6; INSERT INTO vt.t (id, name) VALUES (900001, 'ghost')");
+    let existing = server.scalar("SELECT COUNT(*) FROM vt.c WHERE a = 3 AND s = 'k1'");
+    assert_eq!(existing, "1", "vt.c has the key (3, 'k1')");
+    let key = c_key(&services.broker, "sluice.vt.c", 3, "k1");
+    let skipped = rewrite_topic(&services.broker, "sluice.vt.c", "rewritten.vt.c", &key);
+    assert!(skipped >= 1, "the rewritten topic leaves out the records of (3, 'k1')");
+    let routed = config.with_file_name("routed.toml");
+    std::fs::write(
+        &routed,
+        std::fs::read_to_string(&config).unwrap() + "\n[[routes]]\ntables = \"vt.c\"\ntopic = \"rewritten.vt.c\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = verify(&routed, &["--format", "json", "--wait", "30s"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let all = reports(&out);
+    let t = report(&all, "vt.t");
+    let found: Vec<(String, String)> = t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap().to_string(), f["key"].as_str().unwrap().to_string()))
+        .collect();
+    let mut found = found;
+    found.sort();
+    let want: Vec<(String, String)> = [("different", "5"), ("extra", "6"), ("missing", "900001")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(found, want, "{t}");
+    assert_eq!(
+        (t["missing"].as_u64(), t["extra"].as_u64(), t["different"].as_u64()),
+        (Some(1), Some(1), Some(1)),
+        "{t}"
+    );
+    let diff = t["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "different").unwrap();
+    assert_eq!(
+        diff["columns"],
+        serde_json::json!([{"column": "amount", "table": "12.5000", "target": "5.0005"}]),
+        "{t}"
+    );
+    let c = report(&all, "vt.c");
+    assert_eq!(
+        (c["missing"].as_u64(), c["extra"].as_u64(), c["different"].as_u64()),
+        (Some(1), Some(0), Some(0)),
+        "{c}"
+    );
+    assert_eq!(c["findings"][0]["key"], "[3,\"k1\"]", "{c}");
+    let w = report(&all, "vt.w");
+    assert!(w["error"].is_null() && w["missing"] == 0 && w["extra"] == 0 && w["different"] == 0, "{w}");
+    // the text form says the same to people
+    let (code, text, _) = verify(&routed, &["--table", "vt.t"]);
+    assert_eq!(code, 1);
+    assert!(text.contains("different key 5: amount: table \"12.5000\", kafka \"5.0005\""), "{text}");
+
+    // bounded: 23,000 keys in 1 MiB (about 9,300 keys) take three passes
+    insert_t(server, 10_000, 30_000);
+    services.wait_caught_up("sluice", "verify", &log);
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "peak_rss_kb=%M"])
+        .arg(support::repo().join("target/debug/sluice"))
+        .args(["verify", "--config"])
+        .arg(&config)
+        .args(["--table", "vt.t", "--memory-limit", "1MiB", "--format", "json"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all = reports(&stdout);
+    let t = report(&all, "vt.t");
+    let rss: u64 =
+        stderr.lines().find_map(|l| l.strip_prefix("peak_rss_kb=")).and_then(|v| v.trim().parse().ok()).unwrap();
+    eprintln!("bounded verify: {t} peak RSS {rss} kB");
+    assert!(t["passes"].as_u64().unwrap() >= 3, "{t}");
+    assert!(t["rows"].as_u64().unwrap() >= 22_000, "{t}");
+    // the same three keys as before, and nothing else
+    assert_eq!(
+        (t["missing"].as_u64(), t["extra"].as_u64(), t["different"].as_u64()),
+        (Some(1), Some(1), Some(1)),
+        "{t}"
+    );
+    drop(run);
+}
