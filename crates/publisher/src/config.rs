@@ -76,6 +76,9 @@ pub struct Config {
     pub metrics: MetricsSection,
     /// Snapshots: the rows already in the tables.
     pub snapshot: SnapshotSection,
+    /// The Elasticsearch sink's section, when the file has one (`sluice verify` compares the
+    /// indices too; `sluice sink` reads it through [`SinkConfig`]).
+    pub elasticsearch: Option<ElasticsearchSection>,
 }
 
 /// What `sluice sink elasticsearch` reads of the configuration: the same file as `sluice run`'s,
@@ -159,9 +162,7 @@ impl Config {
             // reported by parse_raw, which never returns a configuration with a problem
             FirstStart::Conflict(_) => {}
         }
-        // [elasticsearch] was validated with the rest; `sluice sink` reads it (SinkConfig)
-        let _ = elasticsearch;
-        Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot })
+        Ok(Config { source, kafka, registry, output, filter, routes, metrics, snapshot, elasticsearch })
     }
 }
 

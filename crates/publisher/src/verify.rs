@@ -37,6 +37,7 @@ use sluice_protocol::ConnectOptions;
 
 use crate::avro::TableSchema;
 use crate::config::Config;
+use crate::elastic::client::{version_parts, Elastic};
 use crate::elastic::document::Forms;
 use crate::filter::TableFilter;
 use crate::pipeline::tables::{schema_options, Routes};
@@ -45,9 +46,9 @@ use crate::position::binlog_order;
 use crate::registry::{RegistryClient, RegistryError};
 use crate::snapshot::values::sql_literal;
 use crate::snapshot::{parse_row, SnapshotError};
-use normal::{id_digest, Change, Digest, Doc, Normalizer};
+use normal::{id_digest, Change, Digest, Doc, Keyless, Normalizer};
 use table::TableReader;
-use topic::{Ends, TopicReader};
+use topic::{Ends, Entry, TopicReader};
 
 /// What a kept key costs in memory, at most (a hash map entry of two digests and a record's
 /// place, with the map's spare room): the unit of `--memory-limit`.
@@ -165,6 +166,9 @@ pub struct TableReport {
     pub passes: u64,
     /// The first keys of each outcome.
     pub findings: Vec<Finding>,
+    /// Why the table is not compared (a table without a key): reported, not a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     /// Why the table could not be verified (then the counts are not a verdict).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -227,11 +231,9 @@ impl Verifier {
     ///
     /// # Errors
     /// The registry's client or the source's settings cannot be made.
-    pub fn new(
-        cfg: Config,
-        opts: Options,
-        es: Option<&crate::config::ElasticsearchSection>,
-    ) -> Result<Verifier, String> {
+    pub fn new(cfg: Config, opts: Options) -> Result<Verifier, String> {
+        let es = cfg.elasticsearch.clone();
+        let es = es.as_ref();
         let connect = crate::source::SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?.connect;
         let registry = Arc::new(RegistryClient::new(&cfg.registry).map_err(|e| e.to_string())?);
         let routes = Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
@@ -263,23 +265,72 @@ impl Verifier {
         self.filter.matches(db, table)
     }
 
-    /// Compares `db.table` with its topic.
-    pub async fn kafka(&self, db: &str, table: &str) -> TableReport {
+    /// The index `db.table`'s documents are in, when `[elasticsearch]` syncs it (None: no
+    /// `[elasticsearch]`, or its include/exclude leave the table out).
+    ///
+    /// # Errors
+    /// An index name Elasticsearch refuses.
+    pub fn index_of(&self, db: &str, table: &str) -> Result<Option<String>, String> {
+        let Some(es) = &self.cfg.elasticsearch else { return Ok(None) };
+        let topic = self.routes.topic_of(db, table);
+        // the sink syncs the topics named <prefix>.<db>.<table> only
+        if topic != format!("{}.{db}.{table}", self.cfg.kafka.topic_prefix) {
+            return Ok(None);
+        }
+        crate::elastic::feed::index_of(es, &topic, db, table).transpose()
+    }
+
+    /// Compares `db.table` with its topic (`target` Kafka) or its index (Elasticsearch).
+    pub async fn table(&self, db: &str, table: &str, target: TargetKind) -> TableReport {
         let started = Instant::now();
+        let topic = self.routes.topic_of(db, table);
         let mut report = TableReport {
             table: format!("{db}.{table}"),
-            target: "kafka".into(),
-            against: self.routes.topic_of(db, table),
+            target: target.name().into(),
+            against: topic.clone(),
             ..TableReport::default()
         };
-        if let Err(e) = self.kafka_inner(db, table, &mut report).await {
+        let target = match target {
+            TargetKind::Kafka => Ok(Target::Kafka),
+            TargetKind::Elasticsearch => self.elastic_target(db, table),
+        };
+        let result = match target {
+            Ok(t) => {
+                if let Target::Elastic(e) = &t {
+                    report.against.clone_from(&e.index);
+                }
+                self.compare(db, table, &topic, &t, &mut report).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
             report.error = Some(e.to_string());
         }
         report.seconds = started.elapsed().as_secs_f64();
         report
     }
 
-    async fn kafka_inner(&self, db: &str, table: &str, report: &mut TableReport) -> Result<(), VerifyError> {
+    fn elastic_target(&self, db: &str, table: &str) -> Result<Target, VerifyError> {
+        let es_cfg =
+            self.cfg.elasticsearch.as_ref().ok_or_else(|| VerifyError::Other("no [elasticsearch] section".into()))?;
+        let index = self.index_of(db, table).map_err(VerifyError::Other)?.ok_or_else(|| {
+            VerifyError::Other(format!(
+                "{db}.{table}: the sink does not sync it ([elasticsearch] include/exclude, or a [[routes]] topic)"
+            ))
+        })?;
+        let es = Elastic::new(es_cfg).map_err(|e| VerifyError::Other(e.to_string()))?;
+        Ok(Target::Elastic(ElasticTarget { es, index, group: es_cfg.group(&self.cfg.kafka.topic_prefix) }))
+    }
+
+    #[allow(clippy::too_many_lines)] // the three steps of the module's header, in order
+    async fn compare(
+        &self,
+        db: &str,
+        table: &str,
+        topic: &str,
+        target: &Target,
+        report: &mut TableReport,
+    ) -> Result<(), VerifyError> {
         let name = format!("{db}.{table}");
         if self.cfg.output.partial_images {
             return Err(VerifyError::Other(
@@ -306,15 +357,27 @@ impl Verifier {
         let tm = Arc::clone(&reader.plan.table_map);
         let schema = TableSchema::new(&tm, &schema_options(&tm, &name, &settings))
             .map_err(|e| VerifyError::Other(e.to_string()))?;
-        let norm = Normalizer::new(&tm, schema, self.forms, &*self.geo_point).map_err(VerifyError::Other)?;
-        let (k, topic, registry, geo) =
-            (self.cfg.kafka.clone(), report.against.clone(), Arc::clone(&self.registry), Arc::clone(&self.geo_point));
+        let norm = match Normalizer::new(&tm, schema, self.forms, &*self.geo_point) {
+            Ok(n) => n,
+            Err(Keyless::NoKey) => {
+                report.skipped = Some(
+                    "no primary key (nor a NOT NULL unique key, nor output.key_columns): its records have null keys, \
+                     so no record says which row it is; name a key in [output.key_columns] to verify it"
+                        .into(),
+                );
+                return Ok(());
+            }
+            Err(Keyless::Other(e)) => return Err(VerifyError::Other(e)),
+        };
+        let (k, t, registry, geo) =
+            (self.cfg.kafka.clone(), topic.to_string(), Arc::clone(&self.registry), Arc::clone(&self.geo_point));
         let rt = tokio::runtime::Handle::current();
         let mut side =
-            blocking(move || TopicReader::new(&k, &topic, registry, rt, geo).map(|t| Side { topic: t, norm }))
-                .await??;
+            blocking(move || TopicReader::new(&k, &t, registry, rt, geo).map(|t| Side { topic: t, norm })).await??;
 
-        // 1. the end offsets every pass replays to, and the passes the memory limit asks for
+        // 1. the topic's end offsets (what the Kafka passes replay to, where the re-checks'
+        // reads start), and the passes the memory limit asks for: the topic's records bound
+        // the number of keys, in the index as in the topic
         let (s, marks) = blocking(move || {
             let m = side.topic.watermarks();
             (side, m)
@@ -330,14 +393,19 @@ impl Verifier {
         for pass in 0..passes {
             let in_pass = move |h: Digest| (h % u128::from(passes)) as u64 == pass;
             let capacity = usize::try_from(records / passes).unwrap_or(0).min(1 << 26);
-            let to = base.clone();
-            let (s, state) = blocking(move || {
-                let st = side.topic.replay(&side.norm, &to, capacity, in_pass);
-                (side, st)
-            })
-            .await?;
-            side = s;
-            let mut state = state?;
+            let mut state = match target {
+                Target::Kafka => {
+                    let to = base.clone();
+                    let (s, state) = blocking(move || {
+                        let st = side.topic.replay(&side.norm, &to, capacity, in_pass);
+                        (side, st)
+                    })
+                    .await?;
+                    side = s;
+                    state?
+                }
+                Target::Elastic(e) => index_state(e, &side.norm, capacity, in_pass).await?,
+            };
             // 2. the table, chunk by chunk
             let mut after: Option<Vec<String>> = None;
             loop {
@@ -384,7 +452,7 @@ impl Verifier {
                     None => break,
                 }
             }
-            // what is left in the topic has no row
+            // what is left in the target has no row
             for (h, e) in state {
                 suspects.insert(
                     h,
@@ -401,10 +469,12 @@ impl Verifier {
             }
             self.too_many(&suspects, report)?;
         }
-        // the suspects' records, for their values and (an extra key's) id and key
+        // the records the suspects' states came from: their values (Kafka), and an extra
+        // key's id and key (both: a document's version is its record's place)
         if suspects.values().any(|s| s.locator.is_some()) {
+            let values = matches!(target, Target::Kafka);
             let (s, sus) = blocking(move || {
-                let r = fill_targets(&mut side, &mut suspects);
+                let r = fill_targets(&mut side, &mut suspects, values);
                 (side, r.map(|()| suspects))
             })
             .await?;
@@ -420,6 +490,17 @@ impl Verifier {
             self.reread(&mut reader, &mut side.norm, &mut suspects).await?;
             let at = reader.position().await?;
             self.wait_for_checkpoint(&at).await?;
+            if let Target::Elastic(e) = target {
+                let (s, marks) = blocking(move || {
+                    let m = side.topic.watermarks();
+                    (side, m)
+                })
+                .await?;
+                side = s;
+                let ends: Ends = marks?.iter().map(|&(p, _, high)| (p, high)).collect();
+                side = self.wait_for_sink(e, side, &ends).await?;
+                documents(e, &side.norm, &mut suspects).await?;
+            }
             let (s, scanned) = blocking(move || {
                 let r = side.topic.watermarks().and_then(|m| {
                     let to: Ends = m.iter().map(|&(p, _, high)| (p, high)).collect();
@@ -432,25 +513,35 @@ impl Verifier {
             side = s;
             let (to, tail) = scanned?;
             from = to;
+            // a record of a suspect since its state was read: it changed meanwhile (the topic's
+            // record is its state in Kafka; the index's was read above)
+            let kafka = matches!(target, Target::Kafka);
             for rec in tail {
                 match rec.change {
                     Change::Upsert(doc) => {
                         if let Some(s) = suspects.get_mut(&id_digest(&doc.id)) {
-                            s.target = Some(doc);
-                            s.touched = true;
                             s.partition = Some(rec.partition);
+                            s.touched = true;
+                            if kafka {
+                                s.target = Some(doc);
+                            }
                         }
                     }
                     Change::Delete(id) => {
                         if let Some(s) = suspects.get_mut(&id_digest(&id)) {
-                            s.target = None;
                             s.touched = true;
+                            if kafka {
+                                s.target = None;
+                            }
                         }
                     }
+                    // every suspect may have been read before it: none is judged this round
                     Change::Truncate => {
-                        for s in suspects.values_mut().filter(|s| s.partition == Some(rec.partition)) {
-                            s.target = None;
+                        for s in suspects.values_mut() {
                             s.touched = true;
+                            if kafka && s.partition.is_none_or(|p| p == rec.partition) {
+                                s.target = None;
+                            }
                         }
                     }
                 }
@@ -467,6 +558,44 @@ impl Verifier {
         }
         report.unsettled = suspects.len() as u64;
         Ok(())
+    }
+
+    /// Waits until the sink's consumer group has committed `ends` on every partition: the
+    /// index then holds every record before them.
+    async fn wait_for_sink(&self, e: &ElasticTarget, mut side: Side, ends: &Ends) -> Result<Side, VerifyError> {
+        let started = Instant::now();
+        loop {
+            let (k, group) = (self.cfg.kafka.clone(), e.group.clone());
+            let (s, committed) = blocking(move || {
+                let c = side.topic.committed(&k, &group);
+                (side, c)
+            })
+            .await?;
+            side = s;
+            let committed = committed?;
+            let behind: Vec<String> = ends
+                .iter()
+                .filter(|(_, end)| *end > 0)
+                .filter_map(|(p, end)| {
+                    let at = committed.iter().find(|(q, _)| q == p).map_or(-1, |(_, o)| *o);
+                    (at < *end).then(|| format!("partition {p} at {at} of {end}"))
+                })
+                .collect();
+            if behind.is_empty() {
+                return Ok(side);
+            }
+            if started.elapsed() > self.opts.wait {
+                return Err(VerifyError::Other(format!(
+                    "the Elasticsearch sink (consumer group {}) did not apply {} within {:?} ({}): is sluice sink \
+                     elasticsearch running and keeping up? (--wait waits longer)",
+                    e.group,
+                    side.topic.topic,
+                    self.opts.wait,
+                    behind.join(", ")
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     fn too_many(&self, suspects: &HashMap<Digest, Suspect>, report: &TableReport) -> Result<(), VerifyError> {
@@ -572,8 +701,9 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
     tokio::task::spawn_blocking(work).await.map_err(|e| VerifyError::Other(format!("a topic read failed: {e}")))
 }
 
-/// Reads the record each suspect's state came from.
-fn fill_targets(side: &mut Side, suspects: &mut HashMap<Digest, Suspect>) -> Result<(), VerifyError> {
+/// Reads the record each suspect's state came from: its id and key, and (`values`: the target
+/// is the topic) its values.
+fn fill_targets(side: &mut Side, suspects: &mut HashMap<Digest, Suspect>, values: bool) -> Result<(), VerifyError> {
     for s in suspects.values_mut() {
         let Some((p, o)) = s.locator.take() else { continue };
         let rec = side.topic.fetch(&side.norm, p, o)?;
@@ -584,7 +714,94 @@ fn fill_targets(side: &mut Side, suspects: &mut HashMap<Digest, Suspect>) -> Res
             if s.id.is_empty() {
                 s.id.clone_from(&doc.id);
             }
-            s.target = Some(doc);
+            if values {
+                s.target = Some(doc);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Which target a table is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// Its topic.
+    Kafka,
+    /// Its Elasticsearch index.
+    Elasticsearch,
+}
+
+impl TargetKind {
+    /// As the reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Kafka => "kafka",
+            TargetKind::Elasticsearch => "elasticsearch",
+        }
+    }
+}
+
+/// The Elasticsearch side of a table.
+struct ElasticTarget {
+    es: Elastic,
+    index: String,
+    group: String,
+}
+
+enum Target {
+    Kafka,
+    Elastic(ElasticTarget),
+}
+
+/// How many documents a scroll page or an `_mget` asks for.
+const ES_PAGE: usize = 1000;
+
+/// The index's documents, of the keys whose digest `wanted` accepts, with the place of the
+/// record that wrote each (its version).
+async fn index_state(
+    e: &ElasticTarget,
+    norm: &Normalizer,
+    capacity: usize,
+    wanted: impl Fn(Digest) -> bool,
+) -> Result<HashMap<Digest, Entry>, VerifyError> {
+    let es_err = |x: crate::elastic::client::ElasticError| VerifyError::Other(format!("{}: {x}", e.index));
+    let mut state = HashMap::with_capacity(capacity);
+    let mut scroll = e.es.scan(&e.index, ES_PAGE, true).await.map_err(es_err)?;
+    loop {
+        let page = e.es.next_page(&mut scroll).await.map_err(es_err)?;
+        if page.is_empty() {
+            return Ok(state);
+        }
+        for hit in page {
+            let h = id_digest(&hit.id);
+            if wanted(h) {
+                let (partition, offset) = version_parts(hit.version);
+                let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
+                state.insert(h, Entry { digest, partition, offset });
+            }
+        }
+    }
+}
+
+/// The suspects' documents as the index has them now.
+async fn documents(
+    e: &ElasticTarget,
+    norm: &Normalizer,
+    suspects: &mut HashMap<Digest, Suspect>,
+) -> Result<(), VerifyError> {
+    let ids: Vec<String> = suspects.values().filter(|s| !s.id.is_empty()).map(|s| s.id.clone()).collect();
+    for batch in ids.chunks(ES_PAGE) {
+        for id in batch {
+            if let Some(s) = suspects.get_mut(&id_digest(id)) {
+                s.target = None;
+            }
+        }
+        let hits = e.es.mget(&e.index, batch).await.map_err(|x| VerifyError::Other(format!("{}: {x}", e.index)))?;
+        for hit in hits {
+            if let Some(s) = suspects.get_mut(&id_digest(&hit.id)) {
+                s.partition = Some(version_parts(hit.version).0);
+                s.target = Some(norm.source(&hit.id, hit.source.as_ref()));
+            }
         }
     }
     Ok(())

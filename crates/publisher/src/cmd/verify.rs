@@ -1,5 +1,6 @@
-//! `sluice verify --config FILE`: compares each captured table with its topic (the algorithm
-//! is in [`crate::verify`]) and says, per table, which keys are missing, extra or different.
+//! `sluice verify --config FILE`: compares each captured table with its topic and its
+//! Elasticsearch index (the algorithm is in [`crate::verify`]) and says, per table and target,
+//! which keys are missing, extra or different.
 //! Exit 0 when every table is equal, 1 when one is not (or could not be verified), 2 for a bad
 //! configuration or option.
 
@@ -11,7 +12,7 @@ use super::Exit;
 use crate::config::{parse_byte_size, Config};
 use crate::console::Report;
 use crate::filter::table_matches;
-use crate::verify::{Kind, Options, TableReport, Verifier};
+use crate::verify::{Kind, Options, TableReport, TargetKind, Verifier};
 
 /// `sluice verify` arguments.
 #[derive(Debug, clap::Args)]
@@ -24,15 +25,16 @@ Examples:
 
 Reads each table in key order and compares every row with the state its topic replays to
 (read_committed; per key the last record wins; deletes, tombstones and truncate records
-applied), values compared as the records carry them (DECIMAL digits, BIGINT UNSIGNED, zero
-dates, every character set). It works while sluice run keeps publishing: a key that differs is
+applied) and, with an [elasticsearch] section, with the documents of its index; values compared
+as the records carry them (DECIMAL digits, BIGINT UNSIGNED, zero dates, every character set). It works while sluice run keeps publishing: a key that differs is
 read again once the publisher's checkpoint has passed the re-read, and only a difference that
 persists is reported; a key that changed in every round is listed as unsettled, not as a
 difference. The configuration is sluice run's (the source's name finds its checkpoint).
 
 Reading a failure: missing keys are rows the topic never got (re-publish them with sluice
 snapshot --table db.t), extra keys are rows deleted at the source without a delete record,
-different keys name each column with both values. Exit 0: every table equal; 1: a table
+different keys name each column with both values. An index that lags or misses documents the
+topic has: reset the sink's consumer group (its offsets) to replay the topic. Exit 0: every table equal; 1: a table
 differs or could not be verified; 2: a bad configuration or option.")]
 pub struct VerifyArgs {
     /// The configuration file (sluice run's).
@@ -46,6 +48,11 @@ pub struct VerifyArgs {
     /// more tables). Replaces `snapshot.where` for that table.
     #[arg(long = "where", value_name = "DB.TABLE=SQL")]
     pub wheres: Vec<String>,
+    /// What to compare the tables with: their topics, their Elasticsearch indices (the
+    /// documents `sluice sink elasticsearch` writes), or both. Default: both when the
+    /// configuration has an `[elasticsearch]` section, else the topics.
+    #[arg(long, value_enum)]
+    pub target: Option<Target>,
     /// Output: `text` for people, `json` for scripts (one object per table, then a summary).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -69,6 +76,17 @@ pub struct VerifyArgs {
     /// Rows per chunk of the table read.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub chunk_size: u64,
+}
+
+/// `--target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// The topics.
+    Kafka,
+    /// The Elasticsearch indices.
+    Elasticsearch,
+    /// Both.
+    Both,
 }
 
 /// Output formats.
@@ -114,7 +132,17 @@ pub fn run(args: VerifyArgs) -> Exit {
         show: args.show,
         filters,
     };
-    let verifier = match Verifier::new(cfg, opts, None) {
+    let has_es = cfg.elasticsearch.is_some();
+    let targets = match (args.target, has_es) {
+        (Some(Target::Kafka), _) | (None, false) => vec![TargetKind::Kafka],
+        (Some(Target::Elasticsearch), true) => vec![TargetKind::Elasticsearch],
+        (Some(Target::Both) | None, true) => vec![TargetKind::Kafka, TargetKind::Elasticsearch],
+        (Some(_), false) => {
+            crate::eline!("{NAME}: --target {:?} needs an [elasticsearch] section in the configuration", args.target);
+            return Exit::Usage;
+        }
+    };
+    let verifier = match Verifier::new(cfg, opts) {
         Ok(v) => v,
         Err(e) => {
             crate::eline!("{NAME}: {e}");
@@ -122,7 +150,7 @@ pub fn run(args: VerifyArgs) -> Exit {
         }
     };
     let mut out = Report::default();
-    let exit = super::on_runtime(NAME, verify_all(&verifier, &args, &mut out)).unwrap_or_else(|e| e);
+    let exit = super::on_runtime(NAME, verify_all(&verifier, &args, &targets, &mut out)).unwrap_or_else(|e| e);
     match out.failure() {
         Some(e) if exit != Exit::Usage => {
             crate::eline!("{NAME}: writing the output: {e}");
@@ -132,7 +160,7 @@ pub fn run(args: VerifyArgs) -> Exit {
     }
 }
 
-async fn verify_all(v: &Verifier, args: &VerifyArgs, out: &mut Report) -> Exit {
+async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out: &mut Report) -> Exit {
     const NAME: &str = "sluice verify";
     let tables = match tables(v, &args.tables).await {
         Ok(t) => t,
@@ -141,27 +169,33 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, out: &mut Report) -> Exit {
             return exit;
         }
     };
-    let (mut equal, mut unequal, mut failed) = (0, 0, 0);
+    let (mut equal, mut unequal, mut failed, mut skipped, mut total) = (0, 0, 0, 0, 0);
     for (db, table) in &tables {
-        let r = v.kafka(db, table).await;
-        match (&r.error, r.is_equal()) {
-            (Some(_), _) => failed += 1,
-            (None, true) => equal += 1,
-            (None, false) => unequal += 1,
+        for &target in targets {
+            if target == TargetKind::Elasticsearch && !matches!(v.index_of(db, table), Ok(Some(_)) | Err(_)) {
+                continue;
+            }
+            let r = v.table(db, table, target).await;
+            total += 1;
+            match (&r.error, r.is_equal()) {
+                (Some(_), _) => failed += 1,
+                (None, _) if r.skipped.is_some() => skipped += 1,
+                (None, true) => equal += 1,
+                (None, false) => unequal += 1,
+            }
+            print(out, args.format, &r);
         }
-        print(out, args.format, &r);
     }
-    let total = tables.len();
     match args.format {
         Format::Text => crate::report!(
             out,
-            "{total} table{}: {equal} equal, {unequal} not equal, {failed} not verified",
+            "{total} comparison{}: {equal} equal, {unequal} not equal, {failed} not verified, {skipped} skipped",
             if total == 1 { "" } else { "s" }
         ),
         Format::Json => crate::report!(
             out,
             "{}",
-            serde_json::json!({"summary": {"tables": total, "equal": equal, "not_equal": unequal, "not_verified": failed}})
+            serde_json::json!({"summary": {"comparisons": total, "equal": equal, "not_equal": unequal, "not_verified": failed, "skipped": skipped}})
         ),
     }
     if unequal + failed == 0 {
@@ -209,6 +243,10 @@ fn print(out: &mut Report, format: Format, r: &TableReport) {
     let (t, against, rows, secs) = (&r.table, &r.against, r.rows, r.seconds);
     if let Some(e) = &r.error {
         crate::report!(out, "{t} ? {against}: not verified: {e}");
+        return;
+    }
+    if let Some(why) = &r.skipped {
+        crate::report!(out, "{t} - {against}: skipped: {why}");
         return;
     }
     let unsettled =

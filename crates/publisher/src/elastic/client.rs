@@ -359,28 +359,39 @@ impl Elastic {
     }
 }
 
-/// A scroll over every document of an index: their `_id`s and `_version`s, a page at a time.
+/// A scroll over every document of an index, a page at a time.
 #[derive(Debug)]
 pub struct Scroll {
     id: Option<String>,
-    first: Option<Vec<(String, i64)>>,
+    first: Option<Vec<Hit>>,
+}
+
+/// A document as a search or a get returns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// `_id`.
+    pub id: String,
+    /// `_version` (the external version: [`external_version`]).
+    pub version: i64,
+    /// `_source`, when asked for.
+    pub source: Option<Json>,
 }
 
 impl Elastic {
     /// Opens a scroll over `index` after a refresh (so the documents indexed just before are
-    /// in it), sorted by `_doc`, ids and versions only; its first page is the first
-    /// [`Elastic::next_page`]. A missing index is an empty scroll.
+    /// in it), sorted by `_doc`, with ids and versions (and the sources when `source`); its
+    /// first page is the first [`Elastic::next_page`]. A missing index is an empty scroll.
     ///
     /// # Errors
     /// Request errors, and an answer without hits.
-    pub async fn scan_versions(&self, index: &str, page: usize) -> Result<Scroll, ElasticError> {
+    pub async fn scan(&self, index: &str, page: usize, source: bool) -> Result<Scroll, ElasticError> {
         let refresh = format!("/{}/_refresh", encode(index));
         let (status, _) = self.send(self.request(reqwest::Method::POST, &refresh), &format!("POST {refresh}")).await?;
         if status == 404 {
             return Ok(Scroll { id: None, first: Some(Vec::new()) });
         }
         let path = format!("/{}/_search?scroll=1m", encode(index));
-        let body = json!({"size": page, "sort": ["_doc"], "version": true, "_source": false});
+        let body = json!({"size": page, "sort": ["_doc"], "version": true, "_source": source});
         let (status, resp) =
             self.send(self.request(reqwest::Method::POST, &path).json(&body), &format!("POST {path}")).await?;
         if status == 404 {
@@ -391,11 +402,41 @@ impl Elastic {
         Ok(Scroll { id, first: Some(hits) })
     }
 
+    /// The documents of `ids` in `index` (after a refresh), those that exist.
+    ///
+    /// # Errors
+    /// Request errors, and an answer that is not an `_mget` answer.
+    pub async fn mget(&self, index: &str, ids: &[String]) -> Result<Vec<Hit>, ElasticError> {
+        let refresh = format!("/{}/_refresh", encode(index));
+        let (status, _) = self.send(self.request(reqwest::Method::POST, &refresh), &format!("POST {refresh}")).await?;
+        if status == 404 {
+            return Ok(Vec::new());
+        }
+        let path = format!("/{}/_mget", encode(index));
+        let (status, resp) = self
+            .send(self.request(reqwest::Method::POST, &path).json(&json!({"ids": ids})), &format!("POST {path}"))
+            .await?;
+        let docs = resp.get("docs").and_then(Json::as_array).filter(|_| status == 200).ok_or_else(|| {
+            ElasticError::Status { what: format!("POST {path}"), status, body: shorten(&resp.to_string()), hint: "" }
+        })?;
+        Ok(docs
+            .iter()
+            .filter(|d| d.get("found").and_then(Json::as_bool) == Some(true))
+            .filter_map(|d| {
+                Some(Hit {
+                    id: d.get("_id")?.as_str()?.to_string(),
+                    version: d.get("_version")?.as_i64()?,
+                    source: d.get("_source").cloned(),
+                })
+            })
+            .collect())
+    }
+
     /// The next page of `scroll` (empty at the end; the scroll is then cleared).
     ///
     /// # Errors
     /// Request errors.
-    pub async fn next_page(&self, scroll: &mut Scroll) -> Result<Vec<(String, i64)>, ElasticError> {
+    pub async fn next_page(&self, scroll: &mut Scroll) -> Result<Vec<Hit>, ElasticError> {
         if let Some(first) = scroll.first.take() {
             if first.is_empty() {
                 self.close(scroll).await;
@@ -423,12 +464,21 @@ impl Elastic {
     }
 }
 
-/// The `(_id, _version)` of a search answer's hits.
-fn page_of(status: u16, resp: &Json, what: &str) -> Result<Vec<(String, i64)>, ElasticError> {
+/// The hits of a search answer.
+fn page_of(status: u16, resp: &Json, what: &str) -> Result<Vec<Hit>, ElasticError> {
     let hits = resp.pointer("/hits/hits").and_then(Json::as_array).filter(|_| status == 200).ok_or_else(|| {
         ElasticError::Status { what: what.to_string(), status, body: shorten(&resp.to_string()), hint: "" }
     })?;
-    Ok(hits.iter().filter_map(|h| Some((h.get("_id")?.as_str()?.to_string(), h.get("_version")?.as_i64()?))).collect())
+    Ok(hits
+        .iter()
+        .filter_map(|h| {
+            Some(Hit {
+                id: h.get("_id")?.as_str()?.to_string(),
+                version: h.get("_version")?.as_i64()?,
+                source: h.get("_source").cloned(),
+            })
+        })
+        .collect())
 }
 
 /// A document's external version: the offset of the record that wrote it and its partition,

@@ -528,20 +528,7 @@ impl<'c> Feed<'c> {
         let Some((db, table)) = topic.strip_prefix(&format!("{}.", self.prefix)).and_then(|r| r.split_once('.')) else {
             return Ok(None);
         };
-        let es = self.es_cfg;
-        let included = es.include.is_empty() || es.include.iter().any(|p| table_matches(p, db, table));
-        if !included || es.exclude.iter().any(|p| table_matches(p, db, table)) {
-            return Ok(None);
-        }
-        let pattern = es.indices.get(&format!("{db}.{table}")).unwrap_or(&es.index);
-        let index = pattern.replace("{topic}", topic).replace("{db}", db).replace("{table}", table).to_lowercase();
-        if index.is_empty() || index.starts_with(['-', '_', '+']) || index == "." || index == ".." || index.len() > 255
-        {
-            return Err(format!(
-                "{index:?} is not an index name Elasticsearch accepts (from elasticsearch.index = {:?})",
-                es.index
-            ));
-        }
+        let Some(index) = index_of(self.es_cfg, topic, db, table).transpose()? else { return Ok(None) };
         if let Some(other) = self.tables.iter().find_map(|(t, v)| v.as_ref().filter(|v| v.index == index).map(|_| t)) {
             return Err(format!(
                 "its index {index} is also the index of topic {other} (index names are lower case): set \
@@ -770,13 +757,17 @@ impl<'c> Feed<'c> {
         let mut deleted = 0usize;
         loop {
             let mut doomed = Vec::new();
-            let mut scroll = self.es.scan_versions(index, 1000).await?;
+            let mut scroll = self.es.scan(index, 1000, false).await?;
             loop {
                 let page = self.es.next_page(&mut scroll).await?;
                 if page.is_empty() {
                     break;
                 }
-                doomed.extend(page.into_iter().filter(|(_, v)| version_parts(*v).0 == partition && *v < cut));
+                doomed.extend(
+                    page.into_iter()
+                        .filter(|h| version_parts(h.version).0 == partition && h.version < cut)
+                        .map(|h| h.id),
+                );
                 if doomed.len() >= ROUND {
                     break;
                 }
@@ -786,7 +777,7 @@ impl<'c> Feed<'c> {
             }
             let n = doomed.len();
             let mut b = Batch::default();
-            for (id, _) in doomed {
+            for id in doomed {
                 b.push(Arc::clone(index), id, cut, None);
             }
             send(self.es.clone(), Arc::clone(&self.metrics), b).await?;
@@ -886,6 +877,32 @@ async fn send(es: Elastic, metrics: Arc<SinkMetrics>, batch: Batch) -> Result<Ba
     }
     drop(pending);
     Ok(batch)
+}
+
+/// The index of table `db.table` (its topic `topic`): None when `[elasticsearch]` include and
+/// exclude leave the table out.
+///
+/// # Errors
+/// A name Elasticsearch refuses.
+pub(crate) fn index_of(
+    es: &ElasticsearchSection,
+    topic: &str,
+    db: &str,
+    table: &str,
+) -> Option<Result<String, String>> {
+    let included = es.include.is_empty() || es.include.iter().any(|p| table_matches(p, db, table));
+    if !included || es.exclude.iter().any(|p| table_matches(p, db, table)) {
+        return None;
+    }
+    let pattern = es.indices.get(&format!("{db}.{table}")).unwrap_or(&es.index);
+    let index = pattern.replace("{topic}", topic).replace("{db}", db).replace("{table}", table).to_lowercase();
+    if index.is_empty() || index.starts_with(['-', '_', '+']) || index == "." || index == ".." || index.len() > 255 {
+        return Some(Err(format!(
+            "{index:?} is not an index name Elasticsearch accepts (from elasticsearch.index = {:?})",
+            es.index
+        )));
+    }
+    Some(Ok(index))
 }
 
 /// The schema id of a Confluent-framed datum (magic byte 0, then the id, big-endian).

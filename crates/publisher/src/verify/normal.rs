@@ -37,8 +37,9 @@ pub(crate) fn id_digest(id: &str) -> Digest {
 pub(crate) struct Doc {
     /// The document id: a one-column key's value as text, a composite key as a JSON array.
     pub id: String,
-    /// The compared columns' values, in [`Normalizer::columns`]' order; None: the record does
-    /// not carry the column (it was written before the column was added).
+    /// The compared columns' values, in [`Normalizer::columns`]' order. A column a record or a
+    /// document does not carry (written before the column was added) is NULL, as Avro's schema
+    /// resolution reads it with the table's schema now.
     pub values: Vec<Option<Json>>,
 }
 
@@ -74,6 +75,15 @@ pub(crate) enum Change {
     Truncate,
 }
 
+/// Why a table has no normalizer.
+#[derive(Debug)]
+pub(crate) enum Keyless {
+    /// No key: no record says which row it is.
+    NoKey,
+    /// Its schema cannot be read as a document.
+    Other(String),
+}
+
 /// Turns a table's rows and its records into [`Doc`]s.
 pub(crate) struct Normalizer {
     /// `db.table`.
@@ -92,23 +102,21 @@ impl Normalizer {
     /// for it), its values written in `forms`, POINT columns `geo_point` names as `{lat, lon}`.
     ///
     /// # Errors
-    /// A table without a key (its records have null keys: nothing says which row a record is).
+    /// A table without a key (its records have null keys: nothing says which row a record is),
+    /// as [`Keyless`].
     pub(crate) fn new(
         tm: &TableMap,
         schema: TableSchema,
         forms: Forms,
         geo_point: &dyn Fn(&str) -> bool,
-    ) -> Result<Normalizer, String> {
+    ) -> Result<Normalizer, Keyless> {
         let table = format!("{}.{}", tm.database, tm.table);
         let Some(key_schema) = schema.key_schema() else {
-            return Err(
-                "the table has no primary key (nor a NOT NULL unique key, nor output.key_columns): its records \
-                        have null keys, so no record says which row it is; name its key in [output.key_columns]"
-                    .into(),
-            );
+            return Err(Keyless::NoKey);
         };
-        let key_fields = key_fields(key_schema).map_err(|e| e.to_string())?;
-        let flat = layout(schema.flat_schema(), &|c| geo_point(&format!("{table}.{c}"))).map_err(|e| e.to_string())?;
+        let key_fields = key_fields(key_schema).map_err(|e| Keyless::Other(e.to_string()))?;
+        let flat = layout(schema.flat_schema(), &|c| geo_point(&format!("{table}.{c}")))
+            .map_err(|e| Keyless::Other(e.to_string()))?;
         let columns = flat.fields.iter().map(|f| f.column.clone()).collect();
         Ok(Normalizer { table, schema, flat, key_fields, forms, encoder: AvroEncoder::new(), buf: Vec::new(), columns })
     }
@@ -172,10 +180,18 @@ impl Normalizer {
         Ok(match act {
             Action::Truncate => Change::Truncate,
             Action::Delete => Change::Delete(id()?),
-            Action::Index(mut doc) => {
-                Change::Upsert(Doc { id: id()?, values: self.columns.iter().map(|c| doc.remove(c)).collect() })
-            }
+            Action::Index(mut doc) => Change::Upsert(Doc {
+                id: id()?,
+                values: self.columns.iter().map(|c| Some(doc.remove(c).unwrap_or(Json::Null))).collect(),
+            }),
         })
+    }
+
+    /// The normal form of a document as Elasticsearch returns it (`_id`, `_source`).
+    pub(crate) fn source(&self, id: &str, source: Option<&Json>) -> Doc {
+        let values =
+            self.columns.iter().map(|c| Some(source.and_then(|s| s.get(c)).cloned().unwrap_or(Json::Null))).collect();
+        Doc { id: id.to_string(), values }
     }
 
     /// The SQL literals that select the row of a key record's document (`values` in the key's

@@ -103,6 +103,9 @@ impl TopicReader {
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "false")
             .set("fetch.wait.max.ms", "100")
+            // librdkafka prefetches up to 64 MiB per partition by default: the memory bound
+            // is the kept keys', not the fetch queue's
+            .set("queued.max.messages.kbytes", "8192")
             .create_with_context(KafkaContext::new(&k.brokers))
             .map_err(|e| {
                 VerifyError::Kafka(crate::kafka::Error::Fatal(format!("creating a reader of {topic}: {e}")))
@@ -136,6 +139,31 @@ impl TopicReader {
             .collect()
     }
 
+    /// The offsets consumer group `group` committed on the topic's partitions (-1: none).
+    ///
+    /// # Errors
+    /// The brokers do not answer.
+    pub(crate) fn committed(&self, k: &KafkaSection, group: &str) -> Result<Ends, VerifyError> {
+        let consumer: BaseConsumer<KafkaContext> = client_config(k)
+            .map_err(VerifyError::Kafka)?
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create_with_context(KafkaContext::new(&k.brokers))
+            .map_err(|e| self.kafka_err("creating a client of the sink's group", &e))?;
+        let mut tpl = TopicPartitionList::new();
+        for &p in &self.partitions {
+            tpl.add_partition(&self.topic, p);
+        }
+        let got = consumer
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .map_err(|e| self.kafka_err(&format!("reading the offsets group {group} committed"), &e))?;
+        Ok(got
+            .elements()
+            .iter()
+            .map(|e| (e.partition(), if let Offset::Offset(o) = e.offset() { o } else { -1 }))
+            .collect())
+    }
+
     fn kafka_err(&self, what: &str, e: &RdKafkaError) -> VerifyError {
         VerifyError::Kafka(crate::kafka::Error::Abortable(format!("{}: {what}: {e}", self.topic)))
     }
@@ -167,20 +195,24 @@ impl TopicReader {
         }
         self.consumer.assign(&tpl).map_err(|e| self.kafka_err("assigning", &e))?;
         let mut last_progress = Instant::now();
+        let mut idle = false;
         while !left.is_empty() {
             // a partition whose position reached its end (records, aborted ones and
-            // transaction markers all move it) is done
-            if let Ok(pos) = self.consumer.position() {
-                for e in pos.elements() {
-                    if let (Offset::Offset(o), Some(end)) = (e.offset(), left.get(&e.partition())) {
-                        if o >= *end {
-                            left.remove(&e.partition());
+            // transaction markers all move it) is done; asked when no record came (the
+            // position is a call into librdkafka, too costly per record)
+            if idle {
+                if let Ok(pos) = self.consumer.position() {
+                    for e in pos.elements() {
+                        if let (Offset::Offset(o), Some(end)) = (e.offset(), left.get(&e.partition())) {
+                            if o >= *end {
+                                left.remove(&e.partition());
+                            }
                         }
                     }
                 }
-            }
-            if left.is_empty() {
-                break;
+                if left.is_empty() {
+                    break;
+                }
             }
             if last_progress.elapsed() > STALL {
                 let waiting: Vec<String> = left.iter().map(|(p, e)| format!("{p} (to {e})")).collect();
@@ -191,7 +223,9 @@ impl TopicReader {
                     waiting.join(", ")
                 ))));
             }
-            match self.consumer.poll(Duration::from_millis(200)) {
+            let polled = self.consumer.poll(Duration::from_millis(100));
+            idle = polled.is_none();
+            match polled {
                 None => {}
                 Some(Err(RdKafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => return Err(self.kafka_err("reading", &e)),

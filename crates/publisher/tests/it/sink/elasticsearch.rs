@@ -347,6 +347,7 @@ fn scenario(name: &str, engine_kind: &str) {
     });
     let rows = db.scalar("SELECT COUNT(*) FROM shop.orders").parse::<usize>().unwrap();
     eprintln!("indices equal to the tables: shop.orders {rows} rows, shop.lines, shop.every (4 rows, every type)");
+    verify_agrees(db, &engine, &config);
 
     // the mapping, field by field
     let (_, m) = engine.call("GET", "/sluice.shop.every/_mapping", None);
@@ -496,6 +497,68 @@ fn scenario(name: &str, engine_kind: &str) {
     );
     run.kill().unwrap();
     run.wait().unwrap();
+}
+
+/// `sluice verify` (issue 22) says what the comparisons above say, for both targets and every
+/// column type; then, after a document is deleted from the index and a row changed behind
+/// Sluice's back, exactly those keys and that column (both restored after).
+fn verify_agrees(db: &Server, engine: &Engine, config: &Path) {
+    let verify = || {
+        let out = support::sluice_cmd()
+            .args(["verify", "--table", "shop.every", "--table", "shop.orders", "--table", "shop.lines"])
+            .args(["--table", "shop.nokey", "--format", "json", "--config"])
+            .arg(config)
+            .env("SLUICE_SOURCE__START", "current")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let reports: Vec<Json> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        (out.status.code(), reports, format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let (code, reports, text) = verify();
+    assert_eq!(code, Some(0), "{text}");
+    for table in ["shop.every", "shop.orders", "shop.lines"] {
+        for target in ["kafka", "elasticsearch"] {
+            let r = reports
+                .iter()
+                .find(|r| r["table"] == table && r["target"] == target)
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(
+                r["equal"].as_u64() > Some(0) && r["different"] == 0 && r["missing"] == 0 && r["extra"] == 0,
+                "{r}"
+            );
+        }
+    }
+    let nokey = reports.iter().find(|r| r["table"] == "shop.nokey").unwrap_or_else(|| panic!("{text}"));
+    assert!(nokey["skipped"].as_str().is_some_and(|s| s.contains("no primary key")), "{nokey}");
+
+    let gone = engine.documents("sluice.shop.orders").into_keys().next().unwrap();
+    let (status, body) = engine.call("DELETE", &format!("/sluice.shop.orders/_doc/{gone}"), None);
+    assert!(status == 200, "{status} {body}");
+    db.sql_text("SET sql_log_bin = 0; UPDATE shop.every SET dec1 = 1.5 WHERE id = 2");
+    let (code, reports, text) = verify();
+    assert_eq!(code, Some(1), "{text}");
+    let mut found: Vec<String> = reports
+        .iter()
+        .filter(|r| r["findings"].is_array())
+        .flat_map(|r| {
+            r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |f| format!("{} {} {} {} {}", r["target"], r["table"], f["kind"], f["key"], f["columns"]))
+        })
+        .collect();
+    found.sort();
+    let every = r#"[{"column":"dec1","table":"1.50","target":"-0.01"}]"#;
+    let want = [
+        format!(r#""elasticsearch" "shop.every" "different" "2" {every}"#),
+        format!(r#""elasticsearch" "shop.orders" "missing" "{gone}" null"#),
+        format!(r#""kafka" "shop.every" "different" "2" {every}"#),
+    ];
+    assert_eq!(found, want, "{text}");
+    db.sql_text("SET sql_log_bin = 0; UPDATE shop.every SET dec1 = -0.01 WHERE id = 2");
+    eprintln!("sluice verify: both targets equal, then exactly the deleted document and the changed row");
 }
 
 /// With the sink stopped: moves the group's committed offsets of the orders topic back to the
