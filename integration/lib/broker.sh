@@ -46,7 +46,7 @@ broker_bin() {
     command -v noida-db 2>/dev/null || true
 }
 
-# noida-db 0.2.3, with two fixes that make it behave as Kafka does where Sluice depends on it
+# noida-db 0.2.3, with three fixes that make it behave as Kafka does where Sluice depends on it
 # (integration/lib/noida-db-kafka-fixes.patch):
 # - a read_committed fetch listed every aborted transaction, also those whose abort marker lies
 #   before the fetch offset (Kafka lists only those the fetch can meet); librdkafka, told of an
@@ -54,7 +54,11 @@ broker_bin() {
 #   so a consumer that resumed after a marker (a restarted Elasticsearch sink) silently skipped
 #   the rest of the partition;
 # - a fetch that found no records was answered at once, not after up to max_wait_ms: every idle
-#   consumer fetched in a busy loop (a third of a core each, on the 2-core test machines).
+#   consumer fetched in a busy loop (a third of a core each, on the 2-core test machines);
+# - a fetch returned every batch up to the end of the partition, whatever its max_bytes and
+#   partition_max_bytes: a consumer reading a large topic from its start received all of it in one
+#   response and held it decompressed (sluice verify peaked at 750 MB on a 1 M-row topic); now as
+#   Kafka, whole batches up to the limits, at least one.
 NOIDA_DB_PATCH="$_BROKER_SH_DIR/noida-db-kafka-fixes.patch"
 
 # Installs noida-db (Kafka feature only) from its crates.io source with the patch above, when

@@ -21,14 +21,18 @@ fn main() {
     }
     let (broker, topic) = (&args[1], &args[2]);
     let started = Instant::now();
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", broker)
         .set("group.id", "drain-topic")
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
-        .set("queued.max.messages.kbytes", "8192")
-        .create()
-        .expect("consumer");
+        .set("queued.max.messages.kbytes", "8192");
+    for kv in std::env::var("DRAIN_CONF").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').expect("DRAIN_CONF: k=v,...");
+        config.set(k, v);
+    }
+    let consumer: BaseConsumer = config.create().expect("consumer");
     let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
     let mut tpl = TopicPartitionList::new();
     let mut ends = Vec::new();

@@ -261,7 +261,10 @@ pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Ends),
         // the prefetched records 64 MiB; two batches of bulk_max_bytes come on top
         .set("fetch.max.bytes", "16777216")
         .set("queued.max.messages.kbytes", "16384")
-        .set("queued.min.messages", "10000");
+        .set("queued.min.messages", "10000")
+        // with the queue bounded, librdkafka waits this long before fetching again once it is
+        // full (1 s by default): a sink that empties it sooner would idle for the rest
+        .set("fetch.queue.backoff.ms", "10");
     for (key, v) in &cfg.elasticsearch.consumer {
         c.set(key, v);
     }
