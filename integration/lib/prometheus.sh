@@ -7,7 +7,11 @@
 #               prometheus_start NAME TARGET   # TARGET host:port serving /metrics; fresh data dir, free port;
 #                                              # exports PROMETHEUS_URL, prints PROMETHEUS_URL=http://...
 #               prometheus_stop NAME
+#               pushgateway_start NAME         # a Prometheus Pushgateway (Debian's 1.5), free port;
+#                                              # exports PUSHGATEWAY_URL, prints PUSHGATEWAY_URL=http://...
+#               pushgateway_stop NAME
 # Executable:   integration/lib/prometheus.sh install | start NAME TARGET | stop NAME
+#                                             | pushgateway-start NAME | pushgateway-stop NAME
 #
 # Work files live in ${SLUICE_WORK:-<repo>/.work}/prometheus-NAME (prometheus.yml, data/, port, pid,
 # prometheus.log). Only 127.0.0.1 is used. The first scrape comes about a second after start.
@@ -43,7 +47,7 @@ prometheus_stop() {
 
 prometheus_start() {
     local name="${1:?prometheus_start NAME TARGET}" target="${2:?prometheus_start NAME TARGET}"
-    local d port pid i
+    local d port pid
     ensure_prometheus_installed || return 1
     d="$(prometheus_dir "$name")"
     prometheus_stop "$name"
@@ -64,23 +68,57 @@ YML
         --web.listen-address="127.0.0.1:$port" >"$d/prometheus.log" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$d/pid"
+    _prometheus_ready "prometheus $name" "$pid" "$port" "$d" prometheus.log PROMETHEUS_URL || { prometheus_stop "$name"; return 1; }
+}
+
+# Waits up to 10 s for /-/ready of a server just started (WHAT PID PORT DIR LOG VAR); then writes
+# DIR/port, exports VAR=http://127.0.0.1:PORT and prints it.
+_prometheus_ready() {
+    local what="$1" pid="$2" port="$3" d="$4" log="$5" var="$6" i
     for i in $(seq 1 100); do
         if curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1; then
             echo "$port" >"$d/port"
-            export PROMETHEUS_URL="http://127.0.0.1:$port"
-            echo "PROMETHEUS_URL=$PROMETHEUS_URL"
+            export "$var=http://127.0.0.1:$port"
+            echo "$var=http://127.0.0.1:$port"
             return 0
         fi
         if ! kill -0 "$pid" 2>/dev/null; then
-            _prometheus_log "prometheus $name exited during start-up; last lines of $d/prometheus.log:"
-            tail -n 20 "$d/prometheus.log" >&2
+            _prometheus_log "$what exited during start-up; last lines of $d/$log:"
+            tail -n 20 "$d/$log" >&2
             return 1
         fi
         sleep 0.1
     done
-    _prometheus_log "prometheus $name was not ready within 10 s; see $d/prometheus.log"
-    prometheus_stop "$name"
+    _prometheus_log "$what was not ready within 10 s; see $d/$log"
     return 1
+}
+
+# The Pushgateway (what `sluice verify --pushgateway` pushes to), from apt when missing.
+pushgateway_stop() {
+    local name="${1:?pushgateway_stop NAME}"
+    local d
+    d="$(prometheus_dir "$name")-pushgateway"
+    proc_stop "$d/pid" 10 "prometheus.sh: pushgateway $name"
+    rm -f "$d/pid" "$d/port"
+}
+
+pushgateway_start() {
+    local name="${1:?pushgateway_start NAME}"
+    local d port pid bin
+    bin="$(command -v prometheus-pushgateway || true)"
+    if [ -z "$bin" ]; then
+        proc_apt_install prometheus.sh --no-install-recommends prometheus-pushgateway || return 1
+        bin="$(command -v prometheus-pushgateway)" || { _prometheus_log "prometheus-pushgateway missing after install"; return 1; }
+    fi
+    d="$(prometheus_dir "$name")-pushgateway"
+    pushgateway_stop "$name"
+    rm -rf "$d"
+    mkdir -p "$d"
+    port="$(proc_free_port)"
+    setsid "$bin" --web.listen-address="127.0.0.1:$port" >"$d/pushgateway.log" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid" >"$d/pid"
+    _prometheus_ready "pushgateway $name" "$pid" "$port" "$d" pushgateway.log PUSHGATEWAY_URL || { pushgateway_stop "$name"; return 1; }
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
@@ -91,8 +129,10 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         install) ensure_prometheus_installed ;;
         start) prometheus_start "$@" ;;
         stop) prometheus_stop "$@" ;;
+        pushgateway-start) pushgateway_start "$@" ;;
+        pushgateway-stop) pushgateway_stop "$@" ;;
         *)
-            echo "usage: $0 install | start NAME TARGET | stop NAME" >&2
+            echo "usage: $0 install | start NAME TARGET | stop NAME | pushgateway-start NAME | pushgateway-stop NAME" >&2
             exit 2
             ;;
     esac

@@ -20,6 +20,7 @@
 mod binary;
 mod encode;
 mod schema;
+mod skip;
 
 #[cfg(test)]
 mod recorded_tests;

@@ -24,6 +24,7 @@
 //! falls in it.
 
 pub(crate) mod normal;
+pub(crate) mod push;
 mod table;
 mod topic;
 
@@ -42,17 +43,20 @@ use crate::elastic::document::Forms;
 use crate::filter::TableFilter;
 use crate::pipeline::tables::{schema_options, Routes};
 use crate::pipeline::Settings;
-use crate::position::binlog_order;
 use crate::registry::{RegistryClient, RegistryError};
 use crate::snapshot::values::sql_literal;
 use crate::snapshot::{parse_row, SnapshotError};
-use normal::{id_digest, Change, Digest, Doc, Keyless, Normalizer};
+use normal::{id_digest, BuildDigest, Change, Digest, Doc, Keyless, Normalizer};
 use table::TableReader;
-use topic::{Ends, Entry, TopicReader};
+use topic::{Ends, Entry, Read, TopicReader};
 
 /// What a kept key costs in memory, at most (a hash map entry of two digests and a record's
 /// place, with the map's spare room): the unit of `--memory-limit`.
 pub const ENTRY_BYTES: u64 = 112;
+
+/// Chunks of the table read ahead of the comparison (besides the one compared): the server's
+/// time and the comparison's overlap, for this many chunks' memory.
+const PREFETCH: usize = 2;
 
 /// Why a table could not be verified.
 #[derive(Debug, thiserror::Error)]
@@ -118,15 +122,15 @@ pub enum Kind {
     Different,
 }
 
-/// A column that differs: its value in the table and in the target (None: absent).
+/// A column that differs: its value in the table and in the target.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ColumnDiff {
     /// The column.
     pub column: String,
     /// The table's value.
-    pub table: Option<Json>,
-    /// The target's value (None: the record does not carry the column).
-    pub target: Option<Json>,
+    pub table: Json,
+    /// The target's value (NULL also when the record does not carry the column).
+    pub target: Json,
 }
 
 /// One key that differs.
@@ -214,6 +218,9 @@ struct Suspect {
     touched: bool,
 }
 
+/// The suspects by identity.
+type Suspects = HashMap<Digest, Suspect, BuildDigest>;
+
 /// What the comparisons of one command share.
 pub struct Verifier {
     cfg: Config,
@@ -253,6 +260,11 @@ impl Verifier {
             })
         });
         Ok(Verifier { cfg, opts, connect, registry, routes, filter, forms, geo_point })
+    }
+
+    /// The source's name (`source.name`).
+    pub fn source_name(&self) -> &str {
+        &self.cfg.source.name
     }
 
     /// The source's connection settings (to list its tables).
@@ -389,10 +401,16 @@ impl Verifier {
         let records: u64 = marks.iter().map(|&(_, low, high)| u64::try_from(high - low).unwrap_or(0)).sum();
         let passes = (records.saturating_mul(ENTRY_BYTES)).div_ceil(self.opts.memory_limit.max(1)).max(1);
         report.passes = passes;
-        let mut suspects: HashMap<Digest, Suspect> = HashMap::new();
+        // a topic's keys are known by their key datum's bytes, an index's by document id
+        let by_id = !matches!(target, Target::Kafka);
+        let mut suspects: Suspects = HashMap::with_hasher(BuildDigest);
         for pass in 0..passes {
             let in_pass = move |h: Digest| (h % u128::from(passes)) as u64 == pass;
             let capacity = usize::try_from(records / passes).unwrap_or(0).min(1 << 26);
+            let started = Instant::now();
+            // the table's first chunks are read while the target is
+            let plan = reader.plan.clone();
+            let mut chunks = reader.prefetch(PREFETCH);
             let mut state = match target {
                 Target::Kafka => {
                     let to = base.clone();
@@ -406,29 +424,59 @@ impl Verifier {
                 }
                 Target::Elastic(e) => index_state(e, &side.norm, capacity, in_pass).await?,
             };
+            tracing::debug!(table = %name, pass, keys = state.len(), secs = started.elapsed().as_secs_f64(), "target read");
+            let started = Instant::now();
             // 2. the table, chunk by chunk
-            let mut after: Option<Vec<String>> = None;
             loop {
-                let chunk = reader.chunk(after.as_deref()).await?;
+                let Some(chunk) = chunks.next().await? else { break };
                 let (mut raw, mut values) = (Vec::new(), Vec::new());
                 for packet in &chunk.rows {
-                    parse_row(&reader.plan, &chunk.columns, packet, &mut raw, &mut values)?;
-                    let doc = side.norm.row(&mut values).map_err(|e| VerifyError::Other(format!("{name}: {e}")))?;
-                    let h = id_digest(&doc.id);
+                    parse_row(&plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                    let failed = |e: String| VerifyError::Other(format!("{name}: {e}"));
+                    // the topic: the row by its bytes as the pipeline encodes it (its normal
+                    // form only when needed); an index: by its normal form
+                    let (h, bytes, mut doc) = if by_id {
+                        let d = side.norm.row(&mut values).map_err(failed)?;
+                        (id_digest(&d.id), None, Some(d))
+                    } else {
+                        let (k, r) = side.norm.row_bytes(&mut values).map_err(failed)?;
+                        (k, Some(r), None)
+                    };
                     if !in_pass(h) {
                         continue;
                     }
                     report.rows += 1;
-                    let locator = match state.remove(&h) {
-                        Some(e) if e.digest == doc.digest() => {
-                            report.equal += 1;
-                            continue;
+                    let entry = state.remove(&h);
+                    if entry.as_ref().is_some_and(|e| !e.json && bytes == Some(e.digest)) {
+                        report.equal += 1;
+                        continue;
+                    }
+                    let locator = match entry {
+                        Some(e) => {
+                            let equal = if e.json {
+                                let d = match doc.take() {
+                                    Some(d) => d,
+                                    None => side.norm.row(&mut values).map_err(failed)?,
+                                };
+                                let equal = d.digest() == e.digest;
+                                doc = Some(d);
+                                equal
+                            } else {
+                                bytes == Some(e.digest)
+                            };
+                            if equal {
+                                report.equal += 1;
+                                continue;
+                            }
+                            Some((e.partition, e.offset))
                         }
-                        Some(e) => Some((e.partition, e.offset)),
                         None => None,
                     };
-                    let key = reader
-                        .plan
+                    let doc = match doc {
+                        Some(d) => d,
+                        None => side.norm.row(&mut values).map_err(failed)?,
+                    };
+                    let key = plan
                         .key()
                         .iter()
                         .map(|&i| values.get(i).and_then(Option::as_ref).and_then(sql_literal))
@@ -447,11 +495,9 @@ impl Verifier {
                     );
                 }
                 self.too_many(&suspects, report)?;
-                match chunk.next {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
             }
+            reader = chunks.finish().await?;
+            tracing::debug!(table = %name, pass, rows = report.rows, secs = started.elapsed().as_secs_f64(), "table read");
             // what is left in the target has no row
             for (h, e) in state {
                 suspects.insert(
@@ -487,7 +533,7 @@ impl Verifier {
             if suspects.is_empty() {
                 break;
             }
-            self.reread(&mut reader, &mut side.norm, &mut suspects).await?;
+            self.reread(&mut reader, &mut side.norm, &mut suspects, by_id).await?;
             let at = reader.position().await?;
             self.wait_for_checkpoint(&at).await?;
             if let Target::Elastic(e) = target {
@@ -505,7 +551,8 @@ impl Verifier {
                 let r = side.topic.watermarks().and_then(|m| {
                     let to: Ends = m.iter().map(|&(p, _, high)| (p, high)).collect();
                     let mut tail = Vec::new();
-                    side.topic.scan(&side.norm, &from, &to, |rec| tail.push(rec)).map(|()| (to, tail))
+                    let how = Read { by_id, bytes: false, want_key: false };
+                    side.topic.scan(&side.norm, (&from, &to), how, |rec| tail.push(rec)).map(|()| (to, tail))
                 });
                 (side, r)
             })
@@ -518,20 +565,15 @@ impl Verifier {
             let kafka = matches!(target, Target::Kafka);
             for rec in tail {
                 match rec.change {
-                    Change::Upsert(doc) => {
-                        if let Some(s) = suspects.get_mut(&id_digest(&doc.id)) {
+                    Change::Upsert(_) | Change::UpsertBytes(_) | Change::Delete => {
+                        if let Some(s) = suspects.get_mut(&rec.identity) {
                             s.partition = Some(rec.partition);
                             s.touched = true;
                             if kafka {
-                                s.target = Some(doc);
-                            }
-                        }
-                    }
-                    Change::Delete(id) => {
-                        if let Some(s) = suspects.get_mut(&id_digest(&id)) {
-                            s.touched = true;
-                            if kafka {
-                                s.target = None;
+                                s.target = match rec.change {
+                                    Change::Upsert(doc) => Some(doc),
+                                    _ => None,
+                                };
                             }
                         }
                     }
@@ -598,7 +640,7 @@ impl Verifier {
         }
     }
 
-    fn too_many(&self, suspects: &HashMap<Digest, Suspect>, report: &TableReport) -> Result<(), VerifyError> {
+    fn too_many(&self, suspects: &Suspects, report: &TableReport) -> Result<(), VerifyError> {
         if suspects.len() > self.opts.max_suspects {
             return Err(VerifyError::Other(format!(
                 "{}: more than {} keys differ from {} ({} rows read so far): too many to re-check one by one. Is \
@@ -637,10 +679,13 @@ impl Verifier {
         &self,
         reader: &mut TableReader,
         norm: &mut Normalizer,
-        suspects: &mut HashMap<Digest, Suspect>,
+        suspects: &mut Suspects,
+        by_id: bool,
     ) -> Result<(), VerifyError> {
         let keys: Vec<(Digest, Vec<String>)> =
             suspects.iter().filter_map(|(h, s)| s.key.clone().map(|k| (*h, k))).collect();
+        let table = norm.table.clone();
+        let failed = |e: String| VerifyError::Other(format!("{table}: {e}"));
         for batch in keys.chunks(200) {
             for (h, _) in batch {
                 if let Some(s) = suspects.get_mut(h) {
@@ -652,8 +697,9 @@ impl Verifier {
             let (mut raw, mut values) = (Vec::new(), Vec::new());
             for packet in &chunk.rows {
                 parse_row(&reader.plan, &chunk.columns, packet, &mut raw, &mut values)?;
-                let doc = norm.row(&mut values).map_err(|e| VerifyError::Other(format!("{}: {e}", norm.table)))?;
-                if let Some(s) = suspects.get_mut(&id_digest(&doc.id)) {
+                let h = if by_id { None } else { Some(norm.row_bytes(&mut values).map_err(&failed)?.0) };
+                let doc = norm.row(&mut values).map_err(&failed)?;
+                if let Some(s) = suspects.get_mut(&h.unwrap_or_else(|| id_digest(&doc.id))) {
                     s.row = Some(doc);
                 }
             }
@@ -662,27 +708,22 @@ impl Verifier {
     }
 
     /// Waits until the publisher's committed checkpoint is at or past `at`.
-    async fn wait_for_checkpoint(&self, at: &(String, u64)) -> Result<(), VerifyError> {
+    async fn wait_for_checkpoint(&self, at: &table::Mark) -> Result<(), VerifyError> {
         let started = Instant::now();
         loop {
             let cp = crate::kafka::committed_checkpoint(&self.cfg.kafka, &self.cfg.source.name)
                 .await
                 .map_err(VerifyError::Kafka)?;
-            let passed = cp.as_ref().is_some_and(|c| {
-                matches!(
-                    binlog_order((&c.file, c.position), (&at.0, at.1)),
-                    Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
-                )
-            });
+            let passed = cp.as_ref().is_some_and(|c| at.passed_by(c));
             if passed {
                 return Ok(());
             }
             if started.elapsed() > self.opts.wait {
                 let now = cp.map_or_else(|| "none".to_string(), |c| c.to_string());
                 return Err(VerifyError::Other(format!(
-                    "the publisher's checkpoint of source {:?} did not reach the source's position {}:{} within {:?} \
+                    "the publisher's checkpoint of source {:?} did not reach the source's position {at} within {:?} \
                      (it is at {now}): is sluice run running and keeping up? (sluice position show; --wait waits longer)",
-                    self.cfg.source.name, at.0, at.1, self.opts.wait
+                    self.cfg.source.name, self.opts.wait
                 )));
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -703,20 +744,18 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 
 /// Reads the record each suspect's state came from: its id and key, and (`values`: the target
 /// is the topic) its values.
-fn fill_targets(side: &mut Side, suspects: &mut HashMap<Digest, Suspect>, values: bool) -> Result<(), VerifyError> {
+fn fill_targets(side: &mut Side, suspects: &mut Suspects, values: bool) -> Result<(), VerifyError> {
     for s in suspects.values_mut() {
         let Some((p, o)) = s.locator.take() else { continue };
         let rec = side.topic.fetch(&side.norm, p, o)?;
         if s.key.is_none() {
             s.key = rec.key_literals;
         }
-        if let Change::Upsert(doc) = rec.change {
-            if s.id.is_empty() {
-                s.id.clone_from(&doc.id);
-            }
-            if values {
-                s.target = Some(doc);
-            }
+        if s.id.is_empty() {
+            s.id = rec.id.unwrap_or_default();
+        }
+        if let (Change::Upsert(doc), true) = (rec.change, values) {
+            s.target = Some(doc);
         }
     }
     Ok(())
@@ -763,9 +802,9 @@ async fn index_state(
     norm: &Normalizer,
     capacity: usize,
     wanted: impl Fn(Digest) -> bool,
-) -> Result<HashMap<Digest, Entry>, VerifyError> {
+) -> Result<HashMap<Digest, Entry, BuildDigest>, VerifyError> {
     let es_err = |x: crate::elastic::client::ElasticError| VerifyError::Other(format!("{}: {x}", e.index));
-    let mut state = HashMap::with_capacity(capacity);
+    let mut state = HashMap::with_capacity_and_hasher(capacity, BuildDigest);
     let mut scroll = e.es.scan(&e.index, ES_PAGE, true).await.map_err(es_err)?;
     loop {
         let page = e.es.next_page(&mut scroll).await.map_err(es_err)?;
@@ -777,18 +816,14 @@ async fn index_state(
             if wanted(h) {
                 let (partition, offset) = version_parts(hit.version);
                 let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
-                state.insert(h, Entry { digest, partition, offset });
+                state.insert(h, Entry { digest, json: true, partition, offset });
             }
         }
     }
 }
 
 /// The suspects' documents as the index has them now.
-async fn documents(
-    e: &ElasticTarget,
-    norm: &Normalizer,
-    suspects: &mut HashMap<Digest, Suspect>,
-) -> Result<(), VerifyError> {
+async fn documents(e: &ElasticTarget, norm: &Normalizer, suspects: &mut Suspects) -> Result<(), VerifyError> {
     let ids: Vec<String> = suspects.values().filter(|s| !s.id.is_empty()).map(|s| s.id.clone()).collect();
     for batch in ids.chunks(ES_PAGE) {
         for id in batch {

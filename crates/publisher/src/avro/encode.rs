@@ -315,6 +315,15 @@ impl AvroEncoder {
         Ok(())
     }
 
+    /// Appends a row image alone, as the envelope's `after` and the flattened value hold it
+    /// (`sluice verify` digests rows by these bytes).
+    ///
+    /// # Errors
+    /// As [`AvroEncoder::write_value`].
+    pub fn write_row(&self, schema: &TableSchema, image: &RowImage<'_>, out: &mut Vec<u8>) -> Result<()> {
+        self.row(schema, image, "after", out)
+    }
+
     /// Appends the flattened value of a truncate, for the table's registered flattened
     /// schema `schema` (any version): `__op = "t"`, `__deleted = true`, and every column at its
     /// type's zero (null where nullable), which no consumer is to read as a row: the record has

@@ -22,20 +22,24 @@ Examples:
   sluice verify -c sluice.toml -t shop.orders --format json
   sluice verify -c sluice.toml -t 'shop.*' --where 'shop.orders=created_at >= NOW() - INTERVAL 1 DAY'
   sluice verify -c sluice.toml --memory-limit 64MiB
+  sluice verify -c sluice.toml --target kafka --pushgateway http://pushgateway:9091
 
 Reads each table in key order and compares every row with the state its topic replays to
 (read_committed; per key the last record wins; deletes, tombstones and truncate records
 applied) and, with an [elasticsearch] section, with the documents of its index; values compared
-as the records carry them (DECIMAL digits, BIGINT UNSIGNED, zero dates, every character set). It works while sluice run keeps publishing: a key that differs is
-read again once the publisher's checkpoint has passed the re-read, and only a difference that
-persists is reported; a key that changed in every round is listed as unsettled, not as a
-difference. The configuration is sluice run's (the source's name finds its checkpoint).
+as the records carry them (DECIMAL digits, BIGINT UNSIGNED, zero dates, every character set).
+It works while sluice run keeps publishing: a key that differs is read again once the
+publisher's checkpoint has passed the re-read, and only a difference that persists is
+reported; a key that changed in every round is listed as unsettled, not as a difference. The
+configuration is sluice run's (the source's name finds its checkpoint).
 
 Reading a failure: missing keys are rows the topic never got (re-publish them with sluice
 snapshot --table db.t), extra keys are rows deleted at the source without a delete record,
 different keys name each column with both values. An index that lags or misses documents the
-topic has: reset the sink's consumer group (its offsets) to replay the topic. Exit 0: every table equal; 1: a table
-differs or could not be verified; 2: a bad configuration or option.")]
+topic has: reset the sink's consumer group (its offsets) to replay the topic.
+
+Exit 0: every table equal; 1: a table differs or could not be verified; 2: a bad
+configuration or option.")]
 pub struct VerifyArgs {
     /// The configuration file (sluice run's).
     #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
@@ -57,7 +61,8 @@ pub struct VerifyArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Memory for the kept keys (about 112 bytes each): a topic with more keys is compared in
-    /// several passes over the topic and the table.
+    /// several passes over the topic and the table. The process needs up to about 96 MiB more
+    /// (the topic's fetch queue, three chunks of rows, the runtime).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_byte_size)]
     pub memory_limit: u64,
     /// How long to wait for sluice run's checkpoint to pass a re-read row.
@@ -73,6 +78,15 @@ pub struct VerifyArgs {
     /// too far apart (a never snapshotted table, a publisher far behind).
     #[arg(long, default_value_t = 100_000)]
     pub max_suspects: usize,
+    /// Push the run's metrics to this Prometheus Pushgateway (`http://pushgateway:9091`), one
+    /// group per table and target (job `sluice_verify`): `sluice_verify_equal`,
+    /// `sluice_verify_rows_total{outcome}`, `sluice_verify_last_success_timestamp_seconds`.
+    #[arg(long, value_name = "URL", env = "SLUICE_VERIFY_PUSHGATEWAY")]
+    pub pushgateway: Option<String>,
+    /// Write the run's metrics to this file in Prometheus's text format (replaced whole; for
+    /// node_exporter's textfile collector).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
     /// Rows per chunk of the table read.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub chunk_size: u64,
@@ -169,7 +183,18 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
             return exit;
         }
     };
+    if let Some(url) = &args.pushgateway {
+        let parsed = url::Url::parse(url);
+        if !parsed.as_ref().is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
+            crate::eline!(
+                "{NAME}: --pushgateway {:?} is not an http:// or https:// URL",
+                crate::config::redact_url(url)
+            );
+            return Exit::Usage;
+        }
+    }
     let (mut equal, mut unequal, mut failed, mut skipped, mut total) = (0, 0, 0, 0, 0);
+    let mut reports = Vec::new();
     for (db, table) in &tables {
         for &target in targets {
             if target == TargetKind::Elasticsearch && !matches!(v.index_of(db, table), Ok(Some(_)) | Err(_)) {
@@ -184,7 +209,12 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
                 (None, false) => unequal += 1,
             }
             print(out, args.format, &r);
+            reports.push(r);
         }
+    }
+    if let Err(e) = publish_metrics(v.source_name(), &reports, args).await {
+        crate::eline!("{NAME}: {e}");
+        failed += 1;
     }
     match args.format {
         Format::Text => crate::report!(
@@ -203,6 +233,40 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
     } else {
         Exit::Failure
     }
+}
+
+/// Pushes the run's metrics and writes them to the metrics file, as asked.
+async fn publish_metrics(source: &str, reports: &[TableReport], args: &VerifyArgs) -> Result<(), String> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    if let Some(path) = &args.metrics_file {
+        let all: Vec<&TableReport> = reports.iter().collect();
+        let text = crate::verify::push::exposition(source, &all, now, true);
+        // replaced whole, never read half-written
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("writing --metrics-file {}: {e}", path.display()))?;
+    }
+    let Some(url) = &args.pushgateway else { return Ok(()) };
+    let http = crate::http::client(None, "--pushgateway", Duration::from_secs(10))?;
+    for r in reports.iter().filter(|r| r.skipped.is_none()) {
+        let body = crate::verify::push::exposition(source, &[r], now, false);
+        let target = format!("{}{}", url.trim_end_matches('/'), crate::verify::push::group_path(source, r));
+        let shown = crate::config::redact_url(url);
+        // POST: replaces the metrics it sends, keeps the group's last success time
+        let resp =
+            http.post(&target).header("Content-Type", "text/plain; version=0.0.4").body(body).send().await.map_err(
+                |e| {
+                    format!("pushing the metrics to {shown}: {}", crate::http::cause_chain(&e, Duration::from_secs(10)))
+                },
+            )?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            return Err(format!("the Pushgateway at {shown} refused the metrics: {status} {}", text.trim()));
+        }
+    }
+    Ok(())
 }
 
 /// The tables to verify: those the patterns (default: all) match that `[filter]` captures.
@@ -270,16 +334,8 @@ fn print(out: &mut Report, format: Format, r: &TableReport) {
             Kind::Extra => "extra    ",
             Kind::Different => "different",
         };
-        let cols: Vec<String> = f
-            .columns
-            .iter()
-            .map(|c| {
-                let show = |v: &Option<serde_json::Value>| {
-                    v.as_ref().map_or_else(|| "(absent)".to_string(), ToString::to_string)
-                };
-                format!("{}: table {}, {} {}", c.column, show(&c.table), r.target, show(&c.target))
-            })
-            .collect();
+        let cols: Vec<String> =
+            f.columns.iter().map(|c| format!("{}: table {}, {} {}", c.column, c.table, r.target, c.target)).collect();
         if cols.is_empty() {
             crate::report!(out, "  {kind} key {}", f.key);
         } else {

@@ -56,12 +56,8 @@ pub struct Forms {
 /// # Errors
 /// A key value that cannot be written (named by column).
 pub fn document_id(key: &Avro, fields: &[Field], forms: Forms) -> Result<String, DocError> {
-    let values = record_values(key, fields, forms)?;
-    match values.as_slice() {
-        [(_, Json::String(s))] => Ok(s.clone()),
-        [(_, v)] => Ok(v.to_string()),
-        many => Ok(Json::Array(many.iter().map(|(_, v)| v.clone()).collect()).to_string()),
-    }
+    let values = record_json(key, fields, forms)?;
+    Ok(id_of(&values.iter().collect::<Vec<_>>()))
 }
 
 /// What a value record asks for; `None` for a tombstone (also a delete).
@@ -69,47 +65,91 @@ pub fn document_id(key: &Avro, fields: &[Field], forms: Forms) -> Result<String,
 /// # Errors
 /// A record that is not of the layout's shape, or a value that cannot be written.
 pub fn action(value: Option<&Avro>, layout: &Layout, forms: Forms) -> Result<Action, DocError> {
-    let Some(value) = value else { return Ok(Action::Delete) };
-    let Avro::Record(top) = value else { return Err(doc_err("(record)", "the value is not a record")) };
-    let get = |name: &str| top.iter().find(|(k, _)| k == name).map(|(_, v)| unwrap(v));
-    let row = if layout.flattened {
-        if matches!(get("__op"), Some(Avro::String(op)) if op == "t") {
-            return Ok(Action::Truncate);
-        }
-        if matches!(get("__deleted"), Some(Avro::Boolean(true))) {
-            return Ok(Action::Delete);
-        }
-        value
-    } else {
-        match get("op") {
-            Some(Avro::String(op)) if op == "d" => return Ok(Action::Delete),
-            Some(Avro::String(op)) if op == "t" => return Ok(Action::Truncate),
-            Some(Avro::String(_)) => {}
-            other => return Err(doc_err("(op)", format!("the envelope's op is {other:?}"))),
-        }
-        match get("after") {
-            Some(after @ Avro::Record(_)) => after,
-            other => return Err(doc_err("(after)", format!("a create or update without an after image: {other:?}"))),
-        }
-    };
-    Ok(Action::Index(record_values(row, &layout.fields, forms)?.into_iter().collect()))
+    Ok(match row_of(value, layout)? {
+        Row::Truncate => Action::Truncate,
+        Row::Delete => Action::Delete,
+        Row::Written(row) => Action::Index(record_values(row, &layout.fields, forms)?.into_iter().collect()),
+    })
 }
 
-/// The layout's columns of a record, as (column name, JSON value): the normal form `sluice
-/// verify` compares rows in.
-pub(crate) fn record_values(record: &Avro, fields: &[Field], forms: Forms) -> Result<Vec<(String, Json)>, DocError> {
+/// What a value record holds: a truncate, a delete, or the row it writes.
+pub(crate) enum Row<'a> {
+    /// A truncate record.
+    Truncate,
+    /// A delete, a tombstone (None), or a flattened `__deleted`.
+    Delete,
+    /// The row a create, update or read writes (the after image, or the flattened record).
+    Written(&'a Avro),
+}
+
+/// The row of a value record (None: a tombstone).
+///
+/// # Errors
+/// A record that is not of the layout's shape.
+pub(crate) fn row_of<'a>(value: Option<&'a Avro>, layout: &Layout) -> Result<Row<'a>, DocError> {
+    let Some(value) = value else { return Ok(Row::Delete) };
+    let Avro::Record(top) = value else { return Err(doc_err("(record)", "the value is not a record")) };
+    let get = |name: &str| top.iter().find(|(k, _)| k == name).map(|(_, v)| unwrap(v));
+    if layout.flattened {
+        if matches!(get("__op"), Some(Avro::String(op)) if op == "t") {
+            return Ok(Row::Truncate);
+        }
+        if matches!(get("__deleted"), Some(Avro::Boolean(true))) {
+            return Ok(Row::Delete);
+        }
+        return Ok(Row::Written(value));
+    }
+    match get("op") {
+        Some(Avro::String(op)) if op == "d" => return Ok(Row::Delete),
+        Some(Avro::String(op)) if op == "t" => return Ok(Row::Truncate),
+        Some(Avro::String(_)) => {}
+        other => return Err(doc_err("(op)", format!("the envelope's op is {other:?}"))),
+    }
+    match get("after") {
+        Some(after @ Avro::Record(_)) => Ok(Row::Written(after)),
+        other => Err(doc_err("(after)", format!("a create or update without an after image: {other:?}"))),
+    }
+}
+
+/// The layout's columns of a record, as (column name, JSON value).
+fn record_values(record: &Avro, fields: &[Field], forms: Forms) -> Result<Vec<(String, Json)>, DocError> {
+    let values = record_json(record, fields, forms)?;
+    Ok(fields.iter().map(|f| f.column.clone()).zip(values).collect())
+}
+
+/// The layout's columns of a record, as JSON values in the fields' order: the normal form
+/// `sluice verify` compares rows in.
+///
+/// # Errors
+/// A field missing from the record, or a value that cannot be written (named by column).
+pub(crate) fn record_json(record: &Avro, fields: &[Field], forms: Forms) -> Result<Vec<Json>, DocError> {
     let Avro::Record(values) = unwrap(record) else { return Err(doc_err("(record)", "not a record")) };
     fields
         .iter()
-        .map(|f| {
-            let v = values
-                .iter()
-                .find(|(k, _)| *k == f.avro)
-                .map(|(_, v)| v)
-                .ok_or_else(|| doc_err(&f.column, "missing from the record"))?;
-            Ok((f.column.clone(), value(&f.kind, unwrap(v), forms).map_err(|what| doc_err(&f.column, what))?))
+        .enumerate()
+        .map(|(i, f)| {
+            // the fields come in the record's order; a search only when they do not
+            let v = match values.get(i) {
+                Some((k, v)) if *k == f.avro => v,
+                _ => values
+                    .iter()
+                    .find(|(k, _)| *k == f.avro)
+                    .map(|(_, v)| v)
+                    .ok_or_else(|| doc_err(&f.column, "missing from the record"))?,
+            };
+            value(&f.kind, unwrap(v), forms).map_err(|what| doc_err(&f.column, what))
         })
         .collect()
+}
+
+/// The document id of key values (in key order): a one-column key's value as text, a
+/// composite key as a JSON array.
+pub(crate) fn id_of(values: &[&Json]) -> String {
+    match values {
+        [Json::String(s)] => s.clone(),
+        [v] => v.to_string(),
+        many => Json::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+    }
 }
 
 fn unwrap(v: &Avro) -> &Avro {

@@ -21,7 +21,7 @@ use sluice_binlog::{TableMap, Value};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 use crate::avro::{AvroEncoder, Op, TableSchema};
-use crate::elastic::document::{action, document_id, record_values, Action, Forms};
+use crate::elastic::document::{document_id, id_of, record_json, row_of, Forms, Row};
 use crate::elastic::mapping::{key_fields, layout, Field, Kind, Layout};
 
 /// A 128-bit digest (of a document id, or of a row's values).
@@ -40,27 +40,59 @@ pub(crate) struct Doc {
     /// The compared columns' values, in [`Normalizer::columns`]' order. A column a record or a
     /// document does not carry (written before the column was added) is NULL, as Avro's schema
     /// resolution reads it with the table's schema now.
-    pub values: Vec<Option<Json>>,
+    pub values: Vec<Json>,
 }
 
 impl Doc {
-    /// The digest of the values (equal values, equal digests).
+    /// The digest of the values (equal values, equal digests), hashed as they are, without
+    /// writing them out.
     pub(crate) fn digest(&self) -> Digest {
         let mut h = Xxh3::new();
-        let mut text = String::new();
         for v in &self.values {
-            text.clear();
-            match v {
-                // a tag no JSON text starts with
-                None => text.push('\u{1}'),
-                Some(j) => {
-                    let _ = write!(text, "{j}");
-                }
-            }
-            h.update(&(text.len() as u64).to_le_bytes());
-            h.update(text.as_bytes());
+            hash_json(&mut h, v);
         }
         h.digest128()
+    }
+}
+
+/// Feeds a JSON value to the hasher, each kind tagged and each variable part length-prefixed.
+fn hash_json(h: &mut Xxh3, v: &Json) {
+    struct Text<'h>(&'h mut Xxh3);
+    impl std::fmt::Write for Text<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.update(s.as_bytes());
+            Ok(())
+        }
+    }
+    match v {
+        Json::Null => h.update(&[0]),
+        Json::Bool(b) => h.update(&[1, u8::from(*b)]),
+        Json::Number(n) => {
+            // a number's text ends where the next tag starts: no tag is a digit, '-', '.' or 'e'
+            h.update(&[2]);
+            let _ = write!(Text(h), "{n}");
+        }
+        Json::String(s) => {
+            h.update(&[3]);
+            h.update(&(s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }
+        Json::Array(a) => {
+            h.update(&[4]);
+            h.update(&(a.len() as u64).to_le_bytes());
+            for x in a {
+                hash_json(h, x);
+            }
+        }
+        Json::Object(o) => {
+            h.update(&[5]);
+            h.update(&(o.len() as u64).to_le_bytes());
+            for (k, x) in o {
+                h.update(&(k.len() as u64).to_le_bytes());
+                h.update(k.as_bytes());
+                hash_json(h, x);
+            }
+        }
     }
 }
 
@@ -69,8 +101,11 @@ impl Doc {
 pub(crate) enum Change {
     /// The row is now this (`c`, `u`, `r`).
     Upsert(Doc),
-    /// The row with this id is gone (`d`, a tombstone).
-    Delete(String),
+    /// The row is now the one whose bytes have this digest (a record written with the table's
+    /// schema of now, not decoded).
+    UpsertBytes(Digest),
+    /// The row is gone (`d`, a tombstone).
+    Delete,
     /// Every row of the table the record's partition held is gone (`t`).
     Truncate,
 }
@@ -84,13 +119,67 @@ pub(crate) enum Keyless {
     Other(String),
 }
 
+/// A value schema of the table as a record was written with: its layout, and where each of
+/// the compared columns is in it.
+pub(crate) struct Writer {
+    layout: Layout,
+    /// By compared column: its index in the layout's fields (None: not in this version).
+    place: Vec<Option<usize>>,
+}
+
+impl Writer {
+    /// The schema is a flattened value's (else the envelope's).
+    pub(crate) fn flattened(&self) -> bool {
+        self.layout.flattened
+    }
+}
+
+/// Hashes digests for a hash map by their low 64 bits: they are hashes already.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BuildDigest;
+
+/// The hasher of [`BuildDigest`].
+#[derive(Debug, Default)]
+pub(crate) struct DigestHasher(u64);
+
+impl std::hash::BuildHasher for BuildDigest {
+    type Hasher = DigestHasher;
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher(0)
+    }
+}
+
+impl std::hash::Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // not a digest: mix whatever it is
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u128(&mut self, n: u128) {
+        self.0 = n as u64;
+    }
+}
+
+/// What a value record asks of its key.
+pub(crate) enum Need {
+    /// Its change (a row carries its key's values).
+    Change(Change),
+    /// A delete: of the key the record's key says.
+    Delete,
+}
+
 /// Turns a table's rows and its records into [`Doc`]s.
 pub(crate) struct Normalizer {
     /// `db.table`.
     pub table: String,
     schema: TableSchema,
     flat: Layout,
-    key_fields: Vec<Field>,
+    /// The key's columns' indexes in the compared columns.
+    key_place: Vec<usize>,
     forms: Forms,
     encoder: AvroEncoder,
     buf: Vec<u8>,
@@ -117,8 +206,13 @@ impl Normalizer {
         let key_fields = key_fields(key_schema).map_err(|e| Keyless::Other(e.to_string()))?;
         let flat = layout(schema.flat_schema(), &|c| geo_point(&format!("{table}.{c}")))
             .map_err(|e| Keyless::Other(e.to_string()))?;
-        let columns = flat.fields.iter().map(|f| f.column.clone()).collect();
-        Ok(Normalizer { table, schema, flat, key_fields, forms, encoder: AvroEncoder::new(), buf: Vec::new(), columns })
+        let columns: Vec<String> = flat.fields.iter().map(|f| f.column.clone()).collect();
+        let key_place = key_fields
+            .iter()
+            .map(|k| columns.iter().position(|c| *c == k.column))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| Keyless::Other(format!("{table}: a key column is not among the row's columns")))?;
+        Ok(Normalizer { table, schema, flat, key_place, forms, encoder: AvroEncoder::new(), buf: Vec::new(), columns })
     }
 
     /// The compared columns, in order.
@@ -145,61 +239,126 @@ impl Normalizer {
 
     fn image(&mut self, image: &RowImage<'_>) -> Result<Doc, String> {
         self.buf.clear();
-        self.encoder.write_key(&self.schema, image, &mut self.buf).map_err(|e| e.to_string())?;
-        let key_schema = self.schema.key_schema().ok_or("no key schema")?;
-        let key = read(key_schema, &self.buf)?;
-        let id = document_id(&key, &self.key_fields, self.forms).map_err(|e| e.to_string())?;
-        self.buf.clear();
         self.encoder.write_flat(&self.schema, Op::Read, None, Some(image), &mut self.buf).map_err(|e| e.to_string())?;
         let value = read(self.schema.flat_schema(), &self.buf)?;
-        let values = record_values(&value, &self.flat.fields, self.forms)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|(_, v)| Some(v));
-        Ok(Doc { id, values: values.collect() })
+        let values = record_json(&value, &self.flat.fields, self.forms).map_err(|e| e.to_string())?;
+        Ok(Doc { id: self.id(&values), values })
     }
 
-    /// What a decoded record does: `key` (None: a record without a key) decoded with a key
-    /// schema of `key_fields`, `value` (None: a tombstone) with a value schema of `layout`.
+    /// The document id of a row's values (its key columns').
+    fn id(&self, values: &[Json]) -> String {
+        let key: Vec<&Json> = self.key_place.iter().filter_map(|&i| values.get(i)).collect();
+        id_of(&key)
+    }
+
+    /// The table's value schema `layout` as a record was written with it.
+    pub(crate) fn writer(&self, layout: Layout) -> Writer {
+        let place = self.columns.iter().map(|c| layout.fields.iter().position(|f| f.column == *c)).collect();
+        Writer { layout, place }
+    }
+
+    /// What a value record (decoded with `writer`'s schema) does.
     ///
     /// # Errors
-    /// A record of another shape than its schema says, or without a key where one is needed.
-    pub(crate) fn record(
-        &self,
-        key: Option<(&Avro, &[Field])>,
-        value: Option<(&Avro, &Layout)>,
-    ) -> Result<Change, String> {
-        let id = || -> Result<String, String> {
-            let (k, fields) = key.ok_or("a row change without a key")?;
-            document_id(k, fields, self.forms).map_err(|e| e.to_string())
-        };
-        let act = match value {
-            None => Action::Delete,
-            Some((v, l)) => action(Some(v), l, self.forms).map_err(|e| e.to_string())?,
-        };
-        Ok(match act {
-            Action::Truncate => Change::Truncate,
-            Action::Delete => Change::Delete(id()?),
-            Action::Index(mut doc) => Change::Upsert(Doc {
-                id: id()?,
-                values: self.columns.iter().map(|c| Some(doc.remove(c).unwrap_or(Json::Null))).collect(),
-            }),
+    /// A record of another shape than its schema says, or a value that cannot be written.
+    pub(crate) fn value(&self, value: &Avro, writer: &Writer) -> Result<Need, String> {
+        Ok(match row_of(Some(value), &writer.layout).map_err(|e| e.to_string())? {
+            Row::Truncate => Need::Change(Change::Truncate),
+            Row::Delete => Need::Delete,
+            Row::Written(row) => {
+                let mut json = record_json(row, &writer.layout.fields, self.forms).map_err(|e| e.to_string())?;
+                let values: Vec<Json> = writer
+                    .place
+                    .iter()
+                    .map(|p| p.and_then(|i| json.get_mut(i)).map(Json::take).unwrap_or(Json::Null))
+                    .collect();
+                Need::Change(Change::Upsert(Doc { id: self.id(&values), values }))
+            }
         })
+    }
+
+    /// The digests of a table row's key bytes (its identity in a topic) and row bytes, as
+    /// the pipeline's encoder writes them: no decoding.
+    ///
+    /// # Errors
+    /// A value the table's schema cannot hold (named by column).
+    pub(crate) fn row_bytes<'v>(&mut self, values: &mut Vec<Option<Value<'v>>>) -> Result<(Digest, Digest), String> {
+        let image = RowImage { values: std::mem::take(values) };
+        self.buf.clear();
+        let key = self.encoder.write_key(&self.schema, &image, &mut self.buf).map(|_| xxh3_128(&self.buf));
+        let row = key.and_then(|k| {
+            self.buf.clear();
+            self.encoder.write_row(&self.schema, &image, &mut self.buf).map(|()| (k, xxh3_128(&self.buf)))
+        });
+        *values = image.values;
+        row.map_err(|e| e.to_string())
+    }
+
+    /// True when a record's value schema is the table's schema of now (its rows' bytes then
+    /// compare as they are).
+    pub(crate) fn is_current(&self, writer: &Schema) -> bool {
+        let w = writer.canonical_form();
+        w == self.schema.value_schema().canonical_form() || w == self.schema.flat_schema().canonical_form()
+    }
+
+    /// What a value datum (unframed) written with the table's schema of now does, read by its
+    /// bytes: None when it is not such a datum (then it is decoded).
+    pub(crate) fn value_bytes(&self, datum: &[u8], flattened: bool) -> Option<Change> {
+        let s = &self.schema;
+        if flattened {
+            let n = s.row_len(datum)?;
+            let mut rest = datum.get(n..)?;
+            let op = TableSchema::read_str(&mut rest)?;
+            let deleted = *rest.first()? != 0;
+            return Some(match (op, deleted) {
+                ("t", _) => Change::Truncate,
+                (_, true) => Change::Delete,
+                _ => Change::UpsertBytes(xxh3_128(datum.get(..n)?)),
+            });
+        }
+        let mut d = datum;
+        let image = |d: &mut &[u8]| -> Option<Option<Digest>> {
+            match TableSchema::read_long(d)? {
+                0 => Some(None),
+                1 => {
+                    let n = s.row_len(d)?;
+                    let digest = xxh3_128(d.get(..n)?);
+                    *d = d.get(n..)?;
+                    Some(Some(digest))
+                }
+                _ => None,
+            }
+        };
+        let _before = image(&mut d)?;
+        let after = image(&mut d)?;
+        Some(match TableSchema::read_str(&mut d)? {
+            "d" => Change::Delete,
+            "t" => Change::Truncate,
+            _ => Change::UpsertBytes(after?),
+        })
+    }
+
+    /// The document id of a key record (decoded with a key schema of `fields`).
+    ///
+    /// # Errors
+    /// A key value that cannot be written.
+    pub(crate) fn key_id(&self, key: &Avro, fields: &[Field]) -> Result<String, String> {
+        document_id(key, fields, self.forms).map_err(|e| e.to_string())
     }
 
     /// The normal form of a document as Elasticsearch returns it (`_id`, `_source`).
     pub(crate) fn source(&self, id: &str, source: Option<&Json>) -> Doc {
         let values =
-            self.columns.iter().map(|c| Some(source.and_then(|s| s.get(c)).cloned().unwrap_or(Json::Null))).collect();
+            self.columns.iter().map(|c| source.and_then(|s| s.get(c)).cloned().unwrap_or(Json::Null)).collect();
         Doc { id: id.to_string(), values }
     }
 
     /// The SQL literals that select the row of a key record's document (`values` in the key's
-    /// column order, as [`record_values`] gives them); None when a key column's type has no
+    /// column order, as [`record_json`] gives them); None when a key column's type has no
     /// literal here (a FLOAT or a TIME in text).
     pub(crate) fn key_literals(&self, key: &Avro, fields: &[Field]) -> Option<Vec<String>> {
-        let values = record_values(key, fields, self.forms).ok()?;
-        fields.iter().zip(values).map(|(f, (_, v))| literal(&f.kind, &v)).collect()
+        let values = record_json(key, fields, self.forms).ok()?;
+        fields.iter().zip(values).map(|(f, v)| literal(&f.kind, &v)).collect()
     }
 }
 

@@ -18,13 +18,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::normal::{id_digest, Change, Digest, Normalizer};
+use super::normal::{id_digest, BuildDigest, Change, Digest, Need, Normalizer, Writer};
 use super::VerifyError;
 use crate::config::KafkaSection;
 use crate::elastic::feed::{decode, schema_id};
-use crate::elastic::mapping::{key_fields, layout, Field, Layout};
+use crate::elastic::mapping::{key_fields, layout, Field};
 use crate::kafka::{client_config, KafkaContext};
 use crate::registry::RegistryClient;
+use xxhash_rust::xxh3::xxh3_128;
 
 /// The end offsets read up to, by partition.
 pub(crate) type Ends = Vec<(i32, i64)>;
@@ -32,16 +33,24 @@ pub(crate) type Ends = Vec<(i32, i64)>;
 /// Where a key's state came from, and what it is.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Entry {
-    /// The digest of the row's values.
+    /// The digest of the row: of its bytes, or (`json`) of its normal form.
     pub digest: Digest,
+    /// The digest is of the normal form ([`super::normal::Doc::digest`]): the record was
+    /// written with another version of the table's schema, or the target is an index.
+    pub json: bool,
     /// The partition of its last record.
     pub partition: i32,
     /// The offset of its last record.
     pub offset: i64,
 }
 
-/// A decoded record: what it does, its key's SQL literals (to read the row again), where it is.
+/// A decoded record: whose, what it does, its key's SQL literals (to read the row again), where
+/// it is.
 pub(crate) struct Record {
+    /// The key's identity ([`Read::by_id`]); 0 for a truncate record.
+    pub identity: Digest,
+    /// The key's document id, when the record was decoded.
+    pub id: Option<String>,
     pub change: Change,
     pub key_literals: Option<Vec<String>>,
     pub partition: i32,
@@ -49,8 +58,8 @@ pub(crate) struct Record {
 }
 
 enum ValueWriter {
-    /// A schema of the table verified.
-    Ours(Layout),
+    /// A schema of the table verified (`current`: its schema of now).
+    Ours { writer: Writer, current: bool },
     /// A schema of another table sharing the topic.
     Other,
 }
@@ -72,6 +81,19 @@ struct Decoder {
     keys: HashMap<u32, Arc<(Schema, Vec<Field>)>>,
     values: HashMap<u32, Arc<(Schema, ValueWriter)>>,
     geo_point: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+/// How a read identifies keys and decodes records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Read {
+    /// Keys by the digest of their document id (an index's suspects); else by the digest of
+    /// their key datum's bytes.
+    pub by_id: bool,
+    /// Records written with the table's schema of now are digested by their bytes, not
+    /// decoded ([`Change::UpsertBytes`]).
+    pub bytes: bool,
+    /// Each record's key is decoded for its SQL literals and id.
+    pub want_key: bool,
 }
 
 /// How long a read may go without a record while it has not reached its end.
@@ -102,10 +124,13 @@ impl TopicReader {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "false")
-            .set("fetch.wait.max.ms", "100")
-            // librdkafka prefetches up to 64 MiB per partition by default: the memory bound
-            // is the kept keys', not the fetch queue's
-            .set("queued.max.messages.kbytes", "8192")
+            // librdkafka prefetches at least 100,000 records a partition (decompressed: about
+            // 300 MB for a 3-partition topic of 1 KB rows) and up to 64 MiB of fetches: the
+            // memory bound is the kept keys', not the fetch queue's
+            .set("queued.max.messages.kbytes", "16384")
+            // and once that queue is full librdkafka waits 1 s before it fetches again, while
+            // verify empties it in a fifth of that: the read took 4x as long as a plain drain
+            .set("fetch.queue.backoff.ms", "5")
             .create_with_context(KafkaContext::new(&k.brokers))
             .map_err(|e| {
                 VerifyError::Kafka(crate::kafka::Error::Fatal(format!("creating a reader of {topic}: {e}")))
@@ -169,15 +194,15 @@ impl TopicReader {
     }
 
     /// Replays the records from `from` to `to` (by partition), giving each of the table's to
-    /// `apply` in offset order per partition.
+    /// `apply` in offset order per partition, read as `how` says.
     ///
     /// # Errors
     /// The brokers, the registry, or a record that does not decode (named by offset).
     pub(crate) fn scan(
         &mut self,
         norm: &Normalizer,
-        from: &Ends,
-        to: &Ends,
+        (from, to): (&Ends, &Ends),
+        how: Read,
         mut apply: impl FnMut(Record),
     ) -> Result<(), VerifyError> {
         let mut tpl = TopicPartitionList::new();
@@ -194,7 +219,8 @@ impl TopicReader {
             return Ok(());
         }
         self.consumer.assign(&tpl).map_err(|e| self.kafka_err("assigning", &e))?;
-        let mut last_progress = Instant::now();
+        // progress is timed when a poll comes back empty (a clock read per record costs)
+        let (mut last_progress, mut progressed) = (Instant::now(), false);
         let mut idle = false;
         while !left.is_empty() {
             // a partition whose position reached its end (records, aborted ones and
@@ -213,8 +239,11 @@ impl TopicReader {
                 if left.is_empty() {
                     break;
                 }
+                if progressed {
+                    (last_progress, progressed) = (Instant::now(), false);
+                }
             }
-            if last_progress.elapsed() > STALL {
+            if idle && last_progress.elapsed() > STALL {
                 let waiting: Vec<String> = left.iter().map(|(p, e)| format!("{p} (to {e})")).collect();
                 return Err(VerifyError::Kafka(crate::kafka::Error::Abortable(format!(
                     "{}: the read of partitions {} made no progress for 60 s (an open transaction holding the \
@@ -230,14 +259,14 @@ impl TopicReader {
                 Some(Err(RdKafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => return Err(self.kafka_err("reading", &e)),
                 Some(Ok(m)) => {
-                    last_progress = Instant::now();
+                    progressed = true;
                     let (p, o) = (m.partition(), m.offset());
                     let Some(&end) = left.get(&p) else { continue };
                     if o >= end {
                         left.remove(&p);
                         continue;
                     }
-                    if let Some(rec) = self.decoder.decode(norm, m.key(), m.payload(), p, o)? {
+                    if let Some(rec) = self.decoder.decode(norm, m.key(), m.payload(), (p, o), how)? {
                         apply(rec);
                     }
                     if o + 1 >= end {
@@ -249,7 +278,8 @@ impl TopicReader {
         Ok(())
     }
 
-    /// The table's state in the topic up to `to`, of the keys whose digest `wanted` accepts.
+    /// The table's state in the topic up to `to`, of the keys whose identity `wanted` accepts
+    /// (identities as `by_id` says).
     ///
     /// # Errors
     /// As [`TopicReader::scan`].
@@ -259,31 +289,37 @@ impl TopicReader {
         to: &Ends,
         capacity: usize,
         wanted: impl Fn(Digest) -> bool,
-    ) -> Result<HashMap<Digest, Entry>, VerifyError> {
+    ) -> Result<HashMap<Digest, Entry, BuildDigest>, VerifyError> {
         let from: Ends = self.watermarks()?.into_iter().map(|(p, low, _)| (p, low)).collect();
-        let mut state: HashMap<Digest, Entry> = HashMap::with_capacity(capacity);
-        self.scan(norm, &from, to, |rec| match rec.change {
-            Change::Upsert(doc) => {
-                let h = id_digest(&doc.id);
-                if wanted(h) {
-                    state.insert(h, Entry { digest: doc.digest(), partition: rec.partition, offset: rec.offset });
+        let mut state: HashMap<Digest, Entry, BuildDigest> = HashMap::with_capacity_and_hasher(capacity, BuildDigest);
+        let how = Read { by_id: false, bytes: true, want_key: false };
+        self.scan(norm, (&from, to), how, |rec| {
+            let (partition, offset) = (rec.partition, rec.offset);
+            match rec.change {
+                Change::Upsert(doc) if wanted(rec.identity) => {
+                    state.insert(rec.identity, Entry { digest: doc.digest(), json: true, partition, offset });
                 }
+                Change::UpsertBytes(digest) if wanted(rec.identity) => {
+                    state.insert(rec.identity, Entry { digest, json: false, partition, offset });
+                }
+                Change::Upsert(_) | Change::UpsertBytes(_) => {}
+                Change::Delete => {
+                    state.remove(&rec.identity);
+                }
+                Change::Truncate => state.retain(|_, e| e.partition != partition),
             }
-            Change::Delete(id) => {
-                state.remove(&id_digest(&id));
-            }
-            Change::Truncate => state.retain(|_, e| e.partition != rec.partition),
         })?;
         Ok(state)
     }
 
-    /// The record at `offset` of `partition`.
+    /// The record at `offset` of `partition`, decoded, its key too.
     ///
     /// # Errors
     /// As [`TopicReader::scan`]; a record that is not there any more (compacted away).
     pub(crate) fn fetch(&mut self, norm: &Normalizer, partition: i32, offset: i64) -> Result<Record, VerifyError> {
         let mut found = None;
-        self.scan(norm, &vec![(partition, offset)], &vec![(partition, offset + 1)], |r| found = Some(r))?;
+        let how = Read { by_id: false, bytes: false, want_key: true };
+        self.scan(norm, (&vec![(partition, offset)], &vec![(partition, offset + 1)]), how, |r| found = Some(r))?;
         found.ok_or_else(|| {
             VerifyError::Kafka(crate::kafka::Error::Abortable(format!(
                 "{}: the record at offset {offset} of partition {partition} is gone (compacted while verify ran?)",
@@ -294,51 +330,74 @@ impl TopicReader {
 }
 
 impl Decoder {
-    /// Decodes a record; None for another table's.
+    /// Decodes a record; None for another table's. Its key is decoded only where `how` or
+    /// the record needs it (an index's identity of a delete, the SQL literals).
     fn decode(
         &mut self,
         norm: &Normalizer,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
-        partition: i32,
-        offset: i64,
+        (partition, offset): (i32, i64),
+        how: Read,
     ) -> Result<Option<Record>, VerifyError> {
-        // the writers first (they may ask the registry), then the datums
-        let value_writer = match value.map(schema_id).transpose() {
-            Ok(Some(id)) => Some(self.value_writer(norm, id)?),
-            Ok(None) => None,
-            Err(what) => return Err(self.at(partition, offset, what)),
-        };
-        let key_writer = match key.map(schema_id).transpose() {
-            Ok(Some(id)) => Some(self.key_writer(id)?),
-            Ok(None) => None,
-            Err(what) => return Err(self.at(partition, offset, what)),
-        };
-        let at = |what: String| self.at(partition, offset, what);
-        let value = match (value, &value_writer) {
-            (Some(v), Some(w)) => match &w.1 {
-                ValueWriter::Other => return Ok(None),
-                ValueWriter::Ours(l) => Some((decode(&w.0, v).map_err(at)?, l)),
-            },
-            _ => None,
-        };
-        let key = match (key, &key_writer) {
-            (Some(k), Some(w)) => {
-                // a tombstone of another table's key
-                if value.is_none() && namespace_of(&w.0).is_none_or(|n| n != norm.namespace()) {
-                    return Ok(None);
+        let at = |d: &Decoder, what: String| d.at(partition, offset, what);
+        let change = match value {
+            None => Change::Delete,
+            Some(v) => {
+                let id = schema_id(v).map_err(|w| at(self, w))?;
+                let w = self.value_writer(norm, id)?;
+                let ValueWriter::Ours { writer, current } = &w.1 else { return Ok(None) };
+                let fast = (how.bytes && *current)
+                    .then(|| norm.value_bytes(v.get(5..).unwrap_or_default(), writer.flattened()))
+                    .flatten();
+                match fast {
+                    Some(c) => c,
+                    None => {
+                        let avro = decode(&w.0, v).map_err(|e| at(self, e))?;
+                        match norm.value(&avro, writer).map_err(|e| at(self, e))? {
+                            Need::Change(c) => c,
+                            Need::Delete => Change::Delete,
+                        }
+                    }
                 }
-                Some((decode(&w.0, k).map_err(at)?, w.1.as_slice()))
             }
+        };
+        let mut id = match &change {
+            Change::Upsert(doc) => Some(doc.id.clone()),
             _ => None,
         };
-        if key.is_none() && value.is_none() {
-            return Ok(None);
+        let Some(k) = key else {
+            return match (&change, value) {
+                (Change::Truncate, _) => {
+                    Ok(Some(Record { identity: 0, id, change, key_literals: None, partition, offset }))
+                }
+                (_, None) => Ok(None),
+                _ => Err(at(self, "a row change without a key".into())),
+            };
+        };
+        let mut key_literals = None;
+        let decode_key = how.want_key || (how.by_id && id.is_none());
+        if decode_key || value.is_none() {
+            let kid = schema_id(k).map_err(|w| at(self, w))?;
+            let w = self.key_writer(kid)?;
+            // a tombstone of another table's key
+            if value.is_none() && namespace_of(&w.0).is_none_or(|n| n != norm.namespace()) {
+                return Ok(None);
+            }
+            if decode_key {
+                let avro = decode(&w.0, k).map_err(|e| at(self, e))?;
+                if id.is_none() {
+                    id = Some(norm.key_id(&avro, &w.1).map_err(|e| at(self, e))?);
+                }
+                key_literals = norm.key_literals(&avro, &w.1);
+            }
         }
-        let change =
-            norm.record(key.as_ref().map(|(k, f)| (k, *f)), value.as_ref().map(|(v, l)| (v, *l))).map_err(at)?;
-        let key_literals = key.as_ref().and_then(|(k, f)| norm.key_literals(k, f));
-        Ok(Some(Record { change, key_literals, partition, offset }))
+        let identity = if how.by_id {
+            id.as_deref().map(id_digest).unwrap_or_default()
+        } else {
+            xxh3_128(k.get(5..).unwrap_or_default())
+        };
+        Ok(Some(Record { identity, id, change, key_literals, partition, offset }))
     }
 
     fn at(&self, partition: i32, offset: i64, what: String) -> VerifyError {
@@ -370,7 +429,7 @@ impl Decoder {
             let (table, geo) = (&norm.table, &self.geo_point);
             let l = layout(&schema, &|c| geo(&format!("{table}.{c}")))
                 .map_err(|e| self.at(-1, -1, format!("value schema id {id}: {e}")))?;
-            ValueWriter::Ours(l)
+            ValueWriter::Ours { current: norm.is_current(&schema), writer: norm.writer(l) }
         } else {
             ValueWriter::Other
         };

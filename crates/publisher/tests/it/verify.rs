@@ -213,9 +213,18 @@ fn verify_live_exact_and_bounded() {
         })
     };
     std::thread::sleep(Duration::from_secs(3));
-    let (code, out, err) = verify(&config, &["--format", "json"]);
+    let pushgateway = support::prometheus::Pushgateway::start("verify");
+    let (code, out, err) = verify(&config, &["--format", "json", "--pushgateway", &pushgateway.url]);
     let all = reports(&out);
     assert_eq!(code, 0, "live verify: {out}\n{err}");
+    let pushed = |name: &str, table: &str| -> Vec<String> {
+        let want = format!("table=\"{table}\",target=\"kafka\"");
+        pushgateway.series(name).into_iter().filter(|l| l.contains(&want)).collect()
+    };
+    let equal = pushed("sluice_verify_equal", "vt.t");
+    assert!(equal.len() == 1 && equal[0].ends_with(" 1"), "{equal:?}");
+    let success = pushed("sluice_verify_last_success_timestamp_seconds", "vt.t");
+    assert_eq!(success.len(), 1, "{success:?}");
     for t in ["vt.t", "vt.c", "vt.w"] {
         let r = report(&all, t);
         assert_eq!(
@@ -243,8 +252,33 @@ fn verify_live_exact_and_bounded() {
         std::fs::read_to_string(&config).unwrap() + "\n[[routes]]\ntables = \"vt.c\"\ntopic = \"rewritten.vt.c\"\n",
     )
     .unwrap();
-    let (code, out, err) = verify(&routed, &["--format", "json", "--wait", "30s"]);
+    let metrics_file = config.with_file_name("verify.prom");
+    let (code, out, err) = verify(
+        &routed,
+        &["--format", "json", "--wait", "30s", "--pushgateway", &pushgateway.url, "--metrics-file"]
+            .into_iter()
+            .chain([metrics_file.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
     assert_eq!(code, 1, "{out}\n{err}");
+    // the push says so, and keeps the time of the last equal run
+    let equal = pushed("sluice_verify_equal", "vt.t");
+    assert!(equal.len() == 1 && equal[0].ends_with(" 0"), "{equal:?}");
+    assert_eq!(pushed("sluice_verify_last_success_timestamp_seconds", "vt.t"), success);
+    let different: Vec<String> = pushed("sluice_verify_rows_total", "vt.t")
+        .into_iter()
+        .filter(|l| l.contains("outcome=\"different\""))
+        .collect();
+    assert!(different.len() == 1 && different[0].ends_with(" 1"), "{different:?}");
+    // the file: the same in the text format promtool accepts, vt.c unequal and vt.w equal
+    let text = std::fs::read_to_string(&metrics_file).unwrap();
+    support::prometheus::promtool_check(&text);
+    assert!(
+        text.contains("sluice_verify_equal{source=\"") && text.contains("table=\"vt.c\",target=\"kafka\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("table=\"vt.w\",target=\"kafka\"} 1"), "{text}");
+    drop(pushgateway);
     let all = reports(&out);
     let t = report(&all, "vt.t");
     let found: Vec<(String, String)> = t["findings"]
@@ -303,6 +337,9 @@ fn verify_live_exact_and_bounded() {
         stderr.lines().find_map(|l| l.strip_prefix("peak_rss_kb=")).and_then(|v| v.trim().parse().ok()).unwrap();
     eprintln!("bounded verify: {t} peak RSS {rss} kB");
     assert!(t["passes"].as_u64().unwrap() >= 3, "{t}");
+    // the bound the README states: --memory-limit, plus at most 96 MiB of fixed costs
+    // (librdkafka's fetch queue, the chunks read ahead, the runtime)
+    assert!(rss < (1 + 96) * 1024, "peak RSS {rss} kB over 1 MiB + 96 MiB");
     assert!(t["rows"].as_u64().unwrap() >= 22_000, "{t}");
     // the same three keys as before, and nothing else
     assert_eq!(

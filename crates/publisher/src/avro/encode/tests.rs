@@ -88,9 +88,16 @@ fn ctx() -> EventContext {
     }
 }
 
-/// The flattened record of an insert of `values`, written and read back.
+/// The flattened record of an insert of `values`, written and read back; and the row's end,
+/// found without decoding (`TableSchema::row_len`), is where the row's bytes end.
 fn flat(ts: &TableSchema, values: Vec<Value<'_>>) -> Vec<(String, Avro)> {
     let img = row(values);
+    let mut written = Vec::new();
+    AvroEncoder::new().write_row(ts, &img, &mut written).unwrap();
+    let mut framed = written.clone();
+    framed.extend_from_slice(b"\x02c\x00");
+    assert_eq!(ts.row_len(&framed), Some(written.len()), "the row's end in {framed:?}");
+    assert_eq!(ts.row_len(&written[..written.len().saturating_sub(1)]), None, "a cut row is no row");
     let v = AvroEncoder::new().encode_flat(ts, Op::Create, None, Some(&img)).unwrap();
     match v {
         Avro::Record(f) => f,

@@ -102,3 +102,33 @@ impl Prometheus {
         with_data
     }
 }
+
+/// A real Prometheus Pushgateway (Debian's 1.5, `integration/lib/prometheus.sh`), stopped on drop.
+pub struct Pushgateway {
+    name: String,
+    /// Its base URL.
+    pub url: String,
+}
+
+impl Drop for Pushgateway {
+    fn drop(&mut self) {
+        let _ = lib_sh("prometheus", &["pushgateway-stop", &self.name]);
+    }
+}
+
+impl Pushgateway {
+    /// Starts one on a free port.
+    pub fn start(name: &str) -> Pushgateway {
+        let url = lib_started("prometheus", &["pushgateway-start", name], "PUSHGATEWAY_URL")
+            .unwrap_or_else(|e| panic!("{e}"));
+        Pushgateway { name: name.to_string(), url }
+    }
+
+    /// The series it serves of the metrics named `prefix*`, as exposition lines.
+    pub fn series(&self, prefix: &str) -> Vec<String> {
+        let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        let (status, body) = http_get(port, "/metrics");
+        assert_eq!(status, 200, "{body}");
+        body.lines().filter(|l| l.starts_with(prefix)).map(str::to_string).collect()
+    }
+}
