@@ -27,7 +27,9 @@ fi
 all_on=(--set secrets.existingSecret=sluice-secrets --set secrets.kafkaPasswordKey=kafka-password
         --set elasticsearch.enabled=true --set elasticsearch.passwordKey=es-password
         --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
-        --set metrics.dashboard.enabled=true)
+        --set metrics.dashboard.enabled=true
+        --set verify.enabled=true --set verify.pushgateway=http://pushgateway.monitoring.svc:9091
+        --set 'verify.args={--target,kafka}')
 
 echo "helm_check: helm lint" >&2
 "$HELM" lint --strict "$chart" >&2
@@ -49,8 +51,20 @@ for name in ("default", "all"):
     if name == "default":
         assert kinds == ["ConfigMap", "Deployment", "Service"], kinds
     else:
-        assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "Deployment", "PrometheusRule", "Service",
+        assert kinds == ["ConfigMap", "ConfigMap", "CronJob", "Deployment", "Deployment", "PrometheusRule", "Service",
                          "Service", "ServiceMonitor", "ServiceMonitor"], kinds
+        # the verify CronJob: pushes to the Pushgateway, never retried (exit 1 is an answer), one at a time,
+        # reads the tables (the MySQL password) and the indices (their password)
+        cron = next(d for d in docs if d["kind"] == "CronJob")
+        assert cron["spec"]["concurrencyPolicy"] == "Forbid", cron
+        job = cron["spec"]["jobTemplate"]["spec"]
+        assert job["backoffLimit"] == 0, job
+        vc = job["template"]["spec"]["containers"][0]
+        assert vc["args"] == ["verify", "--config", "/etc/sluice/sluice.toml", "--pushgateway",
+                              "http://pushgateway.monitoring.svc:9091", "--target", "kafka"], vc["args"]
+        venv = {e["name"]: e.get("value") for e in vc["env"]}
+        assert venv["SLUICE_SOURCE__PASSWORD_FILE"] == "/var/run/secrets/sluice/mysql-password", venv
+        assert venv["SLUICE_ELASTICSEARCH__PASSWORD_FILE"] == "/var/run/secrets/sluice/es-password", venv
         rule = next(d for d in docs if d["kind"] == "PrometheusRule")
         assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]], rule
         deps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
@@ -75,6 +89,11 @@ for name in ("default", "all"):
         assert env["SLUICE_METRICS__LISTEN"] == "0.0.0.0:9187", env
 PY
 kubernetes-validate -k 1.32.0 --strict --quiet "$out/default.core.yaml" "$out/all.core.yaml"
+# the verify CronJob without a Pushgateway: refused, saying why
+if "$HELM" template sluice "$chart" --set verify.enabled=true >"$out/no-push.yaml" 2>"$out/no-push.err"; then
+    echo "helm_check: verify.enabled without verify.pushgateway rendered" >&2; exit 1
+fi
+grep -q "verify.enabled needs verify.pushgateway" "$out/no-push.err" || { cat "$out/no-push.err" >&2; exit 1; }
 
 echo "helm_check: alert rules" >&2
 (cd "$chart/files" && promtool check rules alerts.yaml >&2 && promtool test rules alerts.test.yaml >&2)

@@ -32,3 +32,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
+
+{{/* The verify CronJob's pods: a name of their own, so no selector of the publisher's matches them. */}}
+{{- define "sluice.verifyLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-verify
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: verify
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
