@@ -22,9 +22,15 @@
 //! [`ENTRY_BYTES`] each); a topic with more keys than `--memory-limit` holds is compared in
 //! several passes, each replaying the topic and reading the table for the keys whose digest
 //! falls in it.
+//!
+//! A keyed run compares chosen rows instead of the whole table ([`Selection`]): random chunks
+//! (`--sample`), or the keys the binlog changed since the last equal run ([`since`],
+//! `--since-checkpoint`); the target's state is then kept (or asked for) for those keys only,
+//! and step 3 is the same.
 
 pub(crate) mod normal;
 pub(crate) mod push;
+mod since;
 mod table;
 mod topic;
 
@@ -47,7 +53,8 @@ use crate::registry::{RegistryClient, RegistryError};
 use crate::snapshot::values::sql_literal;
 use crate::snapshot::{parse_row, SnapshotError};
 use normal::{id_digest, BuildDigest, Change, Digest, Doc, Keyless, Normalizer};
-use table::TableReader;
+use since::Since;
+use table::{Mark, TableReader};
 use topic::{Ends, Entry, Read, TopicReader};
 
 /// What a kept key costs in memory, at most (a hash map entry of two digests and a record's
@@ -108,6 +115,11 @@ pub struct Options {
     pub show: usize,
     /// A condition on the rows compared (SQL, per table), besides `snapshot.where`.
     pub filters: HashMap<String, String>,
+    /// Compare this many random chunks of each table only (`--sample`).
+    pub sample: Option<u32>,
+    /// Compare only the keys the binlog changed since the last verify that found the table
+    /// equal, read as a replica with this server id (`--since-checkpoint`).
+    pub since: Option<u32>,
 }
 
 /// How a key differs.
@@ -168,6 +180,9 @@ pub struct TableReport {
     pub unsettled: u64,
     /// Passes over the topic and the table (more than one: more keys than the memory limit).
     pub passes: u64,
+    /// What was compared when not every row (`--sample`, `--since-checkpoint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
     /// The first keys of each outcome.
     pub findings: Vec<Finding>,
     /// Why the table is not compared (a table without a key): reported, not a failure.
@@ -262,6 +277,11 @@ impl Verifier {
         Ok(Verifier { cfg, opts, connect, registry, routes, filter, forms, geo_point })
     }
 
+    /// The condition on `db.table`'s rows compared: `--where`, else `snapshot.where`.
+    fn condition(&self, db: &str, table: &str) -> Option<&str> {
+        self.opts.filters.get(&format!("{db}.{table}")).map(String::as_str).or(self.cfg.snapshot.filter_of(db, table))
+    }
+
     /// The source's name (`source.name`).
     pub fn source_name(&self) -> &str {
         &self.cfg.source.name
@@ -315,8 +335,23 @@ impl Verifier {
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = result {
-            report.error = Some(e.to_string());
+        match result {
+            Err(e) => report.error = Some(e.to_string()),
+            Ok(mark) if self.opts.since.is_some() && report.skipped.is_none() => {
+                // equal: the next run starts from here; else it compares the whole table again
+                let keep = mark.filter(|_| report.is_equal());
+                let (k, source) = (&self.cfg.kafka, &self.cfg.source.name);
+                let state = since::StateKey {
+                    source,
+                    table: &report.table,
+                    target: &report.target,
+                    condition: self.condition(db, table),
+                };
+                if let Err(e) = since::store(k, &state, keep.as_ref()).await {
+                    report.error = Some(format!("storing where this verify started (--since-checkpoint): {e}"));
+                }
+            }
+            Ok(_) => {}
         }
         report.seconds = started.elapsed().as_secs_f64();
         report
@@ -342,7 +377,7 @@ impl Verifier {
         topic: &str,
         target: &Target,
         report: &mut TableReport,
-    ) -> Result<(), VerifyError> {
+    ) -> Result<Option<Mark>, VerifyError> {
         let name = format!("{db}.{table}");
         if self.cfg.output.partial_images {
             return Err(VerifyError::Other(
@@ -351,7 +386,7 @@ impl Verifier {
                     .into(),
             ));
         }
-        let filter = self.opts.filters.get(&name).map(String::as_str).or(self.cfg.snapshot.filter_of(db, table));
+        let filter = self.condition(db, table);
         let keys = self.cfg.output.key_columns.get(&name).map(Vec::as_slice);
         let Some(mut reader) = TableReader::open(&self.connect, (db, table), filter, keys, self.opts.chunk).await?
         else {
@@ -377,7 +412,7 @@ impl Verifier {
                      so no record says which row it is; name a key in [output.key_columns] to verify it"
                         .into(),
                 );
-                return Ok(());
+                return Ok(None);
             }
             Err(Keyless::Other(e)) => return Err(VerifyError::Other(e)),
         };
@@ -399,21 +434,45 @@ impl Verifier {
         let marks = marks?;
         let base: Ends = marks.iter().map(|&(p, _, high)| (p, high)).collect();
         let records: u64 = marks.iter().map(|&(_, low, high)| u64::try_from(high - low).unwrap_or(0)).sum();
-        let passes = (records.saturating_mul(ENTRY_BYTES)).div_ceil(self.opts.memory_limit.max(1)).max(1);
-        report.passes = passes;
         // a topic's keys are known by their key datum's bytes, an index's by document id
         let by_id = !matches!(target, Target::Kafka);
+        // --sample, --since-checkpoint: chosen rows, the target's state of their keys only
+        let (mut selection, mark) = self.select(&mut reader, &mut side.norm, by_id, report).await?;
+        if let Some(f) = filter {
+            let rows = format!("the rows where {f} (records without such a row are not looked for)");
+            report.scope = Some(match report.scope.take() {
+                Some(s) => format!("{s}; {rows}"),
+                None => rows,
+            });
+        }
+        let picked = match &selection {
+            Some(sel) => Some(Arc::new(sel.keys(&reader.plan, &mut side.norm, by_id)?)),
+            None => None,
+        };
+        let passes = if picked.is_some() {
+            1
+        } else {
+            (records.saturating_mul(ENTRY_BYTES)).div_ceil(self.opts.memory_limit.max(1)).max(1)
+        };
+        report.passes = passes;
         let mut suspects: Suspects = HashMap::with_hasher(BuildDigest);
         for pass in 0..passes {
-            let in_pass = move |h: Digest| (h % u128::from(passes)) as u64 == pass;
+            let pick = picked.clone();
+            let in_pass = move |h: Digest| match &pick {
+                Some(keys) => keys.contains_key(&h),
+                None => (h % u128::from(passes)) as u64 == pass,
+            };
             let capacity = usize::try_from(records / passes).unwrap_or(0).min(1 << 26);
             let started = Instant::now();
             // the table's first chunks are read while the target is
             let plan = reader.plan.clone();
-            let mut chunks = reader.prefetch(PREFETCH);
-            let mut state = match target {
-                Target::Kafka => {
-                    let to = base.clone();
+            let mut chunks = match selection.take() {
+                Some(sel) => Rows::Given(sel.chunks.into_iter(), Box::new(reader)),
+                None => Rows::Ahead(reader.prefetch(PREFETCH)),
+            };
+            let mut state = match (target, &picked) {
+                (Target::Kafka, _) => {
+                    let (to, in_pass) = (base.clone(), in_pass.clone());
                     let (s, state) = blocking(move || {
                         let st = side.topic.replay(&side.norm, &to, capacity, in_pass);
                         (side, st)
@@ -422,8 +481,15 @@ impl Verifier {
                     side = s;
                     state?
                 }
-                Target::Elastic(e) => index_state(e, &side.norm, capacity, in_pass).await?,
+                (Target::Elastic(e), Some(keys)) => {
+                    let ids: Vec<String> = keys.values().map(|c| c.id.clone()).collect();
+                    index_entries(e, &side.norm, &ids).await?
+                }
+                (Target::Elastic(e), None) => index_state(e, &side.norm, capacity, in_pass.clone()).await?,
             };
+            // a keyed run's chunks may overlap: each key is compared once
+            let mut seen: Option<std::collections::HashSet<Digest, BuildDigest>> =
+                picked.as_ref().map(|_| std::collections::HashSet::with_hasher(BuildDigest));
             tracing::debug!(table = %name, pass, keys = state.len(), secs = started.elapsed().as_secs_f64(), "target read");
             let started = Instant::now();
             // 2. the table, chunk by chunk
@@ -442,7 +508,12 @@ impl Verifier {
                         let (k, r) = side.norm.row_bytes(&mut values).map_err(failed)?;
                         (k, Some(r), None)
                     };
-                    if !in_pass(h) {
+                    // every chosen row is compared (its identity is in the pick by construction)
+                    let new = match &mut seen {
+                        Some(seen) => seen.insert(h),
+                        None => in_pass(h),
+                    };
+                    if !new {
                         continue;
                     }
                     report.rows += 1;
@@ -498,13 +569,15 @@ impl Verifier {
             }
             reader = chunks.finish().await?;
             tracing::debug!(table = %name, pass, rows = report.rows, secs = started.elapsed().as_secs_f64(), "table read");
-            // what is left in the target has no row
-            for (h, e) in state {
+            // what is left in the target has no row; under a condition it may have one that
+            // does not match it (no record says whether its row does): not looked for
+            for (h, e) in state.into_iter().filter(|_| filter.is_none()) {
+                let known = picked.as_ref().and_then(|k| k.get(&h)).filter(|c| !c.literals.is_empty());
                 suspects.insert(
                     h,
                     Suspect {
-                        id: String::new(),
-                        key: None,
+                        id: known.map(|c| c.id.clone()).unwrap_or_default(),
+                        key: known.map(|c| c.literals.clone()),
                         row: None,
                         target: None,
                         locator: Some((e.partition, e.offset)),
@@ -592,14 +665,64 @@ impl Verifier {
             let settled: Vec<Digest> = suspects.iter().filter(|(_, s)| !s.touched).map(|(h, _)| *h).collect();
             for h in settled {
                 let Some(s) = suspects.remove(&h) else { continue };
-                self.judge(s, side.norm.columns(), report);
+                self.judge(s, side.norm.columns(), filter.is_none(), report);
             }
             for s in suspects.values_mut() {
                 s.touched = false;
             }
         }
         report.unsettled = suspects.len() as u64;
-        Ok(())
+        Ok(mark)
+    }
+
+    /// The rows a keyed run compares (None: every row), and (`--since-checkpoint`) where the
+    /// next such run starts if this one finds the table equal.
+    async fn select(
+        &self,
+        reader: &mut TableReader,
+        norm: &mut Normalizer,
+        by_id: bool,
+        report: &mut TableReport,
+    ) -> Result<(Option<Selection>, Option<Mark>), VerifyError> {
+        if let Some(n) = self.opts.sample {
+            let chunks = reader.sample(n).await?;
+            report.scope = Some(format!(
+                "a sample of {} random chunks of up to {} rows (records without a row are not looked for)",
+                chunks.len(),
+                self.opts.chunk
+            ));
+            return Ok((Some(Selection { chunks, changed: HashMap::with_hasher(BuildDigest) }), None));
+        }
+        let Some(server_id) = self.opts.since else { return Ok((None, None)) };
+        // a key no event touches after this was read in its state of now
+        let start = reader.position().await?;
+        let (db, table) = (&reader.plan.table_map.database, &reader.plan.table_map.table);
+        let state = since::StateKey {
+            source: &self.cfg.source.name,
+            table: &report.table,
+            target: &report.target,
+            condition: self.condition(db, table),
+        };
+        let Some(last) = since::load(&self.cfg.kafka, &state).await? else {
+            report.scope = Some("the whole table: no earlier verify found it equal".into());
+            return Ok((None, Some(start)));
+        };
+        let reading = since::Reading { cfg: &self.cfg, server_id, max_keys: self.opts.max_suspects, by_id };
+        match since::changed_keys(&reading, &last, &reader.plan, norm).await {
+            Since::Whole(why) => {
+                report.scope = Some(format!("the whole table: {why}"));
+                Ok((None, Some(start)))
+            }
+            Since::Keys(changed, end) => {
+                let literals: Vec<Vec<String>> = changed.values().map(|c| c.literals.clone()).collect();
+                let mut chunks = Vec::new();
+                for batch in literals.chunks(200) {
+                    chunks.push(reader.rows_of(batch).await?);
+                }
+                report.scope = Some(format!("the {} keys changed since {last}", changed.len()));
+                Ok((Some(Selection { chunks, changed }), Some(end)))
+            }
+        }
     }
 
     /// Waits until the sink's consumer group has committed `ends` on every partition: the
@@ -653,10 +776,14 @@ impl Verifier {
     }
 
     /// Judges a suspect no record touched in the last round.
-    fn judge(&self, s: Suspect, names: &[String], report: &mut TableReport) {
+    ///
+    /// `extras`: a target state without a row is extra (false under a condition: the row may
+    /// have stopped matching it).
+    fn judge(&self, s: Suspect, names: &[String], extras: bool, report: &mut TableReport) {
         let show = self.opts.show;
         match (s.row, s.target) {
             (None, None) => {}
+            (None, Some(_)) if !extras => {}
             (Some(r), Some(t)) if r.values == t.values => report.equal += 1,
             (Some(r), None) => report.note(Kind::Missing, r.id, Vec::new(), show),
             (None, Some(t)) => report.note(Kind::Extra, t.id, Vec::new(), show),
@@ -731,6 +858,64 @@ impl Verifier {
     }
 }
 
+/// The rows of a keyed run (`--sample`, `--since-checkpoint`).
+struct Selection {
+    /// The rows (chunks may overlap).
+    chunks: Vec<table::Chunk>,
+    /// The keys the binlog changed, the rows of those that still exist in `chunks`.
+    changed: HashMap<Digest, since::Changed, BuildDigest>,
+}
+
+impl Selection {
+    /// Every key compared, by identity: the rows' and the changed keys' (whose rows may be
+    /// gone), with their document ids (an index looks them up by id).
+    fn keys(
+        &self,
+        plan: &crate::snapshot::plan::TablePlan,
+        norm: &mut Normalizer,
+        by_id: bool,
+    ) -> Result<HashMap<Digest, since::Changed, BuildDigest>, VerifyError> {
+        let mut keys = self.changed.clone();
+        let failed = |e: String| VerifyError::Other(format!("{}: {e}", plan.name));
+        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        for chunk in &self.chunks {
+            for packet in &chunk.rows {
+                parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                let (h, id) = if by_id {
+                    let id = norm.row(&mut values).map_err(failed)?.id;
+                    (id_digest(&id), id)
+                } else {
+                    (norm.key_digest(&mut values).map_err(failed)?, String::new())
+                };
+                keys.entry(h).or_insert(since::Changed { id, literals: Vec::new() });
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// Where a comparison's rows come from: the whole table, read ahead, or chosen rows.
+enum Rows {
+    Ahead(table::Prefetch),
+    Given(std::vec::IntoIter<table::Chunk>, Box<TableReader>),
+}
+
+impl Rows {
+    async fn next(&mut self) -> Result<Option<table::Chunk>, VerifyError> {
+        match self {
+            Rows::Ahead(p) => p.next().await,
+            Rows::Given(chunks, _) => Ok(chunks.next()),
+        }
+    }
+
+    async fn finish(self) -> Result<TableReader, VerifyError> {
+        match self {
+            Rows::Ahead(p) => p.finish().await,
+            Rows::Given(_, reader) => Ok(*reader),
+        }
+    }
+}
+
 /// A topic reader and the table's normalizer, moved to the blocking pool and back together.
 struct Side {
     topic: TopicReader,
@@ -745,9 +930,11 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 /// Reads the record each suspect's state came from: its id and key, and (`values`: the target
 /// is the topic) its values.
 fn fill_targets(side: &mut Side, suspects: &mut Suspects, values: bool) -> Result<(), VerifyError> {
+    let places: Vec<(i32, i64)> = suspects.values().filter_map(|s| s.locator).collect();
+    let mut records = side.topic.fetch(&side.norm, &places)?;
     for s in suspects.values_mut() {
-        let Some((p, o)) = s.locator.take() else { continue };
-        let rec = side.topic.fetch(&side.norm, p, o)?;
+        let Some(place) = s.locator.take() else { continue };
+        let Some(rec) = records.remove(&place) else { continue };
         if s.key.is_none() {
             s.key = rec.key_literals;
         }
@@ -820,6 +1007,24 @@ async fn index_state(
             }
         }
     }
+}
+
+/// The index's documents of these ids, with the place of the record that wrote each.
+async fn index_entries(
+    e: &ElasticTarget,
+    norm: &Normalizer,
+    ids: &[String],
+) -> Result<HashMap<Digest, Entry, BuildDigest>, VerifyError> {
+    let mut state = HashMap::with_capacity_and_hasher(ids.len(), BuildDigest);
+    for batch in ids.chunks(ES_PAGE) {
+        let hits = e.es.mget(&e.index, batch).await.map_err(|x| VerifyError::Other(format!("{}: {x}", e.index)))?;
+        for hit in hits {
+            let (partition, offset) = version_parts(hit.version);
+            let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
+            state.insert(id_digest(&hit.id), Entry { digest, json: true, partition, offset });
+        }
+    }
+    Ok(state)
 }
 
 /// The suspects' documents as the index has them now.

@@ -111,7 +111,11 @@ impl Topics {
         self.ensure_with(topic, self.partitions, &[]).await
     }
 
-    async fn ensure_with(&mut self, topic: &str, partitions: i32, extra: &[(String, String)]) -> Result<(), Error> {
+    /// Makes sure `topic` exists with `partitions` and these settings besides the configured.
+    ///
+    /// # Errors
+    /// As [`Topics::ensure`].
+    pub async fn ensure_with(&mut self, topic: &str, partitions: i32, extra: &[(String, String)]) -> Result<(), Error> {
         if self.known.contains(topic) {
             return Ok(());
         }

@@ -134,6 +134,22 @@ impl TablePlan {
         }
     }
 
+    /// For a chunk key that starts with an integer column: the SQL of its smallest and
+    /// largest value among the rows read, as one text `min max` (None for other keys). A
+    /// random value between them starts a random chunk in one index lookup (`verify
+    /// --sample`), where an `OFFSET` would walk the index up to it.
+    pub fn first_key_bounds_sql(&self) -> Option<String> {
+        use sluice_binlog::ColumnType as T;
+        let first = self.table_map.columns.get(*self.key().first()?)?;
+        if !matches!(first.ty, T::Tiny | T::Short | T::Int24 | T::Long | T::LongLong) {
+            return None;
+        }
+        let name = quote(first.name.as_deref()?);
+        let from = &self.select[self.select.rfind(" FROM ")?..];
+        let filter = self.filter.as_ref().map(|f| format!(" WHERE ({f})")).unwrap_or_default();
+        Some(format!("SELECT CONCAT(MIN({name}), ' ', MAX({name})){from}{filter}"))
+    }
+
     /// The chunk key's column indexes (empty for a one-pass table).
     pub fn key(&self) -> &[usize] {
         match &self.method {

@@ -283,15 +283,25 @@ impl Normalizer {
     /// # Errors
     /// A value the table's schema cannot hold (named by column).
     pub(crate) fn row_bytes<'v>(&mut self, values: &mut Vec<Option<Value<'v>>>) -> Result<(Digest, Digest), String> {
+        let key = self.key_digest(values)?;
+        let image = RowImage { values: std::mem::take(values) };
+        self.buf.clear();
+        let row = self.encoder.write_row(&self.schema, &image, &mut self.buf).map(|()| (key, xxh3_128(&self.buf)));
+        *values = image.values;
+        row.map_err(|e| e.to_string())
+    }
+
+    /// The digest of a row's key bytes (its identity in a topic); only the key columns'
+    /// values are needed.
+    ///
+    /// # Errors
+    /// A key value the table's schema cannot hold.
+    pub(crate) fn key_digest<'v>(&mut self, values: &mut Vec<Option<Value<'v>>>) -> Result<Digest, String> {
         let image = RowImage { values: std::mem::take(values) };
         self.buf.clear();
         let key = self.encoder.write_key(&self.schema, &image, &mut self.buf).map(|_| xxh3_128(&self.buf));
-        let row = key.and_then(|k| {
-            self.buf.clear();
-            self.encoder.write_row(&self.schema, &image, &mut self.buf).map(|()| (k, xxh3_128(&self.buf)))
-        });
         *values = image.values;
-        row.map_err(|e| e.to_string())
+        key.map_err(|e| e.to_string())
     }
 
     /// True when a record's value schema is the table's schema of now (its rows' bytes then

@@ -25,6 +25,7 @@ pub(crate) struct Chunk {
 }
 
 /// Where the source's binlog was when a row was read.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Mark {
     pub file: String,
     pub position: u64,
@@ -183,6 +184,56 @@ impl TableReader {
             self
         });
         Prefetch { rx, task }
+    }
+
+    /// `count` chunks from random places of the table (`verify --sample`), in key order,
+    /// overlapping ones merged by the caller (a row may come twice). A chunk key starting with
+    /// an integer column is entered at a random value between its smallest and largest (one
+    /// index lookup per chunk); any other at a random row number (`OFFSET`: the server walks the
+    /// index up to it, so a sample of such a table costs up to a read of its keys).
+    ///
+    /// # Errors
+    /// A failing query.
+    pub(crate) async fn sample(&mut self, count: u32) -> Result<Vec<Chunk>, VerifyError> {
+        let mut chunks = Vec::new();
+        if let Some(sql) = self.plan.first_key_bounds_sql() {
+            let err = |e| VerifyError::Other(format!("{}: reading its key range: {e}", self.plan.name));
+            let bounds = crate::source::server::scalar(&mut self.conn, &sql).await.map_err(err)?;
+            // NULL: no rows (or none matching --where)
+            let Some((lo, hi)) = bounds.as_deref().and_then(|b| {
+                let (a, b) = b.split_once(' ')?;
+                Some((a.parse::<i128>().ok()?, b.parse::<i128>().ok()?))
+            }) else {
+                return Ok(chunks);
+            };
+            let mut starts: Vec<i128> = (0..count)
+                .map(|_| lo + i128::from(fastrand::u64(..=u64::try_from(hi - lo).unwrap_or(u64::MAX))))
+                .collect();
+            starts.sort_unstable();
+            starts.dedup();
+            for s in starts {
+                // rows with a first key column > s - 1, i.e. from s on
+                let after = [(s - 1).to_string()];
+                chunks.push(self.chunk(Some(&after)).await?);
+            }
+        } else {
+            let err = |e| VerifyError::Other(format!("{}: counting its rows: {e}", self.plan.name));
+            let sql = format!("SELECT COUNT(*) FROM ({}) AS t", self.plan.all_sql());
+            let rows: u64 = crate::source::server::scalar(&mut self.conn, &sql)
+                .await
+                .map_err(err)?
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let mut starts: Vec<u64> = (0..count).map(|_| fastrand::u64(..rows.max(1))).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            for s in starts {
+                let sql = format!("{} OFFSET {s}", self.plan.chunk_sql(None, self.chunk));
+                let (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
+                chunks.push(Chunk { rows, columns, next: None });
+            }
+        }
+        Ok(chunks)
     }
 
     /// The rows of these keys (chunk-key SQL literals), those that exist.

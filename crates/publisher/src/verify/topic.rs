@@ -201,8 +201,20 @@ impl TopicReader {
     pub(crate) fn scan(
         &mut self,
         norm: &Normalizer,
+        range: (&Ends, &Ends),
+        how: Read,
+        apply: impl FnMut(Record),
+    ) -> Result<(), VerifyError> {
+        self.scan_only(norm, range, how, None, apply)
+    }
+
+    /// As [`TopicReader::scan`], decoding only the records at the `only` places (when given).
+    fn scan_only(
+        &mut self,
+        norm: &Normalizer,
         (from, to): (&Ends, &Ends),
         how: Read,
+        only: Option<&std::collections::HashSet<(i32, i64)>>,
         mut apply: impl FnMut(Record),
     ) -> Result<(), VerifyError> {
         let mut tpl = TopicPartitionList::new();
@@ -266,8 +278,10 @@ impl TopicReader {
                         left.remove(&p);
                         continue;
                     }
-                    if let Some(rec) = self.decoder.decode(norm, m.key(), m.payload(), (p, o), how)? {
-                        apply(rec);
+                    if only.is_none_or(|w| w.contains(&(p, o))) {
+                        if let Some(rec) = self.decoder.decode(norm, m.key(), m.payload(), (p, o), how)? {
+                            apply(rec);
+                        }
                     }
                     if o + 1 >= end {
                         left.remove(&p);
@@ -312,20 +326,37 @@ impl TopicReader {
         Ok(state)
     }
 
-    /// The record at `offset` of `partition`, decoded, its key too.
+    /// The records at these places (partition, offset), decoded, their keys too: one read per
+    /// partition from the first to the last place, decoding only those (a read started per
+    /// record costs a fetch round of half a second).
     ///
     /// # Errors
     /// As [`TopicReader::scan`]; a record that is not there any more (compacted away).
-    pub(crate) fn fetch(&mut self, norm: &Normalizer, partition: i32, offset: i64) -> Result<Record, VerifyError> {
-        let mut found = None;
+    pub(crate) fn fetch(
+        &mut self,
+        norm: &Normalizer,
+        places: &[(i32, i64)],
+    ) -> Result<HashMap<(i32, i64), Record>, VerifyError> {
+        let only: std::collections::HashSet<(i32, i64)> = places.iter().copied().collect();
+        let mut bounds: HashMap<i32, (i64, i64)> = HashMap::new();
+        for &(p, o) in places {
+            let b = bounds.entry(p).or_insert((o, o + 1));
+            *b = (b.0.min(o), b.1.max(o + 1));
+        }
+        let from: Ends = bounds.iter().map(|(&p, &(a, _))| (p, a)).collect();
+        let to: Ends = bounds.iter().map(|(&p, &(_, b))| (p, b)).collect();
+        let mut found = HashMap::with_capacity(places.len());
         let how = Read { by_id: false, bytes: false, want_key: true };
-        self.scan(norm, (&vec![(partition, offset)], &vec![(partition, offset + 1)]), how, |r| found = Some(r))?;
-        found.ok_or_else(|| {
-            VerifyError::Kafka(crate::kafka::Error::Abortable(format!(
-                "{}: the record at offset {offset} of partition {partition} is gone (compacted while verify ran?)",
+        self.scan_only(norm, (&from, &to), how, Some(&only), |r| {
+            found.insert((r.partition, r.offset), r);
+        })?;
+        if let Some((p, o)) = places.iter().find(|x| !found.contains_key(x)) {
+            return Err(VerifyError::Kafka(crate::kafka::Error::Abortable(format!(
+                "{}: the record at offset {o} of partition {p} is gone (compacted while verify ran?)",
                 self.topic
-            )))
-        })
+            ))));
+        }
+        Ok(found)
     }
 }
 

@@ -234,6 +234,20 @@ fn verify_live_exact_and_bounded() {
         );
     }
     assert!(report(&all, "vt.t")["rows"].as_u64().unwrap() >= 2900, "{all:?}");
+    // since the checkpoint, live: the whole tables first, then the keys changed meanwhile
+    for round in 0..2 {
+        let (code, out, err) = verify(&config, &["--format", "json", "--since-checkpoint"]);
+        assert_eq!(code, 0, "live verify since the checkpoint: {out}\n{err}");
+        let all = reports(&out);
+        for t in ["vt.t", "vt.c", "vt.w"] {
+            assert_eq!(counts(report(&all, t)), (0, 0, 0), "{out}");
+        }
+        let scope = report(&all, "vt.t")["scope"].as_str().unwrap().to_string();
+        assert!(
+            if round == 0 { scope.contains("whole table") } else { scope.contains("keys changed since") },
+            "{scope}"
+        );
+    }
     stop.store(true, Ordering::Relaxed);
     let writes = worker.join().unwrap();
     assert!(writes > 50, "the workload ran ({writes} rounds)");
@@ -347,5 +361,157 @@ fn verify_live_exact_and_bounded() {
         (Some(1), Some(1), Some(1)),
         "{t}"
     );
+    drop(run);
+}
+
+fn counts(r: &Json) -> (u64, u64, u64) {
+    (r["missing"].as_u64().unwrap(), r["extra"].as_u64().unwrap(), r["different"].as_u64().unwrap())
+}
+
+/// `--sample` and `--since-checkpoint`, on a quiet pipeline: a sample compares chosen chunks
+/// (integer, composite and text keys); a run since the checkpoint compares the keys the binlog
+/// changed, compares whole tables after a TRUNCATE or an ALTER, and finds a record lost from
+/// the topic; after a difference the next run compares the whole table again.
+#[test]
+fn verify_sample_and_since_checkpoint() {
+    let Some(services) = Services::start("verify-since", &[]) else { return };
+    let server = &services.mariadb;
+    for sql in TABLES.split(';').filter(|s| !s.trim().is_empty()) {
+        server.sql(sql);
+    }
+    server.sql("CREATE TABLE vt.s (s VARCHAR(20) CHARACTER SET utf8mb4 PRIMARY KEY, v INT)");
+    insert_t(server, 1, 3001);
+    let c: Vec<String> = (1..=300).map(|i| format!("({}, 'k{}', {i})", i % 30, i / 30)).collect();
+    server.sql(&format!("INSERT INTO vt.c VALUES {}", c.join(",")));
+    let s: Vec<String> = (1..=500).map(|i| format!("('s\u{e9}{i}', {i})")).collect();
+    server.sql(&format!("INSERT INTO vt.s VALUES {}", s.join(",")));
+    server.sql("INSERT INTO vt.w VALUES (1, 1, 'a'), (2, 2, 'b')");
+    let (config, log) = services.config("verify-since", "", "[filter]\ninclude = [\"vt.*\"]");
+    let run = start_sluice(&config, &log);
+    services.wait_caught_up("sluice", "verify-since", &log);
+
+    // bad combinations: exit 2
+    let (code, _, err) = verify(&config, &["--sample", "2", "--since-checkpoint"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = verify(&config, &["--since-checkpoint", "--server-id", "51001"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("source.server_id"), "{err}");
+    let (code, _, err) = verify(&config, &["--sample", "0"]);
+    assert_eq!(code, 2, "{err}");
+
+    // a sample: a few chunks of each table, each of its rows compared
+    let (code, out, err) = verify(
+        &config,
+        &["--sample", "3", "--chunk-size", "50", "--format", "json", "-t", "vt.t", "-t", "vt.c", "-t", "vt.s"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = reports(&out);
+    for t in ["vt.t", "vt.c", "vt.s"] {
+        let r = report(&all, t);
+        let rows = r["rows"].as_u64().unwrap();
+        assert!(rows > 0 && rows <= 150, "{t}: a sample of at most 3 chunks of 50 rows: {r}");
+        assert_eq!(r["equal"].as_u64(), Some(rows), "{r}");
+        assert!(r["scope"].as_str().unwrap().contains("random chunks"), "{r}");
+    }
+
+    // a condition: its rows only; the target's other keys are not taken for extras
+    let (code, out, err) = verify(&config, &["--format", "json", "-t", "vt.t", "--where", "vt.t=id <= 100"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let t = report(&reports(&out), "vt.t").clone();
+    assert_eq!((t["rows"].as_u64(), t["equal"].as_u64(), counts(&t)), (Some(100), Some(100), (0, 0, 0)), "{t}");
+    assert!(t["scope"].as_str().unwrap().contains("id <= 100"), "{t}");
+
+    // the first run since the checkpoint compares whole tables
+    let since = ["--since-checkpoint", "--format", "json"];
+    let (code, out, err) = verify(&config, &since);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = reports(&out);
+    assert_eq!(report(&all, "vt.t")["rows"].as_u64(), Some(3000), "{out}");
+    assert!(report(&all, "vt.t")["scope"].as_str().unwrap().contains("whole table"), "{out}");
+
+    // changes through the binlog: only their keys are compared next
+    server.sql(
+        "UPDATE vt.t SET n = 7 WHERE id IN (10, 11); DELETE FROM vt.t WHERE id = 12; \
+         INSERT INTO vt.t (id, name) VALUES (5000, 'x'); UPDATE vt.c SET v = 99 WHERE a = 3 AND s = 'k1'; \
+         UPDATE vt.c SET a = 77 WHERE a = 4 AND s = 'k2'",
+    );
+    services.wait_caught_up("sluice", "verify-since", &log);
+    let (code, out, err) = verify(&config, &since);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = reports(&out);
+    let t = report(&all, "vt.t");
+    assert_eq!((t["rows"].as_u64(), t["equal"].as_u64()), (Some(3), Some(3)), "10, 11 and 5000 (12 is gone): {t}");
+    assert!(t["scope"].as_str().unwrap().starts_with("the 4 keys changed since"), "{t}");
+    let c = report(&all, "vt.c");
+    // (3,k1), and the key change's old key (gone) and new key
+    assert_eq!((c["rows"].as_u64(), c["equal"].as_u64()), (Some(2), Some(2)), "{c}");
+    assert!(c["scope"].as_str().unwrap().starts_with("the 3 keys changed since"), "{c}");
+    let s = report(&all, "vt.s");
+    assert_eq!(s["rows"].as_u64(), Some(0), "nothing changed: {s}");
+    // nothing since: nothing read
+    let (code, out, _) = verify(&config, &["--since-checkpoint", "--format", "json", "-t", "vt.t"]);
+    assert_eq!(code, 0);
+    assert_eq!(report(&reports(&out), "vt.t")["rows"].as_u64(), Some(0), "{out}");
+
+    // a TRUNCATE and an ALTER name no rows: the whole table
+    let statements = [
+        ("TRUNCATE TABLE vt.w; INSERT INTO vt.w VALUES (3, 3, 'c')", "TRUNCATE", 1),
+        ("ALTER TABLE vt.w ADD COLUMN z INT; INSERT INTO vt.w VALUES (4, 4, 'd', 4)", "definition changed", 2),
+    ];
+    for (sql, why, rows) in statements {
+        server.sql(sql);
+        services.wait_caught_up("sluice", "verify-since", &log);
+        let (code, out, err) = verify(&config, &["--since-checkpoint", "--format", "json", "-t", "vt.w"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let w = report(&reports(&out), "vt.w").clone();
+        assert!(w["scope"].as_str().unwrap().contains(why), "{w}");
+        assert_eq!(w["rows"].as_u64(), Some(rows), "{w}");
+    }
+
+    // a record lost from the topic, of a key the binlog changed: found
+    server.sql("UPDATE vt.c SET v = 100 WHERE a = 3 AND s = 'k1'");
+    services.wait_caught_up("sluice", "verify-since", &log);
+    let key = c_key(&services.broker, "sluice.vt.c", 3, "k1");
+    assert!(rewrite_topic(&services.broker, "sluice.vt.c", "rewritten.vt.c", &key) >= 1);
+    let routed = config.with_file_name("routed.toml");
+    std::fs::write(
+        &routed,
+        std::fs::read_to_string(&config).unwrap() + "\n[[routes]]\ntables = \"vt.c\"\ntopic = \"rewritten.vt.c\"\n",
+    )
+    .unwrap();
+    let args = ["--since-checkpoint", "--format", "json", "-t", "vt.c", "--wait", "20s"];
+    let (code, out, err) = verify(&routed, &args);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let c = report(&reports(&out), "vt.c").clone();
+    assert!(c["scope"].as_str().unwrap().starts_with("the 1 keys changed since"), "{c}");
+    assert_eq!(counts(&c), (1, 0, 0), "{c}");
+    assert_eq!(c["findings"][0]["key"], "[3,\"k1\"]", "{c}");
+    // the difference forgot the checkpoint: the next run compares the whole table, and finds it again
+    let (code, out, err) = verify(&routed, &args);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let c = report(&reports(&out), "vt.c").clone();
+    assert!(c["scope"].as_str().unwrap().contains("whole table"), "{c}");
+    assert_eq!(counts(&c), (1, 0, 0), "{c}");
+
+    // behind Sluice's back every row of vt.t changes: any sample finds its rows different
+    server.sql("SET sql_log_bin = 0; UPDATE vt.t SET n = COALESCE(n, 0) + 1000");
+    let (code, out, err) = verify(&config, &["--sample", "2", "--chunk-size", "40", "--format", "json", "-t", "vt.t"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let t = report(&reports(&out), "vt.t").clone();
+    let rows = t["rows"].as_u64().unwrap();
+    assert!(rows > 0 && rows <= 80, "{t}");
+    assert_eq!(counts(&t), (0, 0, rows), "{t}");
+
+    // the binlog since the last run purged: the whole table, saying why
+    server.sql("UPDATE vt.s SET v = 0 WHERE v = 1");
+    services.wait_caught_up("sluice", "verify-since", &log);
+    server.sql("FLUSH BINARY LOGS");
+    let newest = server.column("SHOW BINARY LOGS").pop().unwrap();
+    server.purge_to(&newest);
+    let (code, out, err) = verify(&config, &["--since-checkpoint", "--format", "json", "-t", "vt.s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = report(&reports(&out), "vt.s").clone();
+    assert!(r["scope"].as_str().unwrap().contains("could not be read"), "{r}");
+    assert_eq!(r["rows"].as_u64(), Some(500), "{r}");
     drop(run);
 }
