@@ -240,6 +240,20 @@ impl EventDecoder {
     }
 }
 
+/// Checks the CRC32 in the last four bytes of a whole event (header, body, checksum) of a
+/// file or stream whose FDE says CRC32, without decoding it.
+///
+/// # Errors
+/// An event too short to hold a checksum, or [`Error::ChecksumMismatch`].
+pub fn check_crc32(raw: &[u8]) -> Result<()> {
+    let body_end = raw
+        .len()
+        .checked_sub(4)
+        .filter(|&e| e >= HEADER_LEN)
+        .ok_or_else(|| Error::invalid("event", "too short to hold its checksum"))?;
+    verify_crc(raw, body_end, raw.get(4) == Some(&EventType::FormatDescription.code()))
+}
+
 /// Checks an event's CRC32. The server computes the FDE's checksum with
 /// `LOG_EVENT_BINLOG_IN_USE_F` clear (it sets the flag in place while the file is open), so
 /// the flag is cleared before computing.

@@ -524,7 +524,10 @@ impl Connection {
             let p = self.wire.read_packet("registering as a replica").await?;
             self.expect_ok(&p)?;
         }
-        let flags = if req.non_blocking { replication::BINLOG_DUMP_NON_BLOCK } else { 0 };
+        let mut flags = if req.non_blocking { replication::BINLOG_DUMP_NON_BLOCK } else { 0 };
+        if req.send_annotate_rows && mariadb {
+            flags |= replication::MARIADB_SEND_ANNOTATE_ROWS;
+        }
         let cmd = match &req.start {
             StartPosition::FilePosition { file, position } => match u32::try_from(*position) {
                 Ok(position) => {
@@ -648,6 +651,9 @@ pub struct DumpRequest {
     pub report_host: String,
     /// MariaDB `@slave_gtid_strict_mode` for a GTID dump.
     pub mariadb_gtid_strict: bool,
+    /// MariaDB: also send the ANNOTATE_ROWS events (the statements of row events), as the
+    /// file holds them (a verbatim copy needs them; a decoder does not).
+    pub send_annotate_rows: bool,
 }
 
 impl DumpRequest {
@@ -662,6 +668,7 @@ impl DumpRequest {
             register: true,
             report_host: "sluice".into(),
             mariadb_gtid_strict: true,
+            send_annotate_rows: false,
         }
     }
 }

@@ -34,6 +34,10 @@ pub const COM_BINLOG_DUMP_GTID: u8 = 0x1e;
 pub const BINLOG_DUMP_NON_BLOCK: u16 = 0x01;
 /// COM_BINLOG_DUMP_GTID flag: position by file name and position.
 pub const BINLOG_THROUGH_POSITION: u16 = 0x02;
+/// MariaDB's COM_BINLOG_DUMP flag `BINLOG_SEND_ANNOTATE_ROWS_EVENT`: send the ANNOTATE_ROWS
+/// events the file holds (without it the server leaves them out of the stream, so a copy of
+/// the file made from the stream would lack them).
+pub const MARIADB_SEND_ANNOTATE_ROWS: u16 = 0x02;
 /// COM_BINLOG_DUMP_GTID flag: a GTID set follows.
 pub const BINLOG_THROUGH_GTID: u16 = 0x04;
 

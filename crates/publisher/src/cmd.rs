@@ -7,8 +7,10 @@
 //! - [`snapshot`]: `sluice snapshot`, a request to the running instance to snapshot tables;
 //! - [`sink`]: `sluice sink elasticsearch`, the tables' topics kept in Elasticsearch indices;
 //! - [`verify`]: `sluice verify`, each table compared with its topic;
+//! - [`archive`]: `sluice archive`, the server's binlog files copied into an archive;
 //! - [`dump`]: `sluice dump`, binlog files or a live server to JSON lines, SQL, flashback SQL.
 
+pub mod archive;
 pub mod check;
 pub mod dump;
 pub mod position;

@@ -20,6 +20,7 @@
 //! `source`, `kafka`, `registry`, `output`, `filter` (with the routes), `snapshot`,
 //! `elasticsearch`, `metrics`. Adding a setting touches its section's file (and the example).
 
+mod archive;
 mod elasticsearch;
 mod filter;
 mod kafka;
@@ -43,6 +44,7 @@ use serde::Deserialize;
 
 use crate::position::StartFrom;
 
+pub use archive::{ArchiveSection, ArchiveStart};
 pub use elasticsearch::{ElasticsearchSection, EsDecimal, EsJson, EsTime};
 pub use filter::{FilterSection, Route};
 use kafka::librdkafka_problems;
@@ -93,6 +95,50 @@ pub struct SinkConfig {
     pub elasticsearch: ElasticsearchSection,
     /// The Prometheus endpoint.
     pub metrics: MetricsSection,
+}
+
+/// What `sluice archive` reads of the configuration: the same file as `sluice run`'s, without
+/// needing `[kafka]` or `[registry]` (the archiver talks to the source only).
+#[derive(Debug, Clone)]
+pub struct ArchiveConfig {
+    /// The server whose binlog files are archived.
+    pub source: SourceSection,
+    /// Where they go.
+    pub archive: ArchiveSection,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsSection,
+}
+
+impl ArchiveConfig {
+    /// Reads what `sluice archive` needs from `path`, with `SLUICE_*` overrides, and validates.
+    ///
+    /// # Errors
+    /// As [`Config::load`]; a missing `[archive]` section is one of the problems.
+    pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<ArchiveConfig, ConfigError> {
+        ArchiveConfig::parse(&read_config(path)?, path, env)
+    }
+
+    /// As [`ArchiveConfig::load`], from the file's text.
+    ///
+    /// # Errors
+    /// As [`ArchiveConfig::load`].
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<ArchiveConfig, ConfigError> {
+        let (raw, _) = parse_raw(text, path, env, Role::Archive)?;
+        let RawConfig { source: Some(source), archive: Some(archive), metrics, .. } = raw else {
+            return Err(ConfigError::Invalid { path: path.into(), problems: Vec::new() });
+        };
+        Ok(ArchiveConfig { source, archive, metrics })
+    }
+}
+
+impl Load for ArchiveConfig {
+    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        ArchiveConfig::load(path, env)
+    }
 }
 
 /// A configuration a command loads (the file, then the `SLUICE_*` environment overrides):
@@ -147,6 +193,8 @@ impl Config {
             metrics,
             snapshot,
             elasticsearch,
+            // sluice archive's; sluice run does not read it (yet)
+            archive: _,
         } = raw
         else {
             return Err(ConfigError::Invalid { path: path.into(), problems: Vec::new() });

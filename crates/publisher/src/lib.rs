@@ -27,6 +27,7 @@
 
 // The public surface is what the binary and the examples use (`cmd`, `kafka`'s producer
 // defaults, `process`'s runtime); the rest is crate-private, so an unused item is a warning.
+pub(crate) mod archive;
 pub(crate) mod avro;
 pub mod cmd;
 pub(crate) mod config;

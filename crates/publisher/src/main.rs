@@ -78,6 +78,9 @@ enum Command {
     /// Compare each table with its topic, on a live pipeline: the keys missing, extra or
     /// different, by column.
     Verify(cmd::verify::VerifyArgs),
+    /// Copy the server's binlog files, byte for byte, into an archive that outlives the
+    /// server's retention.
+    Archive(cmd::archive::ArchiveArgs),
 }
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Snapshot(args) => cmd::snapshot::run(args),
         Command::Sink(args) => cmd::sink::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Archive(args) => cmd::archive::run(args),
     };
     ExitCode::from(code(exit))
 }

@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) snapshot: SnapshotSection,
     pub(super) elasticsearch: Option<ElasticsearchSection>,
+    pub(super) archive: Option<ArchiveSection>,
 }
 
 /// Valid values for the required keys, put in place of a missing or wrong one so that the rest
@@ -168,6 +169,8 @@ pub(super) enum Role {
     Run,
     /// `sluice sink elasticsearch`: no `[source]` needed.
     Sink,
+    /// `sluice archive`: `[source]` and `[archive]`, no Kafka.
+    Archive,
 }
 
 /// Parses and validates the document for `role`: the raw sections (those `role` requires all
@@ -258,6 +261,7 @@ pub(super) fn parse_raw(
             (raw.registry.is_some(), "registry"),
             (raw.elasticsearch.is_some(), "elasticsearch"),
         ],
+        Role::Archive => &[(raw.source.is_some(), "source"), (raw.archive.is_some(), "archive")],
     };
     for &(present, name) in required {
         let reported = found.problems.iter().any(|p| p.key == name || p.key.starts_with(&format!("{name}.")));
@@ -266,6 +270,12 @@ pub(super) fn parse_raw(
         }
     }
     let mut checks = Problems::default();
+    if let (Some(s), Role::Archive) = (&raw.source, role) {
+        s.validate(&mut checks);
+    }
+    if let (Some(a), Role::Archive) = (&raw.archive, role) {
+        a.validate(raw.source.as_ref(), &mut checks);
+    }
     if let (Some(s), Role::Run) = (&raw.source, role) {
         s.validate(&mut checks);
         if let FirstStart::Conflict(why) = first_start_rule(&doc, &s.start, raw.snapshot.mode) {
@@ -339,6 +349,7 @@ pub(super) fn section_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("metrics", struct_fields::<MetricsSection>()),
         ("snapshot", struct_fields::<SnapshotSection>()),
         ("elasticsearch", struct_fields::<ElasticsearchSection>()),
+        ("archive", struct_fields::<ArchiveSection>()),
     ]
 }
 

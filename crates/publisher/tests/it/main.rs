@@ -6,6 +6,7 @@
 mod support;
 
 mod architecture;
+mod archive;
 mod dump;
 mod live;
 mod run;

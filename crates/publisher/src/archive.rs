@@ -1,0 +1,12 @@
+//! `sluice archive`: **the server's binlog files, copied as a replica, byte for byte**, so
+//! that they outlive the server's retention (for `sluice dump` of last week, and for a
+//! pipeline that fell behind a purge).
+//!
+//! - [`copy`]: which bytes of the replication stream belong in which file (sans-IO);
+//! - [`dir`]: an archive in a directory, its index, and repair after a crash.
+
+pub mod copy;
+pub mod dir;
+
+pub use copy::{Copier, FileSummary, Op};
+pub use dir::DirArchive;

@@ -1,0 +1,248 @@
+//! **An archive in a directory**: the binlog files under the server's names, and
+//! `index.json` (one [`FileSummary`] per file, oldest first), written where [`Op`]s say.
+//!
+//! Crash safety: events are written in order, whole, and flushed and synced on a timer and at
+//! the end of each file; the index is replaced whole (written aside, then renamed). After a
+//! crash, [`DirArchive::open`] walks the newest file, cuts what follows its last whole, checked
+//! event (a torn write), and the copy continues from there: the server sends those bytes again.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::copy::{walk_file, FileSummary, Op, Resume, Summarizer, FDE_FLAGS_OFFSET, MAGIC};
+
+/// The index's file name in the archive.
+pub const INDEX: &str = "index.json";
+
+/// Bytes of events buffered before a write.
+const BUFFER: usize = 1 << 20;
+
+/// The archive directory.
+#[derive(Debug)]
+pub struct DirArchive {
+    root: PathBuf,
+    /// Every file's summary, oldest first (the current file's as of the last sync).
+    index: Vec<FileSummary>,
+    current: Option<(String, BufWriter<File>)>,
+}
+
+impl DirArchive {
+    /// Opens the archive in `root` (made when missing): its index, and where the copy continues
+    /// (None: an empty archive). The newest file's torn tail, if any, is cut.
+    ///
+    /// # Errors
+    /// The directory cannot be made or read, or holds a file that is not a binlog.
+    pub fn open(root: &Path) -> Result<(DirArchive, Option<Resume>), String> {
+        let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", root.display());
+        std::fs::create_dir_all(root).map_err(|e| io("creating the archive directory", e))?;
+        let mut index: Vec<FileSummary> = match std::fs::read(root.join(INDEX)) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| format!("{}: unreadable ({e}); move it away to rebuild it", root.join(INDEX).display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io("reading the index of", e)),
+        };
+        let mut files = binlog_files(root).map_err(|e| io("listing", e))?;
+        files.sort_by_key(|f| order_key(f));
+        let mut archive = DirArchive { root: root.to_path_buf(), index: Vec::new(), current: None };
+        let Some(newest) = files.pop() else {
+            archive.index = Vec::new();
+            return Ok((archive, None));
+        };
+        // the older files are complete; one the index lacks (a crash before it was written) is
+        // summarized again
+        index.retain(|s| files.contains(&s.file));
+        for f in &files {
+            if !index.iter().any(|s| &s.file == f) {
+                let r = walk_file(f, File::open(root.join(f)).map_err(|e| io("reading", e))?)?;
+                let mut summary = r.summarizer.summary().clone();
+                summary.complete = true;
+                index.push(summary);
+            }
+        }
+        index.sort_by_key(|s| order_key(&s.file));
+        archive.index = index;
+        let path = root.join(&newest);
+        let resume = walk_file(&newest, std::io::BufReader::new(File::open(&path).map_err(|e| io("reading", e))?))?;
+        let len = std::fs::metadata(&path).map_err(|e| io("reading", e))?.len();
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| io("opening", e))?;
+        if resume.size < len.max(4) {
+            tracing::warn!(
+                file = %newest,
+                kept = resume.size,
+                cut = len.saturating_sub(resume.size),
+                "The archive's newest file ends with an incomplete event (the archiver stopped while writing it); \
+                 cutting it there: the server sends it again"
+            );
+            if resume.size <= 4 {
+                file.set_len(0).map_err(|e| io("cutting", e))?;
+                file.write_all_at(&MAGIC, 0).map_err(|e| io("writing", e))?;
+            }
+            file.set_len(resume.size.max(4)).map_err(|e| io("cutting", e))?;
+            file.sync_all().map_err(|e| io("syncing", e))?;
+        }
+        let mut file = file;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|e| io("opening", e))?;
+        archive.current = Some((newest.clone(), BufWriter::with_capacity(BUFFER, file)));
+        if let (true, Some(next)) = (resume.finished, &resume.next) {
+            // it ended with a ROTATE: the copy continues in the file it names
+            let mut summary = resume.summarizer.summary().clone();
+            summary.complete = true;
+            archive.put(summary);
+            archive.apply(&[], &[Op::Begin(next.clone())])?;
+            let resume = Resume {
+                file: next.clone(),
+                size: MAGIC.len() as u64,
+                crc: false,
+                finished: false,
+                next: None,
+                summarizer: Summarizer::new(next),
+            };
+            return Ok((archive, Some(resume)));
+        }
+        let summary = resume.summarizer.summary().clone();
+        archive.put(FileSummary { complete: resume.finished, ..summary });
+        archive.write_index()?;
+        Ok((archive, Some(resume)))
+    }
+
+    /// Carries out `ops` for the event `raw`.
+    ///
+    /// # Errors
+    /// A write that fails; a file to begin that the archive holds already.
+    pub fn apply(&mut self, raw: &[u8], ops: &[Op]) -> Result<(), String> {
+        for op in ops {
+            match op {
+                Op::Begin(name) => {
+                    self.close_current()?;
+                    let path = self.root.join(name);
+                    let exists = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                    if exists > MAGIC.len() as u64 {
+                        return Err(format!(
+                            "{}: the stream starts this file again, but the archive holds {exists} bytes of it \
+                             already (a second archiver on the same directory, or another server's files?)",
+                            path.display()
+                        ));
+                    }
+                    let mut f = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(&path)
+                        .map_err(|e| format!("creating {}: {e}", path.display()))?;
+                    f.write_all(&MAGIC).map_err(|e| format!("writing {}: {e}", path.display()))?;
+                    self.current = Some((name.clone(), BufWriter::with_capacity(BUFFER, f)));
+                    self.put(Summarizer::new(name).summary().clone());
+                }
+                Op::Append => {
+                    let (name, w) = self.current.as_mut().ok_or("an event before any file was begun")?;
+                    w.write_all(raw).map_err(|e| format!("writing {name}: {e}"))?;
+                }
+                Op::MarkInUse => {
+                    let (name, w) = self.current.as_mut().ok_or("an event before any file was begun")?;
+                    w.flush().map_err(|e| format!("writing {name}: {e}"))?;
+                    set_in_use(w.get_ref(), true).map_err(|e| format!("writing {name}: {e}"))?;
+                }
+                Op::Finish { summary, clean } => {
+                    if let Some((name, w)) = &mut self.current {
+                        w.flush().map_err(|e| format!("writing {name}: {e}"))?;
+                        let f = w.get_ref();
+                        if *clean {
+                            set_in_use(f, false).map_err(|e| format!("closing {name}: {e}"))?;
+                        }
+                        f.sync_all().map_err(|e| format!("syncing {name}: {e}"))?;
+                    }
+                    self.put(summary.clone());
+                    self.write_index()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes what was written durable (the current file's bytes, then the index with the
+    /// current file's `summary`).
+    ///
+    /// # Errors
+    /// A write that fails.
+    pub fn sync(&mut self, summary: &FileSummary) -> Result<(), String> {
+        if let Some((name, w)) = &mut self.current {
+            w.flush().map_err(|e| format!("writing {name}: {e}"))?;
+            w.get_ref().sync_data().map_err(|e| format!("syncing {name}: {e}"))?;
+            if *name == summary.file {
+                self.put(summary.clone());
+            }
+        }
+        self.write_index()
+    }
+
+    /// The index, oldest file first.
+    pub fn index(&self) -> &[FileSummary] {
+        &self.index
+    }
+
+    fn close_current(&mut self) -> Result<(), String> {
+        if let Some((name, mut w)) = self.current.take() {
+            w.flush().map_err(|e| format!("writing {name}: {e}"))?;
+            w.get_ref().sync_all().map_err(|e| format!("syncing {name}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Puts a file's summary in the index (replacing its entry).
+    fn put(&mut self, summary: FileSummary) {
+        match self.index.iter_mut().find(|s| s.file == summary.file) {
+            Some(s) => *s = summary,
+            None => self.index.push(summary),
+        }
+    }
+
+    fn write_index(&self) -> Result<(), String> {
+        let path = self.root.join(INDEX);
+        let tmp = self.root.join(format!(".{INDEX}.tmp"));
+        let body = serde_json::to_vec_pretty(&self.index).map_err(|e| e.to_string())?;
+        std::fs::write(&tmp, body)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("writing {}: {e}", path.display()))
+    }
+}
+
+/// Sets or clears the FORMAT_DESCRIPTION's `LOG_EVENT_BINLOG_IN_USE_F`, as the server does in
+/// its own file while it writes it and when it closes it (the FDE's checksum is computed with
+/// the flag clear, so it stays right).
+fn set_in_use(f: &File, on: bool) -> std::io::Result<()> {
+    let mut head = [0u8; 4 + 19];
+    f.read_exact_at(&mut head, 0)?;
+    if head[..4] != MAGIC || head[4 + 4] != sluice_binlog::EventType::FormatDescription.code() {
+        return Ok(());
+    }
+    let at = usize::try_from(FDE_FLAGS_OFFSET).unwrap_or(21);
+    let bit = sluice_binlog::header::LOG_EVENT_BINLOG_IN_USE_F as u8;
+    let flags = if on { head[at] | bit } else { head[at] & !bit };
+    if flags != head[at] {
+        f.write_all_at(&[flags], FDE_FLAGS_OFFSET)?;
+    }
+    Ok(())
+}
+
+/// The binlog files in the archive directory (any file but the index and hidden ones).
+fn binlog_files(root: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type()?.is_file() && name != INDEX && !name.starts_with('.') {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// Files in the server's order: by the number after the last dot (`mysql-bin.000010` after
+/// `mysql-bin.000009`, and after `mysql-bin.999999` comes `mysql-bin.1000000`).
+pub fn order_key(name: &str) -> (u64, String) {
+    let n = name.rsplit_once('.').and_then(|(_, n)| n.parse().ok()).unwrap_or(0);
+    (n, name.to_string())
+}

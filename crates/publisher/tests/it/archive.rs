@@ -1,0 +1,169 @@
+//! `sluice archive` against a real MariaDB: the archived files are byte for byte the server's
+//! own (compared with its data directory), after the archiver is SIGKILLed in the middle of a
+//! file (its last write torn) and restarted, after the server restarts cleanly and after it
+//! crashes, with rotations between; `index.json` lists every file with its size.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+fn archiver(config: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    support::sluice_cmd().args(["archive", "--config"]).arg(config).stdout(Stdio::null()).stderr(log).spawn().unwrap()
+}
+
+/// The server's binlog files, oldest first.
+fn server_files(server: &support::Server) -> Vec<String> {
+    server.column("SHOW BINARY LOGS")
+}
+
+/// Waits until the archive holds as many bytes of each of the server's files as the server.
+fn wait_caught_up(server: &support::Server, files: &Path, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let behind: Vec<String> = server_files(server)
+            .into_iter()
+            .filter(|f| {
+                let have = std::fs::metadata(files.join(f)).map_or(0, |m| m.len());
+                let want = std::fs::metadata(server.datadir().join(f)).map_or(0, |m| m.len());
+                have != want
+            })
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the archive did not catch up with {behind:?}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn assert_identical(server: &support::Server, files: &Path) {
+    let names = server_files(server);
+    assert!(names.len() >= 4, "rotations happened: {names:?}");
+    for f in &names {
+        let ours = std::fs::read(files.join(f)).unwrap_or_else(|e| panic!("{f} is not in the archive: {e}"));
+        let theirs = std::fs::read(server.datadir().join(f)).unwrap();
+        let first_diff = ours.iter().zip(&theirs).position(|(a, b)| a != b);
+        assert!(
+            ours == theirs,
+            "{f}: the archive's copy ({} bytes) differs from the server's ({} bytes), first at byte {first_diff:?}",
+            ours.len(),
+            theirs.len()
+        );
+    }
+    let index: Vec<Json> = serde_json::from_slice(&std::fs::read(files.join("index.json")).unwrap()).unwrap();
+    let listed: Vec<&str> = index.iter().map(|e| e["file"].as_str().unwrap()).collect();
+    assert_eq!(listed, names.iter().map(String::as_str).collect::<Vec<_>>(), "{index:?}");
+    for (e, f) in index.iter().zip(&names) {
+        let size = std::fs::metadata(server.datadir().join(f)).unwrap().len();
+        assert_eq!(e["size"].as_u64(), Some(size), "{e}");
+        assert!(e["last_time"].as_u64().is_some(), "{e}");
+    }
+    // every file but the one the server writes now is complete
+    let complete: Vec<bool> = index.iter().map(|e| e["complete"] == true).collect();
+    assert!(complete[..complete.len() - 1].iter().all(|c| *c) && !complete[complete.len() - 1], "{index:?}");
+}
+
+#[test]
+fn archived_files_are_the_servers_own() {
+    let Some(server) = support::Server::start("archive", &[]) else { return };
+    let dir = support::scratch("archive");
+    let files: PathBuf = dir.join("files");
+    let config = dir.join("sluice.toml");
+    let log = dir.join("archive.log");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nname = \"archive\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[archive]\nto = \"{}\"\n",
+            server.url("root"),
+            files.display()
+        ),
+    )
+    .unwrap();
+    server.sql("CREATE DATABASE ar; CREATE TABLE ar.t (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT, n INT)");
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = server.port;
+    let workload = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                // rows of a few hundred bytes to a few KB; the server may be restarting
+                let _ = support::try_sql(
+                    port,
+                    &format!("INSERT INTO ar.t (v, n) VALUES (REPEAT('x{n}', {}), {n})", 50 + n % 700),
+                );
+                let _ = support::try_sql(port, &format!("UPDATE ar.t SET n = n + 1 WHERE id = {}", 1 + n % 50));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            n
+        })
+    };
+
+    // bad configurations: exit 2
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, std::fs::read_to_string(&config).unwrap() + "server_id = 51001\n").unwrap();
+    let out = support::sluice_cmd().args(["archive", "--config"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("archive.server_id"));
+
+    let mut a = archiver(&config, &log);
+    std::thread::sleep(Duration::from_secs(2));
+    server.sql("FLUSH BINARY LOGS");
+    std::thread::sleep(Duration::from_millis(1500));
+    // killed in the middle of a file, its last write torn
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let newest = server_files(&server).pop().unwrap();
+    let torn = files.join(&newest);
+    let len = std::fs::metadata(&torn).unwrap().len();
+    assert!(len > 4, "the archiver wrote {newest}");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&torn).unwrap();
+        // a header that promises 5000 bytes, and 30 of them
+        let mut half = vec![0u8; 19 + 30];
+        half[9..13].copy_from_slice(&5000u32.to_le_bytes());
+        f.write_all(&half).unwrap();
+    }
+    let mut a = archiver(&config, &log);
+    std::thread::sleep(Duration::from_secs(1));
+    server.sql("FLUSH BINARY LOGS");
+    std::thread::sleep(Duration::from_secs(1));
+    // the server restarts (a STOP ends its file, a new one begins), then crashes
+    server.restart(false);
+    std::thread::sleep(Duration::from_secs(2));
+    server.restart(true);
+    std::thread::sleep(Duration::from_secs(2));
+    server.sql("FLUSH BINARY LOGS");
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let writes = workload.join().unwrap();
+    assert!(writes > 100, "the workload ran ({writes} rounds)");
+    wait_caught_up(&server, &files, &log);
+    // a signal stops it cleanly
+    Command::new("kill").args(["-TERM", &a.id().to_string()]).status().unwrap();
+    let status = a.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{text}");
+    assert!(text.contains("cutting it there"), "the torn tail was cut: {text}");
+    assert_identical(&server, &files);
+
+    // --until-end on a stopped-then-continued archive: nothing to add, the same bytes
+    server.sql("INSERT INTO ar.t (v, n) VALUES ('last', 0)");
+    let out = support::sluice_cmd().args(["archive", "--until-end", "--config"]).arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_identical(&server, &files);
+    eprintln!("archive: {} files identical to the server's", server_files(&server).len());
+}
