@@ -8,5 +8,5 @@
 pub mod copy;
 pub mod dir;
 
-pub use copy::{Copier, FileSummary, Op};
+pub use copy::{Copier, Op};
 pub use dir::DirArchive;

@@ -670,6 +670,101 @@ impl Served for SinkMetrics {
     }
 }
 
+/// The counters of one `sluice archive` process (constant label `source`): bytes and files
+/// archived, how far the archive is behind the server (bytes and seconds), and how many bytes
+/// the server may still purge before it removes a file the archive has not copied whole.
+#[derive(Debug)]
+pub struct ArchiveMetrics {
+    prometheus: Registry,
+    bytes: IntCounter,
+    files: IntCounter,
+    lag_bytes: IntGauge,
+    lag_seconds: IntGauge,
+    purge_margin: IntGauge,
+    restarts: IntCounter,
+    ready: IntGauge,
+}
+
+impl ArchiveMetrics {
+    /// The metrics of the archive of source `source`.
+    pub fn new(source: &str) -> ArchiveMetrics {
+        let labels = std::iter::once(("source".to_string(), source.to_string())).collect();
+        let r = Registry::new_custom(None, Some(labels)).unwrap_or_default();
+        ArchiveMetrics {
+            bytes: counter(&r, "sluice_archive_bytes_total", "Bytes of binlog events written to the archive."),
+            files: counter(&r, "sluice_archive_files_total", "Binlog files the archive completed."),
+            lag_bytes: gauge(
+                &r,
+                "sluice_archive_lag_bytes",
+                "Bytes of the server's binlog files the archive does not hold yet (asked of the server every 10 s).",
+            ),
+            lag_seconds: gauge(
+                &r,
+                "sluice_archive_lag_seconds",
+                "Age of the last event archived while more wait (0 when the archive holds the server's end).",
+            ),
+            purge_margin: gauge(
+                &r,
+                "sluice_archive_purge_margin_bytes",
+                "Bytes of the server's binlog files older than the one the archive is copying: what the server can \
+                 purge before it removes a file the archive has not copied whole (0: the next purge loses data).",
+            ),
+            restarts: counter(&r, "sluice_archive_restarts_total", "Reconnections after a broken stream."),
+            ready: gauge(&r, "sluice_archive_ready", "1 while the archiver streams, 0 while it connects or restarts."),
+            prometheus: r,
+        }
+    }
+
+    /// `n` bytes archived.
+    pub fn wrote(&self, n: u64) {
+        self.bytes.inc_by(n);
+    }
+
+    /// A file completed.
+    pub fn file_done(&self) {
+        self.files.inc();
+    }
+
+    /// Where the archive stands against the server's files (`logs`, oldest first, with sizes):
+    /// it holds `size` bytes of `file`, its last event written at `last_event` (seconds since
+    /// the epoch).
+    pub fn position(&self, logs: &[(String, u64)], file: &str, size: u64, last_event: Option<u32>, now_s: i64) {
+        let at = logs.iter().position(|(f, _)| f == file);
+        let (behind, margin) = match at {
+            Some(i) => {
+                let rest: u64 = logs[i + 1..].iter().map(|(_, s)| s).sum();
+                let behind = logs[i].1.saturating_sub(size) + rest;
+                (behind, logs[..i].iter().map(|(_, s)| s).sum())
+            }
+            // the archive's file is gone from the server: everything the server has is ahead
+            None => (logs.iter().map(|(_, s)| s).sum(), 0),
+        };
+        self.lag_bytes.set(i64::try_from(behind).unwrap_or(i64::MAX));
+        self.purge_margin.set(i64::try_from(margin).unwrap_or(i64::MAX));
+        let age = if behind == 0 { 0 } else { last_event.map_or(0, |t| (now_s - i64::from(t)).max(0)) };
+        self.lag_seconds.set(age);
+    }
+
+    /// The stream broke; a reconnection follows.
+    pub fn restart(&self) {
+        self.restarts.inc();
+    }
+
+    /// Streaming (or not).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+}
+
+impl Served for ArchiveMetrics {
+    fn render(&self) -> String {
+        TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
+    }
+    fn is_ready(&self) -> bool {
+        self.ready.get() == 1
+    }
+}
+
 /// Logs a progress line every [`PROGRESS_EVERY`]: totals and the rate since the last line.
 #[derive(Debug)]
 pub struct ProgressLog {
@@ -756,6 +851,32 @@ fn summary(t: &Totals, rate: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_archive_lag_and_purge_margin_count_the_servers_files() {
+        let m = ArchiveMetrics::new("shop");
+        let logs: Vec<(String, u64)> =
+            [("b.1", 100), ("b.2", 200), ("b.3", 50)].map(|(f, s)| (f.to_string(), s)).into();
+        let value = |m: &ArchiveMetrics, name: &str| -> String {
+            m.render().lines().find(|l| l.starts_with(name)).unwrap_or_default().rsplit(' ').next().unwrap().to_string()
+        };
+        // 150 of b.2's 200 bytes: 50 + 50 behind, b.1's 100 purgeable first, the last event 30 s old
+        m.position(&logs, "b.2", 150, Some(1_000), 1_030);
+        assert_eq!(value(&m, "sluice_archive_lag_bytes"), "100");
+        assert_eq!(value(&m, "sluice_archive_purge_margin_bytes"), "100");
+        assert_eq!(value(&m, "sluice_archive_lag_seconds"), "30");
+        // at the end: no lag; on the oldest file: no margin
+        m.position(&logs, "b.3", 50, Some(1_000), 1_030);
+        assert_eq!(
+            (value(&m, "sluice_archive_lag_bytes"), value(&m, "sluice_archive_lag_seconds")),
+            ("0".into(), "0".into())
+        );
+        m.position(&logs, "b.1", 10, None, 1_030);
+        assert_eq!(value(&m, "sluice_archive_purge_margin_bytes"), "0");
+        // its file purged already: all of the server's bytes are behind
+        m.position(&logs, "b.0", 10, None, 1_030);
+        assert_eq!(value(&m, "sluice_archive_lag_bytes"), "350");
+    }
 
     #[test]
     fn counts_the_exposition_and_the_progress_text() {

@@ -178,11 +178,6 @@ impl DirArchive {
         self.write_index()
     }
 
-    /// The index, oldest file first.
-    pub fn index(&self) -> &[FileSummary] {
-        &self.index
-    }
-
     fn close_current(&mut self) -> Result<(), String> {
         if let Some((name, mut w)) = self.current.take() {
             w.flush().map_err(|e| format!("writing {name}: {e}"))?;

@@ -5,13 +5,18 @@
 //! an error (exit 1).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sluice_protocol::{Connection, DumpRequest, StartPosition};
 
+use super::supervise::{serve_metrics, supervise, Supervised};
 use super::Exit;
-use crate::archive::{Copier, DirArchive};
+use crate::archive::{Copier, DirArchive, Op};
 use crate::config::{ArchiveConfig, ArchiveStart};
+use crate::disposition::Disposition;
+use crate::metrics::ArchiveMetrics;
+use crate::process::Shutdown;
 
 /// `sluice archive` arguments.
 #[derive(Debug, clap::Args)]
@@ -44,27 +49,30 @@ pub struct ArchiveArgs {
     pub until_end: bool,
 }
 
-const NAME: &str = "sluice archive";
-
 /// Runs `sluice archive`.
 pub fn run(args: ArchiveArgs) -> Exit {
-    let cfg: ArchiveConfig = match super::load_config(NAME, &args.config) {
+    let cfg: ArchiveConfig = match super::load_config(Archiver::NAME, &args.config) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
-    super::on_runtime(NAME, archive(&cfg, args.until_end)).unwrap_or_else(|e| e)
-}
-
-/// How one dump ended.
-enum Ended {
-    /// At the server's end (`--until-end`).
-    AtEnd,
-    /// By a signal.
-    Stopped,
+    super::on_runtime(Archiver::NAME, archive(&cfg, args.until_end)).unwrap_or_else(|e| e)
 }
 
 async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
-    let (mut store, resume) = match DirArchive::open(&cfg.archive.to) {
+    const NAME: &str = Archiver::NAME;
+    let shutdown = Shutdown::on_signal("Stopping: syncing the archive");
+    let metrics = Arc::new(ArchiveMetrics::new(&cfg.source.name));
+    if let Err(exit) = serve_metrics(NAME, cfg.metrics.listen, &metrics).await {
+        return exit;
+    }
+    let connect = match crate::source::SourceConfig::for_run(&cfg.source) {
+        Ok(s) => s.connect,
+        Err(e) => {
+            crate::eline!("{NAME}: {e}");
+            return Exit::Usage;
+        }
+    };
+    let (store, resume) = match DirArchive::open(&cfg.archive.to) {
         Ok(x) => x,
         Err(e) => {
             crate::eline!("{NAME}: {e}");
@@ -74,128 +82,167 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
     if let Some(r) = &resume {
         tracing::info!(file = %r.file, size = r.size, "Continuing the archive");
     }
-    let mut copier = Copier::new(resume);
-    let connect = match crate::source::SourceConfig::for_run(&cfg.source) {
-        Ok(s) => s.connect,
-        Err(e) => {
+    let mut a = Archiver { cfg, connect, copier: Copier::new(resume), store, until_end, metrics, progressed: false };
+    let exit = supervise(&mut a, &shutdown).await;
+    if exit == Exit::Ok {
+        if let Err(e) = a.store.sync(a.copier.summary()) {
             crate::eline!("{NAME}: {e}");
-            return Exit::Usage;
+            return Exit::Failure;
         }
-    };
-    let mut backoff = Duration::from_millis(250);
-    loop {
-        let before = copier.position().map(|(f, s)| (f.to_string(), s));
-        let result = dump(cfg, &connect, &mut copier, &mut store, until_end).await;
-        if copier.position().map(|(f, s)| (f.to_string(), s)) != before {
-            // it got somewhere: the next failure is a new one
-            backoff = Duration::from_millis(250);
-        }
-        match result {
-            Ok(Ended::AtEnd | Ended::Stopped) => {
-                if let Err(e) = store.sync(copier.summary()) {
-                    crate::eline!("{NAME}: {e}");
-                    return Exit::Failure;
-                }
-                let (file, size) = copier.position().unwrap_or(("", 0));
-                tracing::info!(file, size, "Stopped; the archive is synced");
-                return Exit::Ok;
-            }
-            Err(Failure::Retry(e)) => {
-                if let Err(e) = store.sync(copier.summary()) {
-                    crate::eline!("{NAME}: {e}");
-                    return Exit::Failure;
-                }
-                tracing::warn!(error = %e, retry_in = ?backoff, "The replication stream broke; continuing from the archive's end");
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
-                    () = crate::process::shutdown_signal() => return Exit::Ok,
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(30));
-            }
-            Err(Failure::Stop(e)) => {
-                let _ = store.sync(copier.summary());
-                crate::eline!("{NAME}: {e}");
-                return Exit::Failure;
-            }
-        }
+        let (file, size) = a.copier.position().unwrap_or(("", 0));
+        tracing::info!(file, size, "Stopped; the archive is synced");
     }
+    exit
 }
 
 /// Why a dump ended early.
-enum Failure {
-    /// Try again (the connection).
-    Retry(String),
-    /// Do not (the archive, the stream's bytes, a purged file, access).
-    Stop(String),
+#[derive(Debug, thiserror::Error)]
+enum ArchiveError {
+    /// The connection: try again from the archive's end.
+    #[error("{0}")]
+    Transient(String),
+    /// The archive, the stream's bytes, a purged file, access: stop.
+    #[error("{0}")]
+    Definite(String),
 }
 
-fn protocol(during: &str, e: &sluice_protocol::Error) -> Failure {
+fn protocol(during: &str, e: &sluice_protocol::Error) -> ArchiveError {
     let m = format!("{during}: {e}");
     if e.is_transient() {
-        Failure::Retry(m)
+        ArchiveError::Transient(m)
     } else {
-        Failure::Stop(m)
+        ArchiveError::Definite(m)
     }
 }
 
-/// One dump, from the archive's end (or `archive.start` for an empty archive).
-async fn dump(
-    cfg: &ArchiveConfig,
-    connect: &sluice_protocol::ConnectOptions,
-    copier: &mut Copier,
-    store: &mut DirArchive,
+/// The archiver: one dump per attempt, from the archive's end.
+struct Archiver<'a> {
+    cfg: &'a ArchiveConfig,
+    connect: sluice_protocol::ConnectOptions,
+    copier: Copier,
+    store: DirArchive,
     until_end: bool,
-) -> Result<Ended, Failure> {
-    let mut conn = Connection::connect(connect.clone()).await.map_err(|e| protocol("connecting to the source", &e))?;
-    let (file, position) = match copier.position() {
-        Some((f, p)) => (f.to_string(), p),
-        None => (first_file(&mut conn, cfg.archive.start).await?, 4),
-    };
-    // the dump's fake ROTATE carries a checksum when the server writes them
-    let checksum = crate::source::server::scalar(&mut conn, "SELECT @@GLOBAL.binlog_checksum")
-        .await
-        .map_err(|e| protocol("reading binlog_checksum", &e))?;
-    let fake_crc = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
-    let req = DumpRequest {
-        heartbeat_period: Some(cfg.source.heartbeat),
-        non_blocking: until_end,
-        report_host: cfg.source.report_host(),
-        mariadb_gtid_strict: false,
-        send_annotate_rows: true,
-        ..DumpRequest::new(cfg.archive.server_id, StartPosition::FilePosition { file: file.clone(), position })
-    };
-    tracing::info!(%file, position, "Copying the binlog");
-    let mut stream = conn.start_binlog_dump(req).await.map_err(|e| protocol("starting the binlog dump", &e))?;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    loop {
-        tokio::select! {
-            ev = stream.next_event() => {
-                let raw = match ev {
-                    Ok(Some(raw)) => raw,
-                    Ok(None) if until_end => return Ok(Ended::AtEnd),
-                    // a following dump ends only when the server goes away (MariaDB ends it
-                    // when it shuts down)
-                    Ok(None) => return Err(Failure::Retry("the server ended the stream (shutting down?)".into())),
-                    Err(e) => return Err(protocol("reading the binlog", &e)),
-                };
-                let ops = copier.feed(&raw, fake_crc).map_err(|e| Failure::Stop(e.to_string()))?;
-                store.apply(&raw, &ops).map_err(Failure::Stop)?;
+    metrics: Arc<ArchiveMetrics>,
+    /// The last attempt copied something (the backoff starts over).
+    progressed: bool,
+}
+
+impl Supervised for Archiver<'_> {
+    type Error = ArchiveError;
+    const NAME: &'static str = "sluice archive";
+    const RESTARTING: &'static str = "The replication stream broke; continuing from the archive's end";
+
+    fn disposition(e: &ArchiveError) -> Disposition {
+        match e {
+            ArchiveError::Transient(_) => Disposition::Restart,
+            ArchiveError::Definite(_) => Disposition::Stop,
+        }
+    }
+
+    async fn attempt(&mut self, shutdown: &Shutdown) -> Result<(), ArchiveError> {
+        let before = self.copier.position().map(|(f, s)| (f.to_string(), s));
+        let r = self.dump(shutdown).await;
+        self.progressed = self.copier.position().map(|(f, s)| (f.to_string(), s)) != before;
+        // what was written is kept whatever ended the dump
+        self.store.sync(self.copier.summary()).map_err(ArchiveError::Definite)?;
+        r
+    }
+
+    fn ended(&mut self, restarting: bool) {
+        self.metrics.set_ready(false);
+        if restarting {
+            self.metrics.restart();
+        }
+    }
+
+    fn restarting(&mut self, _e: &ArchiveError, _started: Instant) -> bool {
+        std::mem::take(&mut self.progressed)
+    }
+}
+
+impl Archiver<'_> {
+    /// One dump, from the archive's end (or `archive.start` for an empty archive), until the
+    /// server's end (`--until-end`) or a stop asked for.
+    async fn dump(&mut self, shutdown: &Shutdown) -> Result<(), ArchiveError> {
+        let mut conn =
+            Connection::connect(self.connect.clone()).await.map_err(|e| protocol("connecting to the source", &e))?;
+        let (file, position) = match self.copier.position() {
+            Some((f, p)) => (f.to_string(), p),
+            None => (first_file(&mut conn, self.cfg.archive.start).await?, 4),
+        };
+        // the dump's fake ROTATE carries a checksum when the server writes them
+        let checksum = crate::source::server::scalar(&mut conn, "SELECT @@GLOBAL.binlog_checksum")
+            .await
+            .map_err(|e| protocol("reading binlog_checksum", &e))?;
+        let fake_crc = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
+        let req = DumpRequest {
+            heartbeat_period: Some(self.cfg.source.heartbeat),
+            non_blocking: self.until_end,
+            report_host: self.cfg.source.report_host(),
+            mariadb_gtid_strict: false,
+            send_annotate_rows: true,
+            ..DumpRequest::new(self.cfg.archive.server_id, StartPosition::FilePosition { file: file.clone(), position })
+        };
+        // a second connection asks the server where it is, for the lag and purge metrics
+        let mut side = Connection::connect(self.connect.clone()).await.ok();
+        tracing::info!(%file, position, "Copying the binlog");
+        let mut stream = conn.start_binlog_dump(req).await.map_err(|e| protocol("starting the binlog dump", &e))?;
+        self.metrics.set_ready(true);
+        let mut sync = tokio::time::interval(Duration::from_millis(500));
+        let mut measure = tokio::time::interval(Duration::from_secs(10));
+        let mut last_event: Option<u32> = None;
+        loop {
+            tokio::select! {
+                ev = stream.next_event() => {
+                    let raw = match ev {
+                        Ok(Some(raw)) => raw,
+                        Ok(None) if self.until_end => return Ok(()),
+                        // a following dump ends only when the server goes away (MariaDB ends
+                        // it when it shuts down)
+                        Ok(None) => {
+                            return Err(ArchiveError::Transient("the server ended the stream (shutting down?)".into()))
+                        }
+                        Err(e) => return Err(protocol("reading the binlog", &e)),
+                    };
+                    let ops = self.copier.feed(&raw, fake_crc).map_err(|e| ArchiveError::Definite(e.to_string()))?;
+                    self.store.apply(&raw, &ops).map_err(ArchiveError::Definite)?;
+                    for op in &ops {
+                        match op {
+                            Op::Append => {
+                                self.metrics.wrote(raw.len() as u64);
+                                last_event = raw.get(..4).map(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]));
+                            }
+                            Op::Finish { summary, .. } => {
+                                self.metrics.file_done();
+                                tracing::info!(file = %summary.file, size = summary.size, "Archived a whole file");
+                            }
+                            Op::Begin(_) | Op::MarkInUse => {}
+                        }
+                    }
+                }
+                _ = sync.tick() => self.store.sync(self.copier.summary()).map_err(ArchiveError::Definite)?,
+                _ = measure.tick() => {
+                    if let (Some(c), Some((file, size))) = (side.as_mut(), self.copier.position()) {
+                        if let Ok(logs) = crate::source::server::binary_logs(c).await {
+                            self.metrics.position(&logs, file, size, last_event, crate::process::now_ms() / 1000);
+                        }
+                    }
+                }
+                () = shutdown.requested() => return Ok(()),
             }
-            _ = tick.tick() => store.sync(copier.summary()).map_err(Failure::Stop)?,
-            () = crate::process::shutdown_signal() => return Ok(Ended::Stopped),
         }
     }
 }
 
 /// The file an empty archive starts with.
-async fn first_file(conn: &mut Connection, start: ArchiveStart) -> Result<String, Failure> {
+async fn first_file(conn: &mut Connection, start: ArchiveStart) -> Result<String, ArchiveError> {
     match start {
         ArchiveStart::Earliest => {
             let logs = crate::source::server::binary_logs(conn).await.map_err(|e| protocol("SHOW BINARY LOGS", &e))?;
             logs.into_iter()
                 .next()
                 .map(|(f, _)| f)
-                .ok_or_else(|| Failure::Stop("the server lists no binlog files: is binary logging on?".into()))
+                .ok_or_else(|| ArchiveError::Definite("the server lists no binlog files: is binary logging on?".into()))
         }
         ArchiveStart::Current => crate::source::server::current_position(conn)
             .await

@@ -81,10 +81,12 @@ fn archived_files_are_the_servers_own() {
     let files: PathBuf = dir.join("files");
     let config = dir.join("sluice.toml");
     let log = dir.join("archive.log");
+    let metrics_port = support::free_port();
     std::fs::write(
         &config,
         format!(
-            "[source]\nname = \"archive\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[archive]\nto = \"{}\"\n",
+            "[source]\nname = \"archive\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[metrics]\nlisten = \
+             \"127.0.0.1:{metrics_port}\"\n\n[archive]\nto = \"{}\"\n",
             server.url("root"),
             files.display()
         ),
@@ -152,6 +154,23 @@ fn archived_files_are_the_servers_own() {
     let writes = workload.join().unwrap();
     assert!(writes > 100, "the workload ran ({writes} rounds)");
     wait_caught_up(&server, &files, &log);
+    // its metrics: what it wrote, where it stands against the server
+    let (status, _) = support::http_get(metrics_port, "/readyz");
+    assert_eq!(status, 200);
+    let (_, text) = support::http_get(metrics_port, "/metrics");
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+    };
+    assert!(value("sluice_archive_bytes_total") > 100_000.0, "{text}");
+    assert!(value("sluice_archive_files_total") >= 3.0, "{text}");
+    assert!(value("sluice_archive_restarts_total") >= 2.0, "the server's restarts: {text}");
+    for gauge in ["sluice_archive_lag_bytes", "sluice_archive_purge_margin_bytes", "sluice_archive_lag_seconds"] {
+        value(gauge);
+    }
     // a signal stops it cleanly
     Command::new("kill").args(["-TERM", &a.id().to_string()]).status().unwrap();
     let status = a.wait().unwrap();
