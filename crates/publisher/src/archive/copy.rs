@@ -43,9 +43,10 @@ pub struct FileSummary {
     pub size: u64,
     /// The server closed it (a ROTATE or STOP ends it): it will not grow.
     pub complete: bool,
-    /// The first and last event times (seconds since the epoch).
+    /// The earliest event time in it (seconds since the epoch; an event's time is when its
+    /// statement began, so times are not quite in file order).
     pub first_time: Option<u32>,
-    /// The last event time.
+    /// The latest event time in it.
     pub last_time: Option<u32>,
     /// The GTID state the file starts at (its GTID_LIST or PREVIOUS_GTIDS event).
     pub first_gtid: Option<String>,
@@ -79,7 +80,7 @@ impl Summarizer {
         let s = &mut self.summary;
         s.size += raw.len() as u64;
         if h.timestamp != 0 {
-            s.first_time.get_or_insert(h.timestamp);
+            s.first_time = Some(s.first_time.map_or(h.timestamp, |t| t.min(h.timestamp)));
             s.last_time = Some(s.last_time.map_or(h.timestamp, |t| t.max(h.timestamp)));
         }
         let wanted = matches!(
@@ -295,9 +296,8 @@ impl Copier {
             return None;
         }
         self.finished = true;
-        let mut summary = self.summarizer.summary().clone();
-        summary.complete = true;
-        Some(Op::Finish { summary, clean })
+        self.summarizer.summary.complete = true;
+        Some(Op::Finish { summary: self.summarizer.summary().clone(), clean })
     }
 
     /// The stream goes on in `name` (`after_rotate`: the current file was just finished).

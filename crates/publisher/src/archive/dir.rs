@@ -26,6 +26,8 @@ pub struct DirArchive {
     /// Every file's summary, oldest first (the current file's as of the last sync).
     index: Vec<FileSummary>,
     current: Option<(String, BufWriter<File>)>,
+    /// `.lock`, locked while this process uses the archive.
+    _lock: File,
 }
 
 impl DirArchive {
@@ -37,6 +39,23 @@ impl DirArchive {
     pub fn open(root: &Path) -> Result<(DirArchive, Option<Resume>), String> {
         let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", root.display());
         std::fs::create_dir_all(root).map_err(|e| io("creating the archive directory", e))?;
+        // two archivers writing one directory would interleave their writes
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(root.join(".lock"))
+            .map_err(|e| io("locking", e))?;
+        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                return Err(format!(
+                    "{}: another sluice archive is writing this archive (its .lock is held); one archiver per archive",
+                    root.display()
+                ))
+            }
+            Err(e) => return Err(io("locking", e.into())),
+        }
         let mut index: Vec<FileSummary> = match std::fs::read(root.join(INDEX)) {
             Ok(b) => serde_json::from_slice(&b)
                 .map_err(|e| format!("{}: unreadable ({e}); move it away to rebuild it", root.join(INDEX).display()))?,
@@ -45,7 +64,7 @@ impl DirArchive {
         };
         let mut files = binlog_files(root).map_err(|e| io("listing", e))?;
         files.sort_by_key(|f| order_key(f));
-        let mut archive = DirArchive { root: root.to_path_buf(), index: Vec::new(), current: None };
+        let mut archive = DirArchive { root: root.to_path_buf(), index: Vec::new(), current: None, _lock: lock };
         let Some(newest) = files.pop() else {
             archive.index = Vec::new();
             return Ok((archive, None));
@@ -222,17 +241,48 @@ fn set_in_use(f: &File, on: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The binlog files in the archive directory (any file but the index and hidden ones).
+/// The binlog files in the archive directory (named `<base>.<number>`, not hidden).
 fn binlog_files(root: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type()?.is_file() && name != INDEX && !name.starts_with('.') {
+        // a binlog's name ends with its number (`mysql-bin.000042`); anything else is not ours
+        let numbered =
+            name.rsplit_once('.').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if entry.file_type()?.is_file() && numbered && !name.starts_with('.') {
             out.push(name);
         }
     }
     Ok(out)
+}
+
+/// The files of the archive in `root` that may hold events from `from` to before `to`
+/// (seconds since the epoch; either open), oldest first, chosen by the index without reading
+/// them (files the index does not list yet are taken).
+///
+/// # Errors
+/// An unreadable directory or index.
+pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<Vec<PathBuf>, String> {
+    let index: Vec<FileSummary> = match std::fs::read(root.join(INDEX)) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: unreadable: {e}", root.join(INDEX).display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(format!("reading {}: {e}", root.join(INDEX).display())),
+    };
+    let mut files = binlog_files(root).map_err(|e| format!("listing {}: {e}", root.display()))?;
+    files.sort_by_key(|f| order_key(f));
+    Ok(files
+        .into_iter()
+        .filter(|f| match index.iter().find(|s| &s.file == f) {
+            Some(s) => {
+                let ends_before = matches!((s.last_time, from), (Some(last), Some(from)) if last < from);
+                let begins_after = matches!((s.first_time, to), (Some(first), Some(to)) if first >= to);
+                !ends_before && !begins_after
+            }
+            None => true,
+        })
+        .map(|f| root.join(f))
+        .collect())
 }
 
 /// Files in the server's order: by the number after the last dot (`mysql-bin.000010` after

@@ -202,6 +202,9 @@ impl Archiver<'_> {
                         Ok(None) => {
                             return Err(ArchiveError::Transient("the server ended the stream (shutting down?)".into()))
                         }
+                        Err(sluice_protocol::Error::Server(e)) if e.code == 1236 => {
+                            return Err(self.unservable(&e, side.as_mut()).await)
+                        }
                         Err(e) => return Err(protocol("reading the binlog", &e)),
                     };
                     let ops = self.copier.feed(&raw, fake_crc).map_err(|e| ArchiveError::Definite(e.to_string()))?;
@@ -231,6 +234,29 @@ impl Archiver<'_> {
                 () = shutdown.requested() => return Ok(()),
             }
         }
+    }
+}
+
+impl Archiver<'_> {
+    /// The server cannot send what the archive needs next (error 1236): said with what the
+    /// server still has when that is why.
+    async fn unservable(&self, e: &sluice_protocol::ServerError, side: Option<&mut Connection>) -> ArchiveError {
+        let (file, size) = self.copier.position().unwrap_or(("", 0));
+        let logs = match side {
+            Some(c) => crate::source::server::binary_logs(c).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if !file.is_empty() && !logs.iter().any(|(f, _)| f == file) {
+            let oldest = logs.first().map_or("none", |(f, _)| f.as_str());
+            return ArchiveError::Definite(format!(
+                "the server purged {file} (its oldest file is now {oldest}) before the archive copied it whole (it \
+                 holds {size} bytes of it): the archive cannot continue without a gap. Keep this archive as it is and \
+                 start a new one in another directory (archive.to, archive.start = \"earliest\"); watch \
+                 sluice_archive_purge_margin_bytes to see a purge coming (server said: {})",
+                e.message
+            ));
+        }
+        ArchiveError::Definite(format!("the server cannot send {file} from {size}: error {}: {}", e.code, e.message))
     }
 }
 

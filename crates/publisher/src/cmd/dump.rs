@@ -62,7 +62,9 @@ definitions it reads from the server and follows through DDL, and otherwise prin
 once on stderr). A summary line per file goes to stderr; a live dump also prints the position to
 resume from.")]
 pub struct DumpArgs {
-    /// Binlog files, read in order (`-` reads standard input; gzip files are recognised).
+    /// Binlog files, read in order (`-` reads standard input; gzip files are recognised), or
+    /// the directory of a `sluice archive`: its files, those its index says hold events of
+    /// the --start-datetime/--stop-datetime range.
     #[arg(value_name = "FILE", required_unless_present = "source", conflicts_with = "source")]
     files: Vec<PathBuf>,
 
@@ -304,7 +306,28 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
 }
 
 /// Runs `sluice dump`; returns the exit code.
-pub fn run(args: DumpArgs) -> Exit {
+pub fn run(mut args: DumpArgs) -> Exit {
+    // an archive's directory: its files of the time range, in the server's order
+    let mut files = Vec::with_capacity(args.files.len());
+    for f in std::mem::take(&mut args.files) {
+        if !f.is_dir() {
+            files.push(f);
+            continue;
+        }
+        match crate::archive::dir::files_between(&f, args.start_datetime, args.stop_datetime) {
+            Ok(chosen) => {
+                if chosen.is_empty() {
+                    crate::eline!("sluice dump: {}: no archived file holds events of that time range", f.display());
+                }
+                files.extend(chosen);
+            }
+            Err(e) => {
+                crate::eline!("sluice dump: {e}");
+                return Exit::NoInput;
+            }
+        }
+    }
+    args.files = files;
     let problems = usage_problems(&args);
     if !problems.is_empty() {
         for m in problems {

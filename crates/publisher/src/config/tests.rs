@@ -274,6 +274,20 @@ fn the_example_configuration_is_valid() {
     let sink = SinkConfig::parse(&text, Path::new("sluice.toml"), Vec::new()).unwrap();
     assert_eq!(sink.elasticsearch.indices["shop.orders"], "sluice.shop.orders-v2");
     assert_eq!(sink.elasticsearch.json, EsJson::Flattened);
+    // the commented [archive] block, uncommented, is an archiver's configuration
+    let at = example.find("# [archive]").unwrap();
+    let block: String = example[at..]
+        .lines()
+        .take_while(|l| l.starts_with("# "))
+        .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+        .collect();
+    let text = format!("{example}\n{block}");
+    let archive = ArchiveConfig::parse(&text, Path::new("sluice.toml"), Vec::new()).unwrap();
+    assert_eq!((archive.archive.server_id, archive.archive.start), (51_003, ArchiveStart::Earliest));
+    // it needs its own server id
+    let same = text.replace("server_id = 51003", "server_id = 51001");
+    let e = ArchiveConfig::parse(&same, Path::new("sluice.toml"), Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("archive.server_id"), "{e}");
 }
 
 #[test]

@@ -184,5 +184,39 @@ fn archived_files_are_the_servers_own() {
     let out = support::sluice_cmd().args(["archive", "--until-end", "--config"]).arg(&config).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_identical(&server, &files);
-    eprintln!("archive: {} files identical to the server's", server_files(&server).len());
+
+    // a time range dumped from the archive (its index picks the files) equals the same range
+    // dumped from the server's own files
+    let index: Vec<Json> = serde_json::from_slice(&std::fs::read(files.join("index.json")).unwrap()).unwrap();
+    let (from, to) = (index[1]["first_time"].as_u64().unwrap() + 1, index[3]["last_time"].as_u64().unwrap());
+    let utc = |t: u64| server.scalar(&format!("SET time_zone = '+00:00'; SELECT FROM_UNIXTIME({t})"));
+    let range = ["--start-datetime".to_string(), utc(from), "--stop-datetime".to_string(), utc(to)];
+    let archived = support::sluice_cmd().arg("dump").args(&range).arg(&files).output().unwrap();
+    let originals: Vec<PathBuf> = server_files(&server).iter().map(|f| server.datadir().join(f)).collect();
+    let original = support::sluice_cmd().arg("dump").args(&range).args(&originals).output().unwrap();
+    assert!(archived.status.success() && original.status.success(), "{}", String::from_utf8_lossy(&archived.stderr));
+    // the same lines, but for the directory a row's file was read from
+    let lines = |o: &std::process::Output| -> Vec<Json> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| {
+                let mut j: Json = serde_json::from_str(l).unwrap();
+                let file = j["position"]["file"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+                j["position"]["file"] = Json::String(file);
+                j
+            })
+            .collect()
+    };
+    let (a, o) = (lines(&archived), lines(&original));
+    let rows = a.len();
+    assert!(rows > 10, "the range holds rows: {range:?}");
+    assert!(a == o, "the same {rows} rows from the archive as from the server's files ({} there)", o.len());
+    let read = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stderr).lines().filter(|l| l.contains(" events, ")).count()
+    };
+    assert!(read(&archived) < read(&original), "the index spared files: {} of {}", read(&archived), read(&original));
+    eprintln!(
+        "archive: {} files identical to the server's; {rows} rows of a range dumped alike",
+        server_files(&server).len()
+    );
 }
