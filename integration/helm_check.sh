@@ -29,7 +29,8 @@ all_on=(--set secrets.existingSecret=sluice-secrets --set secrets.kafkaPasswordK
         --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
         --set metrics.dashboard.enabled=true
         --set verify.enabled=true --set verify.pushgateway=http://pushgateway.monitoring.svc:9091
-        --set 'verify.args={--target,kafka}')
+        --set 'verify.args={--target,kafka}'
+        --set archive.enabled=true)
 
 echo "helm_check: helm lint" >&2
 "$HELM" lint --strict "$chart" >&2
@@ -51,8 +52,23 @@ for name in ("default", "all"):
     if name == "default":
         assert kinds == ["ConfigMap", "Deployment", "Service"], kinds
     else:
-        assert kinds == ["ConfigMap", "ConfigMap", "CronJob", "Deployment", "Deployment", "PrometheusRule", "Service",
-                         "Service", "ServiceMonitor", "ServiceMonitor"], kinds
+        assert kinds == ["ConfigMap", "ConfigMap", "CronJob", "Deployment", "Deployment", "Deployment",
+                         "PersistentVolumeClaim", "PrometheusRule", "Service", "Service", "Service", "ServiceMonitor",
+                         "ServiceMonitor", "ServiceMonitor"], kinds
+        # the archiver: its own pods and volume (kept when the release goes), the MySQL password only
+        archive = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "sluice-archive")
+        pvc = next(d for d in docs if d["kind"] == "PersistentVolumeClaim")
+        assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", pvc
+        aspec = archive["spec"]["template"]["spec"]
+        ac = aspec["containers"][0]
+        assert ac["args"] == ["archive", "--config", "/etc/sluice/sluice.toml"], ac["args"]
+        aenv = {e["name"]: e.get("value") for e in ac["env"]}
+        assert aenv["SLUICE_ARCHIVE__TO"] == "/var/lib/sluice/archive" and aenv["SLUICE_ARCHIVE__SERVER_ID"] == "51003", aenv
+        assert aenv["SLUICE_SOURCE__PASSWORD_FILE"] == "/var/run/secrets/sluice/mysql-password", aenv
+        avols = {v["name"]: v for v in aspec["volumes"]}
+        assert avols["archive"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"], avols
+        assert [i["key"] for i in avols["secrets"]["secret"]["items"]] == ["mysql-password"], avols
+        assert archive["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "sluice-archive"
         # the verify CronJob: pushes to the Pushgateway, never retried (exit 1 is an answer), one at a time,
         # reads the tables (the MySQL password) and the indices (their password)
         cron = next(d for d in docs if d["kind"] == "CronJob")
@@ -69,6 +85,7 @@ for name in ("default", "all"):
         assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]], rule
         deps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
         sink = deps.pop("sluice-es-sink")
+        deps.pop("sluice-archive")
         dep = next(iter(deps.values()))
         # the sink's pods: a selector of their own, no MySQL password, its own secret keys only
         sel = lambda d: d["spec"]["selector"]["matchLabels"]
@@ -82,7 +99,8 @@ for name in ("default", "all"):
         keys = [i["key"] for i in vols["secrets"]["secret"]["items"]]
         assert keys == ["kafka-password", "es-password"], keys
         services = [d for d in docs if d["kind"] == "Service"]
-        assert sorted(s["spec"]["selector"]["app.kubernetes.io/name"] for s in services) == ["sluice", "sluice-es-sink"]
+        assert sorted(s["spec"]["selector"]["app.kubernetes.io/name"] for s in services) == [
+            "sluice", "sluice-archive", "sluice-es-sink"]
         env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["SLUICE_SOURCE__PASSWORD_FILE"] == "/var/run/secrets/sluice/mysql-password", env
         assert env["SLUICE_KAFKA__SASL_PASSWORD_FILE"] == "/var/run/secrets/sluice/kafka-password", env

@@ -681,6 +681,7 @@ pub struct ArchiveMetrics {
     lag_bytes: IntGauge,
     lag_seconds: IntGauge,
     purge_margin: IntGauge,
+    warn_margin: IntGauge,
     restarts: IntCounter,
     ready: IntGauge,
 }
@@ -709,10 +710,20 @@ impl ArchiveMetrics {
                 "Bytes of the server's binlog files older than the one the archive is copying: what the server can \
                  purge before it removes a file the archive has not copied whole (0: the next purge loses data).",
             ),
+            warn_margin: gauge(
+                &r,
+                "sluice_archive_purge_margin_warn_bytes",
+                "archive.warn_margin: the purge margin below which SluiceArchiveNearPurge fires.",
+            ),
             restarts: counter(&r, "sluice_archive_restarts_total", "Reconnections after a broken stream."),
             ready: gauge(&r, "sluice_archive_ready", "1 while the archiver streams, 0 while it connects or restarts."),
             prometheus: r,
         }
+    }
+
+    /// The configured warning margin (`archive.warn_margin`).
+    pub fn set_warn_margin(&self, bytes: u64) {
+        self.warn_margin.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// `n` bytes archived.

@@ -33,6 +33,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The archiver's pods: a name of their own, so no selector of the publisher's matches them. */}}
+{{- define "sluice.archiveSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-archive
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sluice.archiveLabels" -}}
+{{ include "sluice.archiveSelectorLabels" . }}
+app.kubernetes.io/component: archive
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
 {{/* The verify CronJob's pods: a name of their own, so no selector of the publisher's matches them. */}}
 {{- define "sluice.verifyLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}-verify

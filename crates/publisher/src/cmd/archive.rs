@@ -62,6 +62,7 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
     const NAME: &str = Archiver::NAME;
     let shutdown = Shutdown::on_signal("Stopping: syncing the archive");
     let metrics = Arc::new(ArchiveMetrics::new(&cfg.source.name));
+    metrics.set_warn_margin(cfg.archive.warn_margin);
     if let Err(exit) = serve_metrics(NAME, cfg.metrics.listen, &metrics).await {
         return exit;
     }

@@ -18,6 +18,12 @@ pub struct ArchiveSection {
     /// continues from its newest file.
     #[serde(default)]
     pub start: ArchiveStart,
+    /// Warn (alert `SluiceArchiveNearPurge`) when the server's binlog files older than the one
+    /// being archived add up to less than this (e.g. `"1GiB"`): the server's next purges would
+    /// remove a file the archive has not copied whole. Exported as
+    /// `sluice_archive_purge_margin_warn_bytes`.
+    #[serde(default = "default_warn_margin", deserialize_with = "byte_size")]
+    pub warn_margin: u64,
 }
 
 /// `archive.start`.
@@ -29,6 +35,10 @@ pub enum ArchiveStart {
     Earliest,
     /// The beginning of the file the server is writing.
     Current,
+}
+
+fn default_warn_margin() -> u64 {
+    1 << 30
 }
 
 fn default_archive_server_id() -> u32 {
