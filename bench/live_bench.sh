@@ -26,20 +26,9 @@ repo="$(cd "$here/.." && pwd)"
 
 rows="${1:-1000000}"
 export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
-name="bench"
-data="$(mariadb_datadir "$name")/data"
-files="$SLUICE_WORK/bench"
-
-if [ ! -s "$(mariadb_datadir "$name")/port" ] || [ ! -d "$files/full" ]; then
-    echo "live_bench: generating the workload (bench/gen_bench_binlog.sh, a few minutes)" >&2
-    BENCH_KEEP_DATADIR=1 "$here/gen_bench_binlog.sh" "$files" "$rows" >&2
-fi
-first="$(ls "$files/full" | head -n 1)"
-[ -f "$data/$first" ] || { echo "live_bench: $data/$first is missing; delete $(mariadb_datadir "$name") and rerun" >&2; exit 1; }
-
-echo "live_bench: building (release)" >&2
-(cd "$repo" && cargo build --release -q -p sluice --bin sluice --example live_stream)
-target="${CARGO_TARGET_DIR:-$repo/target}/release"
+# shellcheck source=lib_server.sh
+. "$here/lib_server.sh"
+bench_server live_bench "$rows"
 
 if [ "${BENCH_SKIP_PYTHON:-0}" != 1 ] && ! python3 -c 'import pymysqlreplication, pymysql' 2>/dev/null; then
     pip install -q mysql-replication pymysql >&2

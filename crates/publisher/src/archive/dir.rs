@@ -10,6 +10,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::copy::{walk_file, FileSummary, Op, Resume, Summarizer, FDE_FLAGS_OFFSET, MAGIC};
 
@@ -28,6 +30,8 @@ pub struct DirArchive {
     current: Option<(String, BufWriter<File>)>,
     /// `.lock`, locked while this process uses the archive.
     _lock: File,
+    /// A sync of the current file running on a thread of its own ([`DirArchive::sync`]).
+    syncing: Arc<AtomicBool>,
 }
 
 impl DirArchive {
@@ -64,7 +68,13 @@ impl DirArchive {
         };
         let mut files = binlog_files(root).map_err(|e| io("listing", e))?;
         files.sort_by_key(|f| order_key(f));
-        let mut archive = DirArchive { root: root.to_path_buf(), index: Vec::new(), current: None, _lock: lock };
+        let mut archive = DirArchive {
+            root: root.to_path_buf(),
+            index: Vec::new(),
+            current: None,
+            _lock: lock,
+            syncing: Arc::new(AtomicBool::new(false)),
+        };
         let Some(newest) = files.pop() else {
             archive.index = Vec::new();
             return Ok((archive, None));
@@ -181,15 +191,27 @@ impl DirArchive {
         Ok(())
     }
 
-    /// Makes what was written durable (the current file's bytes, then the index with the
-    /// current file's `summary`).
+    /// Writes out what is buffered and the index with the current file's `summary`, and makes
+    /// the current file durable: at once (`wait`), or on a thread of its own while the copy
+    /// goes on (the periodic sync: waiting for the disk there halved the copy's rate, and what
+    /// a machine crash loses of the open file the server sends again).
     ///
     /// # Errors
     /// A write that fails.
-    pub fn sync(&mut self, summary: &FileSummary) -> Result<(), String> {
+    pub fn sync(&mut self, summary: &FileSummary, wait: bool) -> Result<(), String> {
         if let Some((name, w)) = &mut self.current {
             w.flush().map_err(|e| format!("writing {name}: {e}"))?;
-            w.get_ref().sync_data().map_err(|e| format!("syncing {name}: {e}"))?;
+            if wait {
+                w.get_ref().sync_data().map_err(|e| format!("syncing {name}: {e}"))?;
+            } else if !self.syncing.swap(true, Ordering::AcqRel) {
+                let (file, flag, name) = (w.get_ref().try_clone(), Arc::clone(&self.syncing), name.clone());
+                std::thread::spawn(move || {
+                    if let Err(e) = file.and_then(|f| f.sync_data()) {
+                        tracing::warn!(file = %name, error = %e, "Syncing the archive's open file failed");
+                    }
+                    flag.store(false, Ordering::Release);
+                });
+            }
             if *name == summary.file {
                 self.put(summary.clone());
             }

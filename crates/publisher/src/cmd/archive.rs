@@ -49,6 +49,9 @@ pub struct ArchiveArgs {
     pub until_end: bool,
 }
 
+/// Bytes of events read from the socket ahead of the copy.
+const READ_AHEAD_BYTES: usize = 8 << 20;
+
 /// Runs `sluice archive`.
 pub fn run(args: ArchiveArgs) -> Exit {
     let cfg: ArchiveConfig = match super::load_config(Archiver::NAME, &args.config) {
@@ -86,7 +89,7 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
     let mut a = Archiver { cfg, connect, copier: Copier::new(resume), store, until_end, metrics, progressed: false };
     let exit = supervise(&mut a, &shutdown).await;
     if exit == Exit::Ok {
-        if let Err(e) = a.store.sync(a.copier.summary()) {
+        if let Err(e) = a.store.sync(a.copier.summary(), true) {
             crate::eline!("{NAME}: {e}");
             return Exit::Failure;
         }
@@ -145,7 +148,7 @@ impl Supervised for Archiver<'_> {
         let r = self.dump(shutdown).await;
         self.progressed = self.copier.position().map(|(f, s)| (f.to_string(), s)) != before;
         // what was written is kept whatever ended the dump
-        self.store.sync(self.copier.summary()).map_err(ArchiveError::Definite)?;
+        self.store.sync(self.copier.summary(), true).map_err(ArchiveError::Definite)?;
         r
     }
 
@@ -187,7 +190,13 @@ impl Archiver<'_> {
         // a second connection asks the server where it is, for the lag and purge metrics
         let mut side = Connection::connect(self.connect.clone()).await.ok();
         tracing::info!(%file, position, "Copying the binlog");
-        let mut stream = conn.start_binlog_dump(req).await.map_err(|e| protocol("starting the binlog dump", &e))?;
+        // read ahead on a task of its own, as sluice run's source does: the socket is read while
+        // the last events are checked and written
+        let mut stream = conn
+            .start_binlog_dump(req)
+            .await
+            .map_err(|e| protocol("starting the binlog dump", &e))?
+            .read_ahead(READ_AHEAD_BYTES);
         self.metrics.set_ready(true);
         let mut sync = tokio::time::interval(Duration::from_millis(500));
         let mut measure = tokio::time::interval(Duration::from_secs(10));
@@ -224,7 +233,7 @@ impl Archiver<'_> {
                         }
                     }
                 }
-                _ = sync.tick() => self.store.sync(self.copier.summary()).map_err(ArchiveError::Definite)?,
+                _ = sync.tick() => self.store.sync(self.copier.summary(), false).map_err(ArchiveError::Definite)?,
                 _ = measure.tick() => {
                     if let (Some(c), Some((file, size))) = (side.as_mut(), self.copier.position()) {
                         if let Ok(logs) = crate::source::server::binary_logs(c).await {
