@@ -260,7 +260,7 @@ impl Archiver<'_> {
             let oldest = logs.first().map_or("none", |(f, _)| f.as_str());
             return ArchiveError::Definite(format!(
                 "the server purged {file} (its oldest file is now {oldest}) before the archive copied it whole (it \
-                 holds {size} bytes of it): the archive cannot continue without a gap. Keep this archive as it is and \
+                 holds {size} bytes of it), or the archive is another server's: it cannot continue without a gap. Keep this archive as it is and \
                  start a new one in another directory (archive.to, archive.start = \"earliest\"); watch \
                  sluice_archive_purge_margin_bytes to see a purge coming (server said: {})",
                 e.message
