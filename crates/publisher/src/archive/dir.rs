@@ -96,7 +96,8 @@ impl DirArchive {
         let resume = walk_file(&newest, std::io::BufReader::new(File::open(&path).map_err(|e| io("reading", e))?))?;
         let len = std::fs::metadata(&path).map_err(|e| io("reading", e))?.len();
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| io("opening", e))?;
-        if resume.size < len.max(4) {
+        // a tail cut off (or a file cut inside its magic, shorter than what it resumes at)
+        if resume.size != len {
             tracing::warn!(
                 file = %newest,
                 kept = resume.size,
@@ -104,7 +105,7 @@ impl DirArchive {
                 "The archive's newest file ends with an incomplete event (the archiver stopped while writing it); \
                  cutting it there: the server sends it again"
             );
-            if resume.size <= 4 {
+            if resume.size <= 4 || len < 4 {
                 file.set_len(0).map_err(|e| io("cutting", e))?;
                 file.write_all_at(&MAGIC, 0).map_err(|e| io("writing", e))?;
             }
@@ -312,4 +313,68 @@ pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<
 pub fn order_key(name: &str) -> (u64, String) {
     let n = name.rsplit_once('.').and_then(|(_, n)| n.parse().ok()).unwrap_or(0);
     (n, name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(file: &str, first: u32, last: u32) -> FileSummary {
+        FileSummary {
+            file: file.into(),
+            size: 4,
+            complete: true,
+            first_time: Some(first),
+            last_time: Some(last),
+            ..FileSummary::default()
+        }
+    }
+
+    #[test]
+    fn a_time_range_takes_the_files_whose_events_meet_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // out of name order on purpose: the server's order is by number
+        let index = vec![summary("b.000009", 100, 200), summary("b.000010", 190, 300), summary("b.000011", 301, 400)];
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
+        for f in ["b.000010", "b.000009", "b.000011", "b.000012", "notes.txt"] {
+            std::fs::write(root.join(f), MAGIC).unwrap();
+        }
+        let names = |from, to| -> Vec<String> {
+            files_between(root, from, to)
+                .unwrap()
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        // b.000012 is not in the index yet (the file being written): always taken
+        assert_eq!(names(None, None), ["b.000009", "b.000010", "b.000011", "b.000012"]);
+        assert_eq!(names(Some(250), None), ["b.000010", "b.000011", "b.000012"]);
+        assert_eq!(names(None, Some(190)), ["b.000009", "b.000012"]);
+        assert_eq!(names(Some(195), Some(301)), ["b.000009", "b.000010", "b.000012"]);
+        assert!(order_key("mysql-bin.1000000") > order_key("mysql-bin.999999"));
+    }
+
+    #[test]
+    fn one_archiver_per_directory_and_a_torn_tail_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, resume) = DirArchive::open(dir.path()).unwrap();
+        assert!(resume.is_none(), "an empty archive");
+        let e = DirArchive::open(dir.path()).unwrap_err();
+        assert!(e.contains("another sluice archive"), "{e}");
+        drop(first);
+        // a file cut inside its magic starts over; one with half an event keeps its whole part
+        std::fs::write(dir.path().join("b.000001"), &MAGIC[..2]).unwrap();
+        let (a, resume) = DirArchive::open(dir.path()).unwrap();
+        let r = resume.unwrap();
+        assert_eq!((r.file.as_str(), r.size), ("b.000001", 4));
+        assert_eq!(std::fs::read(dir.path().join("b.000001")).unwrap(), MAGIC);
+        drop(a);
+        let mut torn = MAGIC.to_vec();
+        torn.extend_from_slice(&[0u8; 10]);
+        std::fs::write(dir.path().join("b.000002"), &torn).unwrap();
+        let (_a, resume) = DirArchive::open(dir.path()).unwrap();
+        assert_eq!(resume.unwrap().size, 4);
+        assert_eq!(std::fs::metadata(dir.path().join("b.000002")).unwrap().len(), 4);
+    }
 }
