@@ -44,7 +44,7 @@ use serde::Deserialize;
 
 use crate::position::StartFrom;
 
-pub use archive::{ArchiveSection, ArchiveStart};
+pub use archive::{ArchiveCompress, ArchiveSection, ArchiveStart};
 pub use elasticsearch::{ElasticsearchSection, EsDecimal, EsJson, EsTime};
 pub use filter::{FilterSection, Route};
 use kafka::librdkafka_problems;

@@ -52,6 +52,9 @@ pub struct FileSummary {
     pub first_gtid: Option<String>,
     /// The GTID state after its last transaction.
     pub last_gtid: Option<String>,
+    /// The archive's file holding it when not the server's name (`<name>.gz`: compressed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<String>,
 }
 
 /// Follows a file's events for its [`FileSummary`] (decoding only the format and GTID events).

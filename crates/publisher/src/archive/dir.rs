@@ -32,6 +32,96 @@ pub struct DirArchive {
     _lock: File,
     /// A sync of the current file running on a thread of its own ([`DirArchive::sync`]).
     syncing: Arc<AtomicBool>,
+    /// Completed files are gzipped, by [`Gzipper`].
+    gzip: Option<Gzipper>,
+}
+
+/// Gzips completed files on a thread of its own, one after another: `<name>` becomes
+/// `<name>.gz` (written aside, synced, renamed, then the original removed), and the stored name
+/// comes back for the index.
+#[derive(Debug)]
+struct Gzipper {
+    jobs: Option<std::sync::mpsc::Sender<String>>,
+    done: std::sync::mpsc::Receiver<(String, String)>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gzipper {
+    fn start(root: &Path) -> Gzipper {
+        let (jobs, rx) = std::sync::mpsc::channel::<String>();
+        let (tx, done) = std::sync::mpsc::channel();
+        let root = root.to_path_buf();
+        let worker = std::thread::spawn(move || {
+            for name in rx {
+                match gzip_file(&root, &name) {
+                    Ok(stored) => {
+                        let _ = tx.send((name, stored));
+                    }
+                    Err(e) => {
+                        tracing::warn!(file = %name, error = %e, "Compressing an archived file failed; it stays as it is");
+                    }
+                }
+            }
+        });
+        Gzipper { jobs: Some(jobs), done, worker: Some(worker) }
+    }
+
+    fn push(&self, name: &str) {
+        if let Some(j) = &self.jobs {
+            let _ = j.send(name.to_string());
+        }
+    }
+}
+
+impl Gzipper {
+    /// Waits for the files queued (a stop waits for them; one cut short would only be
+    /// compressed again at the next start); their stored names stay to be taken.
+    fn finish(&mut self) {
+        self.jobs.take();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Gzipper {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// `root/name` gzipped into `root/name.gz`; the stored name.
+fn gzip_file(root: &Path, name: &str) -> std::io::Result<String> {
+    use flate2::write::GzEncoder;
+    let stored = format!("{name}.gz");
+    let tmp = root.join(format!(".{stored}.tmp"));
+    let mut input = File::open(root.join(name))?;
+    let mut enc = GzEncoder::new(BufWriter::new(File::create(&tmp)?), flate2::Compression::default());
+    std::io::copy(&mut input, &mut enc)?;
+    let f = enc.finish()?.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, root.join(&stored))?;
+    std::fs::remove_file(root.join(name))?;
+    Ok(stored)
+}
+
+/// A file of the archive: the server's name, and the file holding it (`<name>.gz`: gzipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored {
+    name: String,
+    file: String,
+}
+
+impl Stored {
+    fn compressed(&self) -> bool {
+        self.file != self.name
+    }
+
+    /// A reader of the server's bytes.
+    fn open(&self, root: &Path) -> std::io::Result<Box<dyn std::io::Read>> {
+        let f = std::io::BufReader::new(File::open(root.join(&self.file))?);
+        Ok(if self.compressed() { Box::new(flate2::bufread::MultiGzDecoder::new(f)) } else { Box::new(f) })
+    }
 }
 
 impl DirArchive {
@@ -40,7 +130,7 @@ impl DirArchive {
     ///
     /// # Errors
     /// The directory cannot be made or read, or holds a file that is not a binlog.
-    pub fn open(root: &Path) -> Result<(DirArchive, Option<Resume>), String> {
+    pub fn open(root: &Path, gzip: bool) -> Result<(DirArchive, Option<Resume>), String> {
         let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", root.display());
         std::fs::create_dir_all(root).map_err(|e| io("creating the archive directory", e))?;
         // two archivers writing one directory would interleave their writes
@@ -66,14 +156,14 @@ impl DirArchive {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io("reading the index of", e)),
         };
-        let mut files = binlog_files(root).map_err(|e| io("listing", e))?;
-        files.sort_by_key(|f| order_key(f));
+        let mut files = stored_files(root).map_err(|e| io("listing", e))?;
         let mut archive = DirArchive {
             root: root.to_path_buf(),
             index: Vec::new(),
             current: None,
             _lock: lock,
             syncing: Arc::new(AtomicBool::new(false)),
+            gzip: gzip.then(|| Gzipper::start(root)),
         };
         let Some(newest) = files.pop() else {
             archive.index = Vec::new();
@@ -81,19 +171,49 @@ impl DirArchive {
         };
         // the older files are complete; one the index lacks (a crash before it was written) is
         // summarized again
-        index.retain(|s| files.contains(&s.file));
+        index.retain(|s| files.iter().any(|f| f.name == s.file));
         for f in &files {
-            if !index.iter().any(|s| &s.file == f) {
-                let r = walk_file(f, File::open(root.join(f)).map_err(|e| io("reading", e))?)?;
-                let mut summary = r.summarizer.summary().clone();
-                summary.complete = true;
-                index.push(summary);
+            match index.iter_mut().find(|s| s.file == f.name) {
+                Some(s) => s.stored = f.compressed().then(|| f.file.clone()),
+                None => {
+                    let r = walk_file(&f.name, f.open(root).map_err(|e| io("reading", e))?)?;
+                    let mut summary = r.summarizer.summary().clone();
+                    summary.complete = true;
+                    summary.stored = f.compressed().then(|| f.file.clone());
+                    index.push(summary);
+                }
+            }
+            // one a stop left uncompressed
+            if let (Some(g), false) = (&archive.gzip, f.compressed()) {
+                g.push(&f.name);
             }
         }
         index.sort_by_key(|s| order_key(&s.file));
         archive.index = index;
+        let resume = walk_file(&newest.name, newest.open(root).map_err(|e| io("reading", e))?)?;
+        if newest.compressed() {
+            // whole when it was compressed: the copy goes on after it
+            let summary = FileSummary {
+                complete: true,
+                stored: Some(newest.file.clone()),
+                ..resume.summarizer.summary().clone()
+            };
+            archive.put(summary.clone());
+            let next = resume.next.clone();
+            let resume = Resume { finished: true, size: summary.size, ..resume };
+            if let Some(next) = next {
+                archive.apply(&[], &[Op::Begin(next.clone())])?;
+                let summarizer = Summarizer::new(&next);
+                return Ok((
+                    archive,
+                    Some(Resume { file: next, size: 4, crc: false, finished: false, next: None, summarizer }),
+                ));
+            }
+            archive.write_index()?;
+            return Ok((archive, Some(resume)));
+        }
+        let newest = newest.name;
         let path = root.join(&newest);
-        let resume = walk_file(&newest, std::io::BufReader::new(File::open(&path).map_err(|e| io("reading", e))?))?;
         let len = std::fs::metadata(&path).map_err(|e| io("reading", e))?.len();
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| io("opening", e))?;
         // a tail cut off (or a file cut inside its magic, shorter than what it resumes at)
@@ -147,7 +267,9 @@ impl DirArchive {
                 Op::Begin(name) => {
                     self.close_current()?;
                     let path = self.root.join(name);
-                    let exists = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                    let gz = self.root.join(format!("{name}.gz"));
+                    let exists = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+                        + std::fs::metadata(&gz).map_or(0, |m| m.len().max(MAGIC.len() as u64 + 1));
                     if exists > MAGIC.len() as u64 {
                         return Err(format!(
                             "{}: the stream starts this file again, but the archive holds {exists} bytes of it \
@@ -186,6 +308,9 @@ impl DirArchive {
                     }
                     self.put(summary.clone());
                     self.write_index()?;
+                    if let Some(g) = &self.gzip {
+                        g.push(&summary.file);
+                    }
                 }
             }
         }
@@ -217,7 +342,24 @@ impl DirArchive {
                 self.put(summary.clone());
             }
         }
+        let done: Vec<(String, String)> = self.gzip.as_ref().map(|g| g.done.try_iter().collect()).unwrap_or_default();
+        for (name, stored) in done {
+            if let Some(s) = self.index.iter_mut().find(|s| s.file == name) {
+                s.stored = Some(stored);
+            }
+        }
         self.write_index()
+    }
+
+    /// Ends the archive: the queued compressions finished and in the index, everything synced.
+    ///
+    /// # Errors
+    /// As [`DirArchive::sync`].
+    pub fn close(&mut self, summary: &FileSummary) -> Result<(), String> {
+        if let Some(g) = &mut self.gzip {
+            g.finish();
+        }
+        self.sync(summary, true)
     }
 
     fn close_current(&mut self) -> Result<(), String> {
@@ -264,19 +406,37 @@ fn set_in_use(f: &File, on: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The binlog files in the archive directory (named `<base>.<number>`, not hidden).
-fn binlog_files(root: &Path) -> std::io::Result<Vec<String>> {
-    let mut out = Vec::new();
+/// The binlog files in the archive directory (named `<base>.<number>`, or that and `.gz`; not
+/// hidden), in the server's order. A file both plain and gzipped (a stop between the gzip's
+/// rename and the original's removal) is the gzipped one; the plain one goes, as do half-written
+/// gzips (hidden).
+fn stored_files(root: &Path) -> std::io::Result<Vec<Stored>> {
+    let mut out: Vec<Stored> = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file.starts_with('.') && file.ends_with(".gz.tmp") {
+            std::fs::remove_file(entry.path())?;
+            continue;
+        }
+        let name = file.strip_suffix(".gz").unwrap_or(&file).to_string();
         // a binlog's name ends with its number (`mysql-bin.000042`); anything else is not ours
         let numbered =
             name.rsplit_once('.').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if entry.file_type()?.is_file() && numbered && !name.starts_with('.') {
-            out.push(name);
+        if !entry.file_type()?.is_file() || !numbered || file.starts_with('.') {
+            continue;
+        }
+        let s = Stored { name, file };
+        match out.iter_mut().find(|o| o.name == s.name) {
+            Some(o) => {
+                let plain = if s.compressed() { o.file.clone() } else { s.file.clone() };
+                std::fs::remove_file(root.join(plain))?;
+                o.file = format!("{}.gz", s.name);
+            }
+            None => out.push(s),
         }
     }
+    out.sort_by_key(|s| order_key(&s.name));
     Ok(out)
 }
 
@@ -292,11 +452,10 @@ pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(format!("reading {}: {e}", root.join(INDEX).display())),
     };
-    let mut files = binlog_files(root).map_err(|e| format!("listing {}: {e}", root.display()))?;
-    files.sort_by_key(|f| order_key(f));
+    let files = stored_files(root).map_err(|e| format!("listing {}: {e}", root.display()))?;
     Ok(files
         .into_iter()
-        .filter(|f| match index.iter().find(|s| &s.file == f) {
+        .filter(|f| match index.iter().find(|s| s.file == f.name) {
             Some(s) => {
                 let ends_before = matches!((s.last_time, from), (Some(last), Some(from)) if last < from);
                 let begins_after = matches!((s.first_time, to), (Some(first), Some(to)) if first >= to);
@@ -304,7 +463,7 @@ pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<
             }
             None => true,
         })
-        .map(|f| root.join(f))
+        .map(|f| root.join(f.file))
         .collect())
 }
 
@@ -358,14 +517,14 @@ mod tests {
     #[test]
     fn one_archiver_per_directory_and_a_torn_tail_is_cut() {
         let dir = tempfile::tempdir().unwrap();
-        let (first, resume) = DirArchive::open(dir.path()).unwrap();
+        let (first, resume) = DirArchive::open(dir.path(), false).unwrap();
         assert!(resume.is_none(), "an empty archive");
-        let e = DirArchive::open(dir.path()).unwrap_err();
+        let e = DirArchive::open(dir.path(), false).unwrap_err();
         assert!(e.contains("another sluice archive"), "{e}");
         drop(first);
         // a file cut inside its magic starts over; one with half an event keeps its whole part
         std::fs::write(dir.path().join("b.000001"), &MAGIC[..2]).unwrap();
-        let (a, resume) = DirArchive::open(dir.path()).unwrap();
+        let (a, resume) = DirArchive::open(dir.path(), false).unwrap();
         let r = resume.unwrap();
         assert_eq!((r.file.as_str(), r.size), ("b.000001", 4));
         assert_eq!(std::fs::read(dir.path().join("b.000001")).unwrap(), MAGIC);
@@ -373,7 +532,7 @@ mod tests {
         let mut torn = MAGIC.to_vec();
         torn.extend_from_slice(&[0u8; 10]);
         std::fs::write(dir.path().join("b.000002"), &torn).unwrap();
-        let (_a, resume) = DirArchive::open(dir.path()).unwrap();
+        let (_a, resume) = DirArchive::open(dir.path(), false).unwrap();
         assert_eq!(resume.unwrap().size, 4);
         assert_eq!(std::fs::metadata(dir.path().join("b.000002")).unwrap().len(), 4);
     }

@@ -13,7 +13,7 @@ use sluice_protocol::{Connection, DumpRequest, StartPosition};
 use super::supervise::{serve_metrics, supervise, Supervised};
 use super::Exit;
 use crate::archive::{Copier, DirArchive, Op};
-use crate::config::{ArchiveConfig, ArchiveStart};
+use crate::config::{ArchiveCompress, ArchiveConfig, ArchiveStart};
 use crate::disposition::Disposition;
 use crate::metrics::ArchiveMetrics;
 use crate::process::Shutdown;
@@ -76,7 +76,8 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
             return Exit::Usage;
         }
     };
-    let (store, resume) = match DirArchive::open(&cfg.archive.to) {
+    let gzip = cfg.archive.compress == ArchiveCompress::Gzip;
+    let (store, resume) = match DirArchive::open(&cfg.archive.to, gzip) {
         Ok(x) => x,
         Err(e) => {
             crate::eline!("{NAME}: {e}");
@@ -89,7 +90,7 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
     let mut a = Archiver { cfg, connect, copier: Copier::new(resume), store, until_end, metrics, progressed: false };
     let exit = supervise(&mut a, &shutdown).await;
     if exit == Exit::Ok {
-        if let Err(e) = a.store.sync(a.copier.summary(), true) {
+        if let Err(e) = a.store.close(a.copier.summary()) {
             crate::eline!("{NAME}: {e}");
             return Exit::Failure;
         }

@@ -24,6 +24,22 @@ pub struct ArchiveSection {
     /// `sluice_archive_purge_margin_warn_bytes`.
     #[serde(default = "default_warn_margin", deserialize_with = "byte_size")]
     pub warn_margin: u64,
+    /// `gzip`: a completed file is replaced by `<name>.gz` (on a thread of its own, once the file
+    /// is whole and synced; `sluice dump` reads gzip files as they are, and the index names the
+    /// stored file). `none` (default): files stay as the server wrote them.
+    #[serde(default)]
+    pub compress: ArchiveCompress,
+}
+
+/// `archive.compress`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArchiveCompress {
+    /// Files as the server wrote them.
+    #[default]
+    None,
+    /// Completed files gzip-compressed.
+    Gzip,
 }
 
 /// `archive.start`.
