@@ -438,8 +438,13 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
+        exposition(&self.prometheus)
     }
+}
+
+/// A registry's series in Prometheus's text format.
+fn exposition(registry: &Registry) -> String {
+    TextEncoder::new().encode_to_string(&registry.gather()).unwrap_or_default()
 }
 
 /// What the HTTP endpoint serves: a process's metrics and whether it is ready.
@@ -662,7 +667,7 @@ impl SinkMetrics {
 
 impl Served for SinkMetrics {
     fn render(&self) -> String {
-        TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
+        exposition(&self.prometheus)
     }
     fn is_ready(&self) -> bool {
         // a stalled partition is not ready, though the rest applies
@@ -769,7 +774,7 @@ impl ArchiveMetrics {
 
 impl Served for ArchiveMetrics {
     fn render(&self) -> String {
-        TextEncoder::new().encode_to_string(&self.prometheus.gather()).unwrap_or_default()
+        exposition(&self.prometheus)
     }
     fn is_ready(&self) -> bool {
         self.ready.get() == 1

@@ -267,14 +267,14 @@ impl DirArchive {
                 Op::Begin(name) => {
                     self.close_current()?;
                     let path = self.root.join(name);
-                    let gz = self.root.join(format!("{name}.gz"));
-                    let exists = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
-                        + std::fs::metadata(&gz).map_or(0, |m| m.len().max(MAGIC.len() as u64 + 1));
-                    if exists > MAGIC.len() as u64 {
+                    let exists = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                    let gzipped = self.root.join(format!("{name}.gz")).exists();
+                    if exists > MAGIC.len() as u64 || gzipped {
                         return Err(format!(
-                            "{}: the stream starts this file again, but the archive holds {exists} bytes of it \
-                             already (a second archiver on the same directory, or another server's files?)",
-                            path.display()
+                            "{}: the stream starts this file again, but the archive holds it already ({}; another \
+                             server's files?)",
+                            path.display(),
+                            if gzipped { "gzipped".to_string() } else { format!("{exists} bytes") }
                         ));
                     }
                     let mut f = OpenOptions::new()
