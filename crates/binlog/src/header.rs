@@ -25,6 +25,10 @@ pub const HEADER_LEN: usize = 19;
 /// server computes the FDE's checksum with it clear, so verification must clear it too.
 pub const LOG_EVENT_BINLOG_IN_USE_F: u16 = 0x1;
 
+/// `LOG_EVENT_ARTIFICIAL_F`: an event a replication dump made up, in no file (the fake ROTATE
+/// naming where a dump starts or moves on to, MariaDB's fake GTID_LIST).
+pub const LOG_EVENT_ARTIFICIAL_F: u16 = 0x20;
+
 /// The 19-byte header every v4 event starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventHeader {

@@ -204,6 +204,15 @@ impl TransactionTracker {
         self.gtid = None;
     }
 
+    /// The reader moved on to `file` without a ROTATE (the file before ended with the server's
+    /// STOP): between transactions, the resume point is its start.
+    pub fn moved_to(&mut self, file: &str) {
+        if self.state == State::Idle {
+            self.resume.file = file.to_string();
+            self.resume.position = 4;
+        }
+    }
+
     /// Gives the resume point the GTID state the server had there (when the reader started
     /// inside a file without one: see the module docs).
     pub fn set_gtid_state(&mut self, state: GtidState) {

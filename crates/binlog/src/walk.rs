@@ -74,6 +74,12 @@ impl EventWalker {
         &self.file
     }
 
+    /// Where the next event of [`EventWalker::file`] starts, as the last event's header (or a
+    /// ROTATE) said: the position just after everything walked so far.
+    pub fn next_offset(&self) -> u64 {
+        self.last_end
+    }
+
     /// The decoder (its format, table maps and counters).
     pub fn decoder(&self) -> &EventDecoder {
         &self.decoder

@@ -3,10 +3,12 @@
 //! pipeline that fell behind a purge).
 //!
 //! - [`copy`]: which bytes of the replication stream belong in which file (sans-IO);
-//! - [`dir`]: an archive in a directory, its index, and repair after a crash.
+//! - [`dir`]: an archive in a directory, its index, and repair after a crash;
+//! - [`read`]: an archive read back as a replication stream, and whether it covers a purge.
 
 pub mod copy;
 pub mod dir;
+pub mod read;
 
 pub use copy::{Copier, Op};
 pub use dir::DirArchive;

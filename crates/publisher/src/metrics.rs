@@ -78,6 +78,12 @@ pub struct Metrics {
     snapshot_state: IntGaugeVec,
     /// `sluice_snapshot_running`: 1 while a snapshot has tables left.
     snapshot_running: IntGauge,
+    /// `sluice_source_archive_reading`: 1 while the binlog comes from `source.archive` (the
+    /// server purged the checkpoint's files).
+    archive_reading: IntGauge,
+    /// `sluice_source_archive_switches_total`: catch-ups from the archive handed over to the
+    /// server's stream.
+    archive_switches: IntCounter,
 }
 
 /// One table's row-change counters, looked up once per table (a label lookup per row would
@@ -295,6 +301,16 @@ impl Metrics {
                 &["table"],
             ),
             snapshot_running: gauge(&registry, "sluice_snapshot_running", "1 while a snapshot has tables left to read."),
+            archive_reading: gauge(
+                &registry,
+                "sluice_source_archive_reading",
+                "1 while the binlog is read from source.archive because the server purged the checkpoint's files.",
+            ),
+            archive_switches: counter(
+                &registry,
+                "sluice_source_archive_switches_total",
+                "Catch-ups from source.archive handed over to the server's replication stream.",
+            ),
             prometheus: registry,
         };
         m.lag_bytes.set(-1);
@@ -386,6 +402,15 @@ impl Metrics {
             self.last_event.set(i64::from(timestamp));
             self.lag.set((now_s - i64::from(timestamp)).max(0));
         }
+    }
+
+    /// The binlog comes from the archive (true), or the archive handed over to the server's
+    /// stream (false after true).
+    pub fn archive_reading(&self, reading: bool) {
+        if !reading && self.archive_reading.get() == 1 {
+            self.archive_switches.inc();
+        }
+        self.archive_reading.set(i64::from(reading));
     }
 
     /// A heartbeat came: the server had nothing newer to send, so nothing is behind.

@@ -381,6 +381,19 @@ impl Checkpoint {
         self
     }
 
+    /// The resume point it records: file, position and GTID state.
+    ///
+    /// # Errors
+    /// GTID text that does not read as its flavour.
+    pub fn resume_point(&self) -> Result<ResumePoint, BadCheckpoint> {
+        let gtid = match self.start()? {
+            StartFrom::MysqlGtid(set) => Some(GtidState::Mysql(set)),
+            StartFrom::MariadbGtid(list) => Some(GtidState::Mariadb(list)),
+            _ => None,
+        };
+        Ok(ResumePoint { file: self.file.clone(), position: self.position, gtid })
+    }
+
     /// Where it says to resume: by GTID when it has GTIDs, else by file and position.
     ///
     /// # Errors

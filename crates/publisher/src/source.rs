@@ -11,6 +11,13 @@
 //! Definite errors (binlog purged, GTID unknown, access denied) stop with a message saying what
 //! to do; [`SourceError::disposition`] says which is which.
 //!
+//! When the server has purged the resume point's binlog, [`ReplicationSource::from_archive`]
+//! reads the archived copies of its files (`source.archive`, written by `sluice archive`) up
+//! to the archive's end, then opens the server's stream **by file and position** at the
+//! resume point: the server resends the transaction the archive ended in, and the events
+//! before the archive's end (already handed out) are walked but not handed out again, so the
+//! consumer sees one gapless stream, without a restart.
+//!
 //! The pre-flight checks are in [`preflight`], what Sluice asks the server besides the stream
 //! in [`server`].
 
@@ -18,18 +25,24 @@ pub mod preflight;
 pub mod server;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::ChecksumAlg;
+use sluice_binlog::event_type::EventType;
+use sluice_binlog::header::{EventHeader, LOG_EVENT_ARTIFICIAL_F};
 use sluice_binlog::transaction::{Step, TransactionTracker};
 use sluice_binlog::walk::{EventWalker, Located, Offset};
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition};
 
+use crate::archive::dir::order_key;
+use crate::archive::read::{coverage, ArchiveFeed, Coverage, FileEnd};
 use crate::config::{Secret, SourceUrl, TlsSetting};
 use crate::disposition::Disposition;
+use crate::metrics::Metrics;
 use crate::position::{GtidState, ResumePoint, StartFrom};
 pub use server::{resolve_start, ServerFacts};
 
@@ -169,6 +182,9 @@ pub enum SourceError {
     /// The server ended a following stream (MariaDB does so when it shuts down).
     #[error("the server ended the binlog stream (shutting down?)")]
     Ended,
+    /// The archive (`source.archive`) could not be read.
+    #[error("reading the archive: {0}")]
+    Archive(String),
     /// Reconnecting failed too many times.
     #[error("gave up after {attempts} attempts to reconnect; last error: {last}")]
     GaveUp {
@@ -230,12 +246,31 @@ const READ_AHEAD_BYTES: usize = 8 << 20;
 pub struct ReplicationSource {
     cfg: SourceConfig,
     stream: Option<ReadAhead>,
+    /// Reading the archive instead of the server (see [`ReplicationSource::from_archive`]).
+    catch_up: Option<CatchUp>,
+    /// After the archive: the server resends from the resume point; its events before this
+    /// file and offset were handed out from the archive already.
+    hide_until: Option<(String, u64)>,
+    metrics: Option<Arc<Metrics>>,
     walker: EventWalker,
     raw: Bytes,
     tx: TransactionTracker,
     server_version: String,
     mariadb: bool,
     lower_case_table_names: u32,
+}
+
+/// The archive being read, and how far events were handed out from it.
+struct CatchUp {
+    feed: ArchiveFeed,
+    /// The file and offset after the last event handed out.
+    mark: (String, u64),
+    /// An event was walked since `mark` was last updated.
+    walked: bool,
+    /// The number of the server's oldest binlog when the catch-up began: from that file on
+    /// the server streams, so the archive hands over there (a pipeline slower than the
+    /// writes would otherwise follow the archive for good).
+    server_oldest: u64,
 }
 
 impl fmt::Debug for ReplicationSource {
@@ -292,6 +327,19 @@ impl CheckedConnection {
     /// Server errors.
     pub async fn replicas(&mut self) -> Result<Vec<(u32, String)>, SourceError> {
         server::replica_hosts(&mut self.conn).await.map_err(|e| SourceError::protocol("listing the replicas", e))
+    }
+
+    /// The captured tables' definitions as the server has them now.
+    ///
+    /// # Errors
+    /// Server errors.
+    pub async fn load_schema(
+        &mut self,
+        captured: crate::schema::Captured<'_>,
+    ) -> Result<Vec<crate::schema::TrackedTable>, SourceError> {
+        crate::schema::load::load_from_server(&mut self.conn, captured)
+            .await
+            .map_err(|e| SourceError::protocol("reading the captured tables' definitions", e))
     }
 
     /// Resolves `start` into a concrete position on this server. With `captured` it also reads
@@ -356,6 +404,9 @@ impl ReplicationSource {
             walker: EventWalker::stream(resume.file.clone(), EventDecoder::new(cfg.decoder.clone())),
             cfg,
             stream: None,
+            catch_up: None,
+            hide_until: None,
+            metrics: None,
             raw: Bytes::new(),
             tx: TransactionTracker::new(resume),
             server_version,
@@ -364,6 +415,66 @@ impl ReplicationSource {
         };
         src.open_stream(conn).await?;
         tracing::info!(server = %src.server_version, start = %src.tx.resume_point(), "Streaming the binlog");
+        Ok(src)
+    }
+
+    /// Starts at `resume`, which the server has purged, in the archive in `root`: its files are
+    /// read up to its end, then the server's stream takes over (see the module docs).
+    /// `metrics` says which it is (`sluice_source_archive_reading`).
+    ///
+    /// # Errors
+    /// [`SourceError::Purged`] when the archive does not bridge the resume point to the
+    /// server's oldest binlog (why is in the message); an unreadable archive.
+    pub async fn from_archive(
+        cfg: SourceConfig,
+        mut checked: CheckedConnection,
+        resume: ResumePoint,
+        root: &Path,
+        metrics: Arc<Metrics>,
+    ) -> Result<ReplicationSource, SourceError> {
+        let logs = server::binary_logs(&mut checked.conn)
+            .await
+            .map_err(|e| SourceError::protocol("listing binary logs", e))?;
+        let (files, bytes) = match coverage(root, &logs, &resume.file).map_err(SourceError::Archive)? {
+            Coverage::Covered { files, bytes } => (files, bytes),
+            Coverage::Gap(why) => {
+                return Err(SourceError::Purged(format!("the server no longer has the binlog at {resume}, and {why}")))
+            }
+        };
+        let (feed, fde) = ArchiveFeed::open(root, &resume.file, resume.position).map_err(SourceError::Archive)?;
+        let CheckedConnection { server_version, lower_case_table_names, conn, .. } = checked;
+        let mut walker = EventWalker::stream(resume.file.clone(), EventDecoder::new(cfg.decoder.clone()));
+        // the file's format (checksums, header lengths) before events from its middle
+        walker.walk(&fde, Offset::At(4))?;
+        let src = ReplicationSource {
+            walker,
+            cfg,
+            stream: None,
+            catch_up: Some(CatchUp {
+                mark: (resume.file.clone(), feed.offset()),
+                feed,
+                walked: false,
+                server_oldest: logs.first().map_or(u64::MAX, |(f, _)| order_key(f).0),
+            }),
+            hide_until: None,
+            metrics: Some(metrics),
+            raw: Bytes::new(),
+            tx: TransactionTracker::new(resume),
+            server_version,
+            mariadb: conn.is_mariadb(),
+            lower_case_table_names,
+        };
+        if let Some(m) = &src.metrics {
+            m.archive_reading(true);
+        }
+        tracing::warn!(
+            start = %src.tx.resume_point(),
+            archive = %root.display(),
+            archived_files = files,
+            archived_bytes = bytes,
+            "The server purged the binlog at the checkpoint: catching up from the archive, then switching to the \
+             server's stream"
+        );
         Ok(src)
     }
 
@@ -392,7 +503,11 @@ impl ReplicationSource {
         // An empty state (a server that has written no GTID yet) with a known file starts by
         // position: by GTID it would mean "from the first binlog on".
         let empty = resume.gtid.as_ref().is_some_and(|g| g.to_string().is_empty()) && !resume.file.is_empty();
+        // after the archive: this server's own files, by position, so that the events handed
+        // out from the archive are known by their offsets
+        let by_position = self.hide_until.is_some();
         let start = match &resume.gtid {
+            _ if by_position => StartPosition::FilePosition { file: resume.file.clone(), position: resume.position },
             Some(GtidState::Mariadb(l)) if self.mariadb && !empty => StartPosition::MariadbGtid(l.clone()),
             Some(GtidState::Mysql(s)) if !self.mariadb && !empty => StartPosition::MysqlGtid(s.clone()),
             _ => StartPosition::FilePosition { file: resume.file.clone(), position: resume.position },
@@ -419,39 +534,169 @@ impl ReplicationSource {
     /// Definite errors (purged binlog, unknown GTID, access denied, undecodable events), and
     /// transient ones once reconnection gives up.
     pub async fn next_event(&mut self) -> Result<Option<SourceEvent<'_>>, SourceError> {
-        if self.walker.has_inner() {
-            let Self { walker, tx, .. } = self;
-            let ev = walker.next_inner()?;
+        loop {
+            if self.walker.has_inner() {
+                if self.hide_until.is_some() {
+                    // inside a payload the archive handed out already
+                    let Self { walker, tx, .. } = self;
+                    tx.observe(&walker.next_inner()?);
+                    continue;
+                }
+                let Self { walker, tx, .. } = self;
+                let ev = walker.next_inner()?;
+                let step = tx.observe(&ev);
+                return Ok(Some(SourceEvent::Event(ev, step)));
+            }
+            if self.catch_up.is_some() {
+                match self.next_archived()? {
+                    Some(at) => {
+                        let Self { raw, walker, tx, .. } = self;
+                        let ev = walker.walk(raw, Offset::At(at))?;
+                        let step = tx.observe(&ev);
+                        return Ok(Some(SourceEvent::Event(ev, step)));
+                    }
+                    None => {
+                        self.switch_to_live().await?;
+                        continue;
+                    }
+                }
+            }
+            let Some(stream) = self.stream.as_mut() else { return Ok(None) };
+            match stream.next_event().await {
+                Ok(Some(raw)) => self.raw = raw,
+                // A blocking dump never ends on its own: an EOF there is a server shutting down
+                // (MariaDB ends its dump threads with EOF, not an error), so wait for it to return.
+                Ok(None) if self.cfg.follow => {
+                    tracing::warn!(resume = %self.tx.resume_point(), "The server ended the binlog stream (shutting down?); reconnecting");
+                    self.stream = None;
+                    self.reconnect(SourceError::Ended).await?;
+                    return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume_point().clone() }));
+                }
+                Ok(None) => {
+                    self.stream = None;
+                    return Ok(None);
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(error = %e, resume = %self.tx.resume_point(), "The replication connection failed; reconnecting");
+                    self.stream = None;
+                    self.reconnect(SourceError::protocol("streaming the binlog", e)).await?;
+                    return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume_point().clone() }));
+                }
+                Err(e) => return Err(self.definite(e).await),
+            }
+            if self.hide_until.is_some() && self.handed_out_already()? {
+                let Self { raw, walker, tx, .. } = self;
+                tx.observe(&walker.walk(raw, Offset::FromHeader)?);
+                continue;
+            }
+            let Self { raw, walker, tx, .. } = self;
+            let ev = walker.walk(raw, Offset::FromHeader)?;
             let step = tx.observe(&ev);
             return Ok(Some(SourceEvent::Event(ev, step)));
         }
-        let Some(stream) = self.stream.as_mut() else { return Ok(None) };
-        match stream.next_event().await {
-            Ok(Some(raw)) => self.raw = raw,
-            // A blocking dump never ends on its own: an EOF there is a server shutting down
-            // (MariaDB ends its dump threads with EOF, not an error), so wait for it to return.
-            Ok(None) if self.cfg.follow => {
-                tracing::warn!(resume = %self.tx.resume_point(), "The server ended the binlog stream (shutting down?); reconnecting");
-                self.stream = None;
-                self.reconnect(SourceError::Ended).await?;
-                return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume_point().clone() }));
+    }
+
+    /// Loads the archive's next event into `raw` and gives its offset; None at the archive's
+    /// end. Moves on to the next archived file at the end of one.
+    fn next_archived(&mut self) -> Result<Option<u64>, SourceError> {
+        let Some(c) = self.catch_up.as_mut() else { return Ok(None) };
+        if c.walked {
+            if c.mark.0 != self.walker.file() {
+                c.mark.0 = self.walker.file().to_string();
             }
-            Ok(None) => {
-                self.stream = None;
+            c.mark.1 = self.walker.next_offset();
+            c.walked = false;
+        }
+        loop {
+            if let Some((at, raw)) = c.feed.next_raw().map_err(SourceError::Archive)? {
+                self.raw = raw;
+                c.walked = true;
+                return Ok(Some(at));
+            }
+            let rotated = c.feed.file_end() == FileEnd::Rotated && self.walker.file() != c.feed.file();
+            let next = match c.feed.file_end() {
+                FileEnd::Open => return Ok(None),
+                // the walker took the ROTATE: it names the next file
+                _ if rotated => self.walker.file().to_string(),
+                // after a STOP the server's next file has the next number
+                _ => next_name(c.feed.file()),
+            };
+            if !rotated {
+                // no ROTATE says so: the next file starts afresh
+                self.walker.restart(next.clone(), EventDecoder::new(self.cfg.decoder.clone()));
+                self.tx.moved_to(&next);
+                c.mark = (next.clone(), 4);
+                c.walked = false;
+            }
+            // the server's to stream from here on
+            let moved =
+                order_key(&next).0 < c.server_oldest && c.feed.open_next(&next).map_err(SourceError::Archive)?;
+            if !moved {
                 return Ok(None);
             }
-            Err(e) if e.is_transient() => {
-                tracing::warn!(error = %e, resume = %self.tx.resume_point(), "The replication connection failed; reconnecting");
-                self.stream = None;
-                self.reconnect(SourceError::protocol("streaming the binlog", e)).await?;
-                return Ok(Some(SourceEvent::Reconnected { at: self.tx.resume_point().clone() }));
-            }
-            Err(e) => return Err(self.definite(e).await),
         }
-        let Self { raw, walker, tx, .. } = self;
-        let ev = walker.walk(raw, Offset::FromHeader)?;
-        let step = tx.observe(&ev);
-        Ok(Some(SourceEvent::Event(ev, step)))
+    }
+
+    /// The archive is read up to a file the server has (or to its end): the server's stream
+    /// continues from the resume point,
+    /// by position, the events up to the archive's end walked but not handed out again.
+    async fn switch_to_live(&mut self) -> Result<(), SourceError> {
+        let Some(c) = self.catch_up.take() else { return Ok(()) };
+        let mark = if c.walked { (self.walker.file().to_string(), self.walker.next_offset()) } else { c.mark };
+        tracing::info!(
+            archive_end = %format!("{}:{}", mark.0, mark.1),
+            resume = %self.tx.resume_point(),
+            "Handing over from the archive to the server's stream (it has the binlog from here on, or the archive \
+             ends here)"
+        );
+        self.hide_until = Some(mark);
+        if let Some(m) = &self.metrics {
+            m.archive_reading(false);
+        }
+        let first = match connect(&self.cfg.connect).await {
+            Ok(conn) => match self.open_stream(conn).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        if !first.is_transient() {
+            return Err(first);
+        }
+        self.reconnect(first).await
+    }
+
+    /// For a raw event of the stream after the archive: true when the archive handed it out
+    /// already (it comes before the archive's end), false from the first event after it on
+    /// (hiding stops there). Heartbeats pass.
+    ///
+    /// # Errors
+    /// A real event of another file than the archive's end: the server's history is not the
+    /// archive's, and handing on would lose or repeat changes.
+    fn handed_out_already(&mut self) -> Result<bool, SourceError> {
+        let Some((file, pos)) = &self.hide_until else { return Ok(false) };
+        let h = EventHeader::parse(&self.raw).map_err(SourceError::Decode)?;
+        if matches!(h.event_type, EventType::Heartbeat | EventType::HeartbeatV2) {
+            return Ok(false);
+        }
+        let placed = h.log_pos != 0 && h.flags & LOG_EVENT_ARTIFICIAL_F == 0 && h.event_size as usize == self.raw.len();
+        if !placed {
+            return Ok(true);
+        }
+        let offset = u64::from(h.log_pos).saturating_sub(u64::from(h.event_size));
+        if self.walker.file() != file {
+            return Err(SourceError::Start(format!(
+                "after reading the archive to {file}:{pos}, the server's stream went on with {}:{offset}: the archive \
+                 is not a copy of this server's binlog (point source.archive at this server's archive)",
+                self.walker.file()
+            )));
+        }
+        if offset < *pos {
+            return Ok(true);
+        }
+        tracing::info!(at = %format!("{file}:{offset}"), "Caught up from the archive: streaming from the server");
+        self.hide_until = None;
+        Ok(false)
     }
 
     async fn reconnect(&mut self, first: SourceError) -> Result<(), SourceError> {
@@ -509,6 +754,12 @@ impl ReplicationSource {
                 Err(_) => None,
             };
             let mut msg = format!("the server cannot stream from {}: {e}", self.tx.resume_point());
+            if let Some((file, pos)) = &self.hide_until {
+                msg.push_str(&format!(
+                    ". The archive (source.archive) ends at {file}:{pos}, which the server has purged as well: the \
+                     archive fell behind the server's retention (is sluice archive running?)"
+                ));
+            }
             if let Some(f) = earliest {
                 msg.push_str(&format!(
                     ". Its earliest binlog is {f}. If the position is of another server, or its history was purged, \
@@ -519,6 +770,17 @@ impl ReplicationSource {
             return SourceError::Purged(msg);
         }
         SourceError::protocol(format!("streaming the binlog after {}", self.tx.resume_point()), e)
+    }
+}
+
+/// The name of the binlog file after `name` (`mysql-bin.000009` -> `mysql-bin.000010`).
+fn next_name(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            let next = n.parse::<u64>().map_or(0, |v| v + 1);
+            format!("{base}.{next:0width$}", width = n.len())
+        }
+        _ => format!("{name}.1"),
     }
 }
 

@@ -20,15 +20,12 @@
 use serde::{Deserialize, Serialize};
 use sluice_binlog::decoder::check_crc32;
 use sluice_binlog::event::{ChecksumAlg, Event, FormatDescription};
-use sluice_binlog::header::HEADER_LEN;
+use sluice_binlog::header::{HEADER_LEN, LOG_EVENT_ARTIFICIAL_F as ARTIFICIAL};
 use sluice_binlog::transaction::GtidState;
 use sluice_binlog::{EventDecoder, EventHeader, EventType};
 
 /// The four bytes every binlog file starts with.
 pub const MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
-
-/// `LOG_EVENT_ARTIFICIAL_F`: an event the dump made up (in no file).
-const ARTIFICIAL: u16 = 0x20;
 
 /// Where the FORMAT_DESCRIPTION's flags are in a file: after the magic, at the header's
 /// offset 17.

@@ -118,7 +118,7 @@ impl Stored {
     }
 
     /// A reader of the server's bytes.
-    fn open(&self, root: &Path) -> std::io::Result<Box<dyn std::io::Read>> {
+    fn open(&self, root: &Path) -> std::io::Result<Box<dyn std::io::Read + Send>> {
         let f = std::io::BufReader::new(File::open(root.join(&self.file))?);
         Ok(if self.compressed() { Box::new(flate2::bufread::MultiGzDecoder::new(f)) } else { Box::new(f) })
     }
@@ -156,7 +156,7 @@ impl DirArchive {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io("reading the index of", e)),
         };
-        let mut files = stored_files(root).map_err(|e| io("listing", e))?;
+        let mut files = stored_files(root, true).map_err(|e| io("listing", e))?;
         let mut archive = DirArchive {
             root: root.to_path_buf(),
             index: Vec::new(),
@@ -408,14 +408,15 @@ fn set_in_use(f: &File, on: bool) -> std::io::Result<()> {
 
 /// The binlog files in the archive directory (named `<base>.<number>`, or that and `.gz`; not
 /// hidden), in the server's order. A file both plain and gzipped (a stop between the gzip's
-/// rename and the original's removal) is the gzipped one; the plain one goes, as do half-written
-/// gzips (hidden).
-fn stored_files(root: &Path) -> std::io::Result<Vec<Stored>> {
+/// rename and the original's removal, or a reader looking in between) is the gzipped one.
+/// With `repair` (the archiver, holding the lock) the plain twin and half-written gzips
+/// (hidden) are removed; readers leave them to the archiver.
+fn stored_files(root: &Path, repair: bool) -> std::io::Result<Vec<Stored>> {
     let mut out: Vec<Stored> = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         let file = entry.file_name().to_string_lossy().into_owned();
-        if file.starts_with('.') && file.ends_with(".gz.tmp") {
+        if repair && file.starts_with('.') && file.ends_with(".gz.tmp") {
             std::fs::remove_file(entry.path())?;
             continue;
         }
@@ -430,7 +431,9 @@ fn stored_files(root: &Path) -> std::io::Result<Vec<Stored>> {
         match out.iter_mut().find(|o| o.name == s.name) {
             Some(o) => {
                 let plain = if s.compressed() { o.file.clone() } else { s.file.clone() };
-                std::fs::remove_file(root.join(plain))?;
+                if repair {
+                    std::fs::remove_file(root.join(plain))?;
+                }
                 o.file = format!("{}.gz", s.name);
             }
             None => out.push(s),
@@ -440,6 +443,46 @@ fn stored_files(root: &Path) -> std::io::Result<Vec<Stored>> {
     Ok(out)
 }
 
+/// The index of the archive in `root` (empty when it has none yet).
+///
+/// # Errors
+/// An unreadable index.
+pub fn read_index(root: &Path) -> Result<Vec<FileSummary>, String> {
+    match std::fs::read(root.join(INDEX)) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: unreadable: {e}", root.join(INDEX).display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("reading {}: {e}", root.join(INDEX).display())),
+    }
+}
+
+/// The server's names of the files the archive in `root` holds, in the server's order.
+///
+/// # Errors
+/// An unreadable directory.
+pub fn file_names(root: &Path) -> Result<Vec<String>, String> {
+    let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
+    Ok(files.into_iter().map(|f| f.name).collect())
+}
+
+/// A reader of the server's bytes of file `name` of the archive in `root` (decompressed when
+/// it is stored gzipped); None when the archive does not hold it.
+///
+/// # Errors
+/// The file exists but cannot be opened.
+pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std::io::Read + Send>>> {
+    // plain first: the archiver renames the gzip into place before it removes the plain file,
+    // so a plain file gone between two looks is there gzipped
+    for s in [Stored { name: name.into(), file: name.into() }, Stored { name: name.into(), file: format!("{name}.gz") }]
+    {
+        match s.open(root) {
+            Ok(r) => return Ok(Some(r)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
 /// The files of the archive in `root` that may hold events from `from` to before `to`
 /// (seconds since the epoch; either open), oldest first, chosen by the index without reading
 /// them (files the index does not list yet are taken).
@@ -447,12 +490,8 @@ fn stored_files(root: &Path) -> std::io::Result<Vec<Stored>> {
 /// # Errors
 /// An unreadable directory or index.
 pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<Vec<PathBuf>, String> {
-    let index: Vec<FileSummary> = match std::fs::read(root.join(INDEX)) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: unreadable: {e}", root.join(INDEX).display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(format!("reading {}: {e}", root.join(INDEX).display())),
-    };
-    let files = stored_files(root).map_err(|e| format!("listing {}: {e}", root.display()))?;
+    let index = read_index(root)?;
+    let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
     Ok(files
         .into_iter()
         .filter(|f| match index.iter().find(|s| s.file == f.name) {

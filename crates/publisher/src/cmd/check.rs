@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Exit;
+use crate::archive::read::Coverage;
 use crate::config::{Config, SnapshotMode};
 use crate::console::Report;
 use crate::kafka::positions_topic;
@@ -180,6 +181,25 @@ pub fn run(args: CheckArgs) -> Exit {
             Ok(Some(c)) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
+                    // a purged checkpoint: does the archive bridge it?
+                    let archive = match &cfg.source.archive {
+                        Some(root) if !ok => Some(crate::archive::read::coverage(root, &logs, &c.file)),
+                        _ => None,
+                    };
+                    let covered = matches!(archive, Some(Ok(Coverage::Covered { .. })));
+                    let line = match &archive {
+                        Some(Ok(Coverage::Covered { files, bytes })) => format!(
+                            "[ok] checkpoint: {c}; {} is no longer on the server, but the archive in {} covers the \
+                             gap: the next start reads {files} archived file(s) ({bytes} bytes), then the server's \
+                             stream",
+                            c.file,
+                            cfg.source.archive.as_deref().map(|d| d.display().to_string()).unwrap_or_default()
+                        ),
+                        Some(Ok(Coverage::Gap(why))) => format!("{line}; source.archive does not help: {why}"),
+                        Some(Err(e)) => format!("{line}; source.archive cannot be read: {e}"),
+                        None => line,
+                    };
+                    let ok = ok || covered;
                     let purged_but_needed = !ok && cfg.snapshot.mode == SnapshotMode::WhenNeeded;
                     if purged_but_needed {
                         crate::report!(

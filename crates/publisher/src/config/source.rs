@@ -68,6 +68,15 @@ pub struct SourceSection {
     /// replaces them (a TABLE_MAP that disagrees in column count or types stops the run).
     #[serde(default = "default_start")]
     pub start: StartFrom,
+    /// The directory of a `sluice archive` of this server (its `archive.to`), read when the
+    /// server has purged the binlog at the checkpoint: Sluice reads the archived files from
+    /// the checkpoint on, then switches to the server's stream at the same position, without
+    /// a gap or a repeat (logged, and `sluice_source_archive_reading` is 1 meanwhile). When
+    /// the archive does not reach back to the checkpoint or forward to the server's oldest
+    /// binlog, the start stops saying so, or with `snapshot.mode = "when_needed"` takes a new
+    /// snapshot. A local path (a volume the archiver's pod shares).
+    #[serde(default)]
+    pub archive: Option<PathBuf>,
 }
 
 /// `source.tls`, as MySQL's clients name the modes. It mirrors [`sluice_protocol::TlsMode`] on
@@ -257,6 +266,13 @@ impl SourceSection {
         }
         if !(64 * 1024..=1 << 30).contains(&self.max_event_size) {
             p.push("source.max_event_size", "must be 64KiB to 1GiB");
+        }
+        if let Some(a) = &self.archive {
+            if a.to_string_lossy().contains("://") {
+                p.push("source.archive", "must be a directory (an archive in object storage is not read back yet)");
+            } else if a.exists() && !a.is_dir() {
+                p.push("source.archive", format!("{} is not a directory", a.display()));
+            }
         }
     }
 }

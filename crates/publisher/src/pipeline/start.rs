@@ -1,8 +1,8 @@
 //! Opening an attempt of `sluice run`: the decisions of a start, in one place
 //! ([`open_attempt`]). With a committed checkpoint, the replication stream opens there (on
-//! another server only by its GTIDs); when the server purged the binlog since and
-//! `snapshot.mode = "when_needed"`, a new snapshot starts from the present. Without one, the
-//! first start: `source.start` is resolved at the server once (for `current` and `earliest`
+//! another server only by its GTIDs); when the server purged the binlog since, the stream
+//! catches up from `source.archive` if it covers the purged files, else with `snapshot.mode =
+//! "when_needed"` a new snapshot starts from the present. Without one, the first start: `source.start` is resolved at the server once (for `current` and `earliest`
 //! as soon as `sluice run` begins, before Kafka is contacted) and committed as the first
 //! checkpoint, with the captured tables' definitions, in a Kafka transaction of its own before
 //! anything is published, with the snapshot `snapshot.mode` asks for; every restart then
@@ -139,26 +139,48 @@ pub async fn open_attempt(
     tracing::info!(resume = %start, server = %servers[server % servers.len()], "Resuming from the committed checkpoint");
     let filter = TableFilter::from_config(s.filter);
     let load: Option<crate::schema::Captured<'_>> = committed.needs_load().then_some(&filter);
-    match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
+    let purged = match ReplicationSource::start_with_schema(source_cfg.clone(), start, load).await {
         Ok((source, loaded)) => {
             let schemas = committed.into_history(loaded);
-            Ok(Opened { source, source_cfg, schemas, snapshot, signals: c.signals_offset })
+            return Ok(Opened { source, source_cfg, schemas, snapshot, signals: c.signals_offset });
         }
-        Err(SourceError::Purged(why)) if s.snapshot.mode == SnapshotMode::WhenNeeded => {
-            // the binlog since the checkpoint is gone: snapshot again from the present
-            tracing::warn!(
-                checkpoint = %c,
-                "{why}; snapshot.mode = when_needed: taking a new snapshot and streaming from the server's current \
-                 position"
-            );
+        Err(SourceError::Purged(why)) => why,
+        Err(e) => return Err(e.into()),
+    };
+    // the binlog since the checkpoint is gone from the server: the archive, if it has it
+    let why = match &s.source.archive {
+        Some(root) => {
             let mut checked = CheckedConnection::open(&source_cfg).await?;
-            let start = resolve_at(s.filter, &mut checked, &StartFrom::Current).await?;
-            drop(checked);
-            let snapshot = initial_snapshot(s, &start.tables, "when_needed");
-            commit_and_open(s, source_cfg, sink, metrics, committed, start, snapshot, c.signals_offset).await
+            let loaded = match load {
+                Some(captured) => checked.load_schema(captured).await?,
+                None => Vec::new(),
+            };
+            let resume = c.resume_point()?;
+            match ReplicationSource::from_archive(source_cfg.clone(), checked, resume, root, Arc::clone(metrics)).await
+            {
+                Ok(source) => {
+                    let schemas = committed.into_history(loaded);
+                    return Ok(Opened { source, source_cfg, schemas, snapshot, signals: c.signals_offset });
+                }
+                Err(SourceError::Purged(why)) => why,
+                Err(e) => return Err(e.into()),
+            }
         }
-        Err(e) => Err(e.into()),
+        None => purged,
+    };
+    if s.snapshot.mode != SnapshotMode::WhenNeeded {
+        return Err(SourceError::Purged(why).into());
     }
+    // snapshot again from the present
+    tracing::warn!(
+        checkpoint = %c,
+        "{why}; snapshot.mode = when_needed: taking a new snapshot and streaming from the server's current position"
+    );
+    let mut checked = CheckedConnection::open(&source_cfg).await?;
+    let start = resolve_at(s.filter, &mut checked, &StartFrom::Current).await?;
+    drop(checked);
+    let snapshot = initial_snapshot(s, &start.tables, "when_needed");
+    commit_and_open(s, source_cfg, sink, metrics, committed, start, snapshot, c.signals_offset).await
 }
 
 /// Commits `start` as the checkpoint (see [`commit_start`]), then opens the stream there.

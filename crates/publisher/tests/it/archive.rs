@@ -5,6 +5,7 @@
 
 use crate::support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -250,4 +251,214 @@ fn archived_files_are_the_servers_own() {
     }
     assert!(z == o, "the range from the gzipped archive: {} rows", z.len());
     eprintln!("archive: {} files identical to the server's; {rows} rows of a range dumped alike", names.len());
+}
+
+/// Waits until the archive in `files` holds each of `names` whole (as many bytes as the server's).
+fn wait_archived(server: &support::Server, files: &Path, names: &[String], log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !names.iter().all(|f| {
+        std::fs::metadata(files.join(f)).map_or(0, |m| m.len())
+            == std::fs::metadata(server.datadir().join(f)).map_or(1, |m| m.len())
+    }) {
+        assert!(Instant::now() < deadline, "the archive did not take {names:?}:\n{}", support::kafka::log_text(log));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Occurrences of `needle` in the log.
+fn count_in(log: &Path, needle: &str) -> usize {
+    support::kafka::log_text(log).matches(needle).count()
+}
+
+/// Waits (polling every few milliseconds) until `needle` occurs more than `before` times.
+fn wait_log(log: &Path, needle: &str, before: usize, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while count_in(log, needle) <= before {
+        assert!(Instant::now() < deadline, "no new {needle:?} in the log:\n{}", support::kafka::log_text(log));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `sluice run` with `source.archive`, against MariaDB, the broker and the registry: the
+/// pipeline is stopped, the server purges the binlog of its checkpoint while the changes go on
+/// (the archiver keeps them), and the restarted pipeline catches up from the archive and
+/// switches to the server's stream; it is SIGKILLed once during a catch-up and once at the
+/// switch. Every change must be in Kafka exactly once and in order per key (the records read
+/// back by an independent read_committed consumer), and the last record of each key must equal
+/// `SELECT`.
+#[test]
+fn run_catches_up_from_the_archive_after_a_purge() {
+    use support::kafka::{start_sluice, wait_for, Services, TopicReader};
+    let Some(services) = Services::start("archive-catchup", &[]) else { return };
+    let server = &services.mariadb;
+    let dir = support::scratch("archive-catchup");
+    let files: PathBuf = dir.join("files");
+    let archive_config = dir.join("archive.toml");
+    let archive_log = dir.join("archive.log");
+    std::fs::write(
+        &archive_config,
+        format!(
+            "[source]\nname = \"archive\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[archive]\nto = \"{}\"\n",
+            server.url("root"),
+            files.display()
+        ),
+    )
+    .unwrap();
+    let metrics_port = support::free_port();
+    let (config, log) = services.config("catchup", "", &format!("[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"));
+    let toml = std::fs::read_to_string(&config).unwrap();
+    let toml =
+        toml.replace("start = \"earliest\"\n", &format!("start = \"earliest\"\narchive = \"{}\"\n", files.display()));
+    std::fs::write(&config, toml).unwrap();
+
+    const KEYS: i64 = 300;
+    let mut expected: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let values: String = (1..=KEYS).map(|k| format!("({k}, 0, 'v0')")).collect::<Vec<_>>().join(",");
+    server.sql_text(&format!(
+        "CREATE DATABASE ar; CREATE TABLE ar.k (id INT PRIMARY KEY, n INT NOT NULL, note VARCHAR(20)); INSERT INTO \
+         ar.k VALUES {values};"
+    ));
+    for k in 1..=KEYS {
+        expected.insert(k, vec!["c:v0".into()]);
+    }
+    // every round changes every key once, in one transaction; a rotation every tenth
+    let round = |r: i64| {
+        let mut sql = format!("UPDATE ar.k SET n = {r}, note = 'v{r}';");
+        if r % 10 == 0 {
+            sql.push_str("FLUSH BINARY LOGS;");
+        }
+        sql
+    };
+    let mut archiver_proc = archiver(&archive_config, &archive_log);
+    let mut run = start_sluice(&config, &log);
+    let mut reader = TopicReader::new(&services);
+    let topic = "sluice.ar.k";
+    wait_for(60, || reader.per_key(topic, "note") == expected, "the first rows", &log);
+    run.kill().unwrap();
+    run.wait().unwrap();
+
+    // stopped: 60 rounds (18,000 changes over 7 files, a server restart among them), archived, then
+    // purged on the server
+    let mut r = 0;
+    let purge_all = |r: &mut i64, rounds: i64, expected: &mut BTreeMap<i64, Vec<String>>, restart: bool| {
+        for i in 0..rounds {
+            if restart && i == rounds / 2 {
+                // a file the server ends with a STOP: the next one follows without a ROTATE
+                server.restart(false);
+            }
+            *r += 1;
+            server.sql_text(&round(*r));
+            for k in 1..=KEYS {
+                expected.get_mut(&k).unwrap().push(format!("u:v{r}"));
+            }
+        }
+        server.sql("FLUSH BINARY LOGS");
+        let mut names = server_files(server);
+        let newest = names.pop().unwrap();
+        wait_archived(server, &files, &names, &archive_log);
+        server.purge_to(&newest);
+    };
+    purge_all(&mut r, 60, &mut expected, true);
+
+    // the changes go on while the pipeline restarts, is killed and restarts again
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = server.port;
+    let writer = {
+        let stop = Arc::clone(&stop);
+        let start = r;
+        std::thread::spawn(move || {
+            let mut r = start;
+            while !stop.load(Ordering::Relaxed) {
+                r += 1;
+                let mut sql = format!("UPDATE ar.k SET n = {r}, note = 'v{r}' WHERE id % 7 = {};", r % 7);
+                if r % 25 == 0 {
+                    sql.push_str("FLUSH BINARY LOGS;");
+                }
+                support::try_sql(port, &sql).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r
+        })
+    };
+    let catching_up = "catching up from the archive";
+    let switching = "Handing over from the archive";
+    // killed during the catch-up ...
+    let before = count_in(&log, catching_up);
+    let mut run = start_sluice(&config, &log);
+    wait_log(&log, catching_up, before, 60);
+    std::thread::sleep(Duration::from_millis(1500));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert_eq!(count_in(&log, switching), 0, "killed before the switch:\n{}", support::kafka::log_text(&log));
+    // ... and at the switch to the server's stream (the checkpoint is still in the purged files)
+    let before = count_in(&log, catching_up);
+    let mut run = start_sluice(&config, &log);
+    wait_log(&log, catching_up, before, 60);
+    wait_log(&log, switching, 0, 120);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    // stopped once more, its checkpoint's files purged again, and this time left to finish
+    stop.store(true, Ordering::Relaxed);
+    let last = writer.join().unwrap();
+    // the writer's rounds touched every seventh key
+    for w in r + 1..=last {
+        for k in (1..=KEYS).filter(|k| k % 7 == w % 7) {
+            expected.get_mut(&k).unwrap().push(format!("u:v{w}"));
+        }
+    }
+    r = last;
+    purge_all(&mut r, 20, &mut expected, false);
+    // `sluice check` sees the purged checkpoint, and that the archive covers it
+    let out = support::sluice_cmd().args(["check", "--config"]).arg(&config).output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        report.contains("is no longer on the server, but the archive in") && report.contains("covers the gap"),
+        "{report}"
+    );
+    let before = count_in(&log, catching_up);
+    let _run = start_sluice(&config, &log);
+    wait_log(&log, catching_up, before, 60);
+    wait_for(180, || reader.per_key(topic, "note") == expected, "every change exactly once, in order", &log);
+    let got = reader.per_key(topic, "note");
+    for row in server.sql("SELECT id, note FROM ar.k") {
+        let id: i64 = row[0].parse().unwrap();
+        assert_eq!(got[&id].last(), Some(&format!("u:{}", row[1])), "key {id}: the last record is the row");
+    }
+    let text = support::kafka::log_text(&log);
+    assert!(text.contains("Caught up from the archive: streaming from the server"), "{text}");
+    let (_, metrics) = support::http_get(metrics_port, "/metrics");
+    assert!(metrics.contains("sluice_source_archive_switches_total{source=\"catchup\"} 1"), "{metrics}");
+    assert!(metrics.contains("sluice_source_archive_reading{source=\"catchup\"} 0"), "{metrics}");
+
+    // the archive does not reach back to the checkpoint any more: the start says why and stops
+    drop(_run);
+    let _ = archiver_proc.kill();
+    let _ = archiver_proc.wait();
+    server.sql("UPDATE ar.k SET n = 0 WHERE id = 1; FLUSH BINARY LOGS");
+    let newest = server_files(server).pop().unwrap();
+    server.purge_to(&newest);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("the archive in") && err.contains("server's oldest binlog"), "{err}");
+    let out = support::sluice_cmd().args(["check", "--config"]).arg(&config).output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("[ERROR] checkpoint:") && report.contains("source.archive does not help"), "{report}");
+    // with snapshot.mode = "when_needed" that gap means a new snapshot, the reason said
+    let before = count_in(&log, "taking a new snapshot");
+    let _run = support::kafka::start_sluice_with(
+        &config,
+        &log,
+        &[("SLUICE_SNAPSHOT__MODE", "when_needed"), ("SLUICE_SOURCE__START", "current")],
+    );
+    wait_log(&log, "taking a new snapshot", before, 60);
+    let text = support::kafka::log_text(&log);
+    let line = text.lines().rfind(|l| l.contains("taking a new snapshot")).unwrap();
+    assert!(line.contains("server's oldest binlog"), "the archive's gap is the reason: {line}");
 }

@@ -1,0 +1,413 @@
+//! **Reading an archive back as a replication stream**: [`ArchiveFeed`] hands out the raw
+//! events of the archived files from a position on, file after file in the server's order, as
+//! the server's dump would have sent them (the caller decodes them); [`coverage`] says whether
+//! an archive bridges a position the server purged to the binlog the server still has.
+//! `sluice run` catches up from here when the server has purged its checkpoint's binlog (see
+//! `crate::source`), and `sluice check` asks [`coverage`].
+//!
+//! Files are read with blocking reads: they come from a local disk or the page cache in
+//! buffered blocks, a few microseconds each, and the reader has nothing else to do meanwhile.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use sluice_binlog::event_type::EventType;
+use sluice_binlog::header::{EventHeader, HEADER_LEN};
+
+use super::copy::MAGIC;
+use super::dir::{file_names, open_file, order_key, read_index};
+
+/// The largest event the reader takes (MySQL's largest `max_allowed_packet`); a larger size
+/// in a header is a damaged file.
+const MAX_EVENT: u32 = 1 << 30;
+
+/// How the file being read ended (after [`ArchiveFeed::next_raw`] returned None).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileEnd {
+    /// A ROTATE names the next file.
+    Rotated,
+    /// The server stopped (STOP): its next file has the next number.
+    Stopped,
+    /// Neither: the archive's newest file, still being copied (or an archive that stopped).
+    Open,
+}
+
+/// The archived files' events, one at a time (see the module docs).
+pub struct ArchiveFeed {
+    root: PathBuf,
+    name: String,
+    input: Box<dyn Read + Send>,
+    /// Offset of the next event in `name`.
+    at: u64,
+    last_type: Option<EventType>,
+}
+
+impl std::fmt::Debug for ArchiveFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveFeed").field("root", &self.root).field("file", &self.name).field("at", &self.at).finish()
+    }
+}
+
+/// One raw event read whole, or where the file ends.
+enum Read1 {
+    Event(Bytes),
+    /// End of the file: at an event boundary, or inside a torn last event (being written).
+    End,
+}
+
+impl ArchiveFeed {
+    /// Opens file `name` of the archive in `root` at `position` (an event boundary, as a
+    /// checkpoint is): the feed, and the file's FORMAT_DESCRIPTION event (the decoder needs it
+    /// before any event from the middle of the file).
+    ///
+    /// # Errors
+    /// The archive does not hold the file, it is not a binlog, or `position` is not where an
+    /// event starts in it.
+    pub fn open(root: &Path, name: &str, position: u64) -> Result<(ArchiveFeed, Bytes), String> {
+        let mut feed = ArchiveFeed::at_start(root, name)?
+            .ok_or_else(|| format!("the archive in {} does not hold {name}", root.display()))?;
+        let fde = match feed.read_event()? {
+            Read1::Event(e) if EventHeader::parse(&e).is_ok_and(|h| h.event_type == EventType::FormatDescription) => e,
+            _ => {
+                return Err(format!(
+                    "{}: the archived {name} does not begin with a FORMAT_DESCRIPTION event",
+                    root.display()
+                ))
+            }
+        };
+        // 4 is where the events start: the FDE, given apart
+        let position = if position == 4 { feed.at } else { position };
+        // skip to the position event by event, so that it is known to be a boundary
+        let mut before = feed.at;
+        while feed.at < position {
+            before = feed.at;
+            match feed.read_event()? {
+                Read1::Event(_) => {}
+                Read1::End => {
+                    return Err(format!(
+                        "{}: the archived {name} ends at {}, before the position {position} to resume at (is the \
+                         archive behind, or of another server?)",
+                        root.display(),
+                        feed.at
+                    ))
+                }
+            }
+        }
+        if feed.at != position {
+            return Err(format!(
+                "{}: {position} is not where an event starts in the archived {name} (events start at {} and {}): \
+                 the archive is not a copy of the file the position is in (another server's?)",
+                root.display(),
+                before,
+                feed.at
+            ));
+        }
+        Ok((feed, fde))
+    }
+
+    /// `name` of the archive in `root`, after its magic; None when the archive lacks it.
+    fn at_start(root: &Path, name: &str) -> Result<Option<ArchiveFeed>, String> {
+        let Some(mut input) =
+            open_file(root, name).map_err(|e| format!("opening {name} in {}: {e}", root.display()))?
+        else {
+            return Ok(None);
+        };
+        let mut magic = [0u8; 4];
+        input.read_exact(&mut magic).map_err(|e| format!("reading {name} in {}: {e}", root.display()))?;
+        if magic != MAGIC {
+            return Err(format!("{name} in {} is not a binlog file (no magic number)", root.display()));
+        }
+        Ok(Some(ArchiveFeed { root: root.to_path_buf(), name: name.to_string(), input, at: 4, last_type: None }))
+    }
+
+    /// The file being read.
+    pub fn file(&self) -> &str {
+        &self.name
+    }
+
+    /// The offset of the next event in [`ArchiveFeed::file`].
+    pub fn offset(&self) -> u64 {
+        self.at
+    }
+
+    /// The next event of the current file with its offset, or None at its end (see
+    /// [`ArchiveFeed::file_end`] for how it ended).
+    ///
+    /// # Errors
+    /// Reading fails, or a header is impossible (a damaged file).
+    pub fn next_raw(&mut self) -> Result<Option<(u64, Bytes)>, String> {
+        let at = self.at;
+        Ok(match self.read_event()? {
+            Read1::Event(e) => Some((at, e)),
+            Read1::End => None,
+        })
+    }
+
+    /// How the file just read to its end ended.
+    pub fn file_end(&self) -> FileEnd {
+        match self.last_type {
+            Some(EventType::Rotate) => FileEnd::Rotated,
+            Some(EventType::Stop) => FileEnd::Stopped,
+            _ => FileEnd::Open,
+        }
+    }
+
+    /// Moves on to file `name` (the next one), after its magic. False when the archive does
+    /// not hold it (yet): the archive ends here.
+    ///
+    /// # Errors
+    /// The file exists but cannot be read, or is not a binlog.
+    pub fn open_next(&mut self, name: &str) -> Result<bool, String> {
+        match ArchiveFeed::at_start(&self.root, name)? {
+            Some(f) => {
+                *self = f;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn read_event(&mut self) -> Result<Read1, String> {
+        let what = |e: std::io::Error| format!("reading {} in {} at {}: {e}", self.name, self.root.display(), self.at);
+        let mut header = [0u8; HEADER_LEN];
+        if !read_full(&mut self.input, &mut header).map_err(what)? {
+            return Ok(Read1::End);
+        }
+        let h = EventHeader::parse(&header).map_err(|e| format!("{} at {}: {e}", self.name, self.at))?;
+        if h.event_size < HEADER_LEN as u32 || h.event_size > MAX_EVENT {
+            return Err(format!(
+                "{} in {} at {}: an event header gives a size of {} bytes: the file is damaged",
+                self.name,
+                self.root.display(),
+                self.at,
+                h.event_size
+            ));
+        }
+        let mut event = vec![0u8; h.event_size as usize];
+        event[..HEADER_LEN].copy_from_slice(&header);
+        if !read_full(&mut self.input, &mut event[HEADER_LEN..]).map_err(what)? {
+            return Ok(Read1::End);
+        }
+        self.at += u64::from(h.event_size);
+        self.last_type = Some(h.event_type);
+        Ok(Read1::Event(Bytes::from(event)))
+    }
+}
+
+/// Fills `buf`; false at the end of input (also part way: a torn last event is not there yet).
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Whether an archive bridges `file` (a position the server purged) to the server's binlog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Coverage {
+    /// The archive holds `file` and every file after it up to one the server still has (or
+    /// the one just before the server's oldest, complete).
+    Covered {
+        /// The archived files to read before the server takes over.
+        files: usize,
+        /// Their bytes (by the index).
+        bytes: u64,
+    },
+    /// It does not; why, for the operator.
+    Gap(String),
+}
+
+/// Says whether the archive in `root` covers the gap between `file` (purged on the server) and
+/// the server's binary logs `server` (`SHOW BINARY LOGS`: name and size, oldest first). A
+/// complete archived file the server also lists must have the server's size: else the archive
+/// is another server's, and a gap is reported rather than another history replayed.
+///
+/// # Errors
+/// The archive cannot be listed or its index read.
+pub fn coverage(root: &Path, server: &[(String, u64)], file: &str) -> Result<Coverage, String> {
+    let names = file_names(root)?;
+    let index = read_index(root)?;
+    let held = || match (names.first(), names.last()) {
+        (Some(a), Some(b)) => format!("it holds {a} to {b}"),
+        _ => "it is empty".to_string(),
+    };
+    let Some(from) = names.iter().position(|n| n == file) else {
+        return Ok(Coverage::Gap(format!("the archive in {} does not hold {file} ({})", root.display(), held())));
+    };
+    let Some((oldest, _)) = server.first() else {
+        return Ok(Coverage::Gap("the server lists no binary logs".into()));
+    };
+    // an archive of another server (or history) can have the same file names
+    for s in index.iter().filter(|s| s.complete) {
+        if let Some((_, size)) = server.iter().find(|(f, _)| *f == s.file).filter(|(_, size)| *size != s.size) {
+            return Ok(Coverage::Gap(format!(
+                "the archived {} has {} bytes, the server's {size}: the archive in {} is not a copy of this server's \
+                 binlog",
+                s.file,
+                s.size,
+                root.display()
+            )));
+        }
+    }
+    let (oldest_n, _) = order_key(oldest);
+    let mut bytes = 0;
+    for (i, name) in names.iter().enumerate().skip(from) {
+        let (n, _) = order_key(name);
+        if i > from && n != order_key(&names[i - 1]).0 + 1 {
+            return Ok(Coverage::Gap(format!(
+                "the archive in {} lacks the file(s) between {} and {name}",
+                root.display(),
+                names[i - 1]
+            )));
+        }
+        if n >= oldest_n {
+            // the server has this one: from here it streams
+            return Ok(Coverage::Covered { files: i - from, bytes });
+        }
+        let summary = index.iter().find(|s| &s.file == name);
+        bytes += summary.map_or(0, |s| s.size);
+        if n + 1 == oldest_n && summary.is_some_and(|s| s.complete) {
+            return Ok(Coverage::Covered { files: i - from + 1, bytes });
+        }
+    }
+    Ok(Coverage::Gap(format!(
+        "the archive in {} ends with {} and the server's oldest binlog is {oldest}: the changes between are in \
+         neither (is the archiver running?)",
+        root.display(),
+        names.last().map_or("", String::as_str)
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::copy::FileSummary;
+
+    fn recorded() -> Vec<u8> {
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/pipeline/mysql-bin.000001")).unwrap()
+    }
+
+    /// The offsets where the recorded file's events start, and its last event's type.
+    fn boundaries(file: &[u8]) -> Vec<u64> {
+        let mut at = 4usize;
+        let mut out = Vec::new();
+        while at + HEADER_LEN <= file.len() {
+            out.push(at as u64);
+            at += EventHeader::parse(&file[at..]).unwrap().event_size as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn a_feed_starts_at_an_event_boundary_and_hands_out_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = recorded();
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file).unwrap();
+        let starts = boundaries(&file);
+        let mid = starts[starts.len() / 2];
+        let (mut feed, fde) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid).unwrap();
+        assert_eq!(EventHeader::parse(&fde).unwrap().event_type, EventType::FormatDescription);
+        let mut got = Vec::new();
+        while let Some((at, raw)) = feed.next_raw().unwrap() {
+            assert_eq!(&file[at as usize..at as usize + raw.len()], &raw[..]);
+            got.push(at);
+        }
+        assert_eq!(got, starts[starts.len() / 2..]);
+        // the recorded file ends with a ROTATE or a STOP, else it is one being written
+        let last = EventHeader::parse(&file[*starts.last().unwrap() as usize..]).unwrap().event_type;
+        let expected = match last {
+            EventType::Rotate => FileEnd::Rotated,
+            EventType::Stop => FileEnd::Stopped,
+            _ => FileEnd::Open,
+        };
+        assert_eq!(feed.file_end(), expected);
+        // position 4 is the start of the events: the FDE is given separately
+        let (mut feed, _) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", 4).unwrap();
+        assert_eq!(feed.next_raw().unwrap().map(|(at, _)| at), Some(starts[1]));
+        // not a boundary, past the end, a file the archive lacks: clear errors
+        let e = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid + 1).unwrap_err();
+        assert!(e.contains("is not where an event starts"), "{e}");
+        let e = ArchiveFeed::open(dir.path(), "mysql-bin.000001", file.len() as u64 + 100).unwrap_err();
+        assert!(e.contains("before the position"), "{e}");
+        let e = ArchiveFeed::open(dir.path(), "mysql-bin.000002", 4).unwrap_err();
+        assert!(e.contains("does not hold mysql-bin.000002"), "{e}");
+        // a torn last event (being written) ends the file without an error
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file[..file.len() - 3]).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid).unwrap();
+        let mut n = 0;
+        while feed.next_raw().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, got.len() - 1);
+        assert_eq!(feed.file_end(), FileEnd::Open, "the torn event is not taken");
+        // gzipped, the same events
+        let gz = dir.path().join("mysql-bin.000001.gz");
+        let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &file).unwrap();
+        enc.finish().unwrap();
+        std::fs::remove_file(dir.path().join("mysql-bin.000001")).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid).unwrap();
+        let mut n = 0;
+        while feed.next_raw().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, got.len());
+    }
+
+    fn archive(names: &[(&str, u64, bool)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = Vec::new();
+        for (name, size, complete) in names {
+            std::fs::write(dir.path().join(name), MAGIC).unwrap();
+            index.push(FileSummary { file: name.to_string(), size: *size, complete: *complete, ..Default::default() });
+        }
+        std::fs::write(dir.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+        dir
+    }
+
+    fn logs(names: &[(&str, u64)]) -> Vec<(String, u64)> {
+        names.iter().map(|(n, s)| (n.to_string(), *s)).collect()
+    }
+
+    #[test]
+    fn coverage_needs_every_file_from_the_checkpoint_to_the_servers_oldest() {
+        let a = archive(&[
+            ("b.000003", 100, true),
+            ("b.000004", 200, true),
+            ("b.000005", 300, true),
+            ("b.000006", 50, false),
+        ]);
+        let gap = |c: Coverage| match c {
+            Coverage::Gap(why) => why,
+            Coverage::Covered { .. } => panic!("covered"),
+        };
+        // overlapping the server's files
+        let server = logs(&[("b.000005", 300), ("b.000006", 80)]);
+        assert_eq!(coverage(a.path(), &server, "b.000003").unwrap(), Coverage::Covered { files: 2, bytes: 300 });
+        // ending just before the server's oldest, complete
+        let server = logs(&[("b.000006", 80)]);
+        assert_eq!(coverage(a.path(), &server, "b.000004").unwrap(), Coverage::Covered { files: 2, bytes: 500 });
+        // the archive's newest is incomplete and the server has moved past it
+        let server = logs(&[("b.000007", 80)]);
+        assert!(
+            gap(coverage(a.path(), &server, "b.000004").unwrap()).contains("the server's oldest binlog is b.000007")
+        );
+        // the checkpoint's file is not archived
+        let server = logs(&[("b.000006", 80)]);
+        assert!(gap(coverage(a.path(), &server, "b.000002").unwrap()).contains("does not hold b.000002"));
+        // a complete file of another size than the server's: another server's archive
+        let server = logs(&[("b.000005", 999), ("b.000006", 80)]);
+        assert!(gap(coverage(a.path(), &server, "b.000003").unwrap()).contains("not a copy of this server's binlog"));
+        // a hole in the numbering
+        let h = archive(&[("b.000003", 100, true), ("b.000005", 300, true)]);
+        let server = logs(&[("b.000006", 80)]);
+        assert!(gap(coverage(h.path(), &server, "b.000003").unwrap()).contains("between b.000003 and b.000005"));
+    }
+}
