@@ -22,12 +22,14 @@ TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 export SLUICE_REGISTRY_BIN ?= $(TARGET_DIR)/debug/sluice-test-registry
 
 ## Installs what the tests need: OpenSSL's headers, MariaDB and Prometheus (apt), the Kafka-compatible broker
-## noida-db (cargo install into $(SLUICE_WORK)/tools), and the test Schema Registry binary.
+## noida-db (cargo install into $(SLUICE_WORK)/tools), the Elasticsearch-API engines and the S3-compatible
+## moto server (pip, into venvs there), and the test Schema Registry binary.
 setup: build-deps
 	integration/lib/mariadb.sh install
 	integration/lib/prometheus.sh install
 	integration/lib/broker.sh install
 	integration/lib/elastic.sh install
+	integration/lib/s3.sh install
 	$(CARGO) build -p sluice-test-registry
 
 ## Every test: unit, fixtures, oracles, mutation, the scenarios against real MariaDB, the

@@ -36,6 +36,23 @@ echo "helm_check: helm lint" >&2
 "$HELM" lint --strict "$chart" >&2
 "$HELM" lint --strict "$chart" "${all_on[@]}" >&2
 
+echo "helm_check: the archive in an object store" >&2
+"$HELM" template sluice "$chart" "${all_on[@]}" --set archive.objectStore.url=s3://bucket/shop \
+    --set archive.objectStore.credentialsKey=s3-credentials >"$out/store.yaml"
+python3 - "$out/store.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+deps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+env = lambda d: {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+a, r = env(deps["sluice-archive"]), env(deps["sluice"])
+assert a["SLUICE_ARCHIVE__TO"] == "s3://bucket/shop" and a["SLUICE_ARCHIVE__SPOOL"] == "/var/lib/sluice/archive", a
+assert a["SLUICE_ARCHIVE__CREDENTIALS_FILE"] == "/var/run/secrets/sluice/s3-credentials", a
+items = {v["name"]: v for v in deps["sluice-archive"]["spec"]["template"]["spec"]["volumes"]}["secrets"]["secret"]["items"]
+assert [i["key"] for i in items] == ["mysql-password", "s3-credentials"], items
+assert r["SLUICE_SOURCE__ARCHIVE"] == "s3://bucket/shop", r
+assert r["SLUICE_SOURCE__ARCHIVE_CREDENTIALS_FILE"] == "/var/run/secrets/sluice/s3-credentials", r
+PY
+
 echo "helm_check: helm template + kubernetes-validate" >&2
 "$HELM" template sluice "$chart" >"$out/default.yaml"
 "$HELM" template sluice "$chart" "${all_on[@]}" >"$out/all.yaml"
@@ -69,6 +86,8 @@ for name in ("default", "all"):
         assert avols["archive"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"], avols
         assert [i["key"] for i in avols["secrets"]["secret"]["items"]] == ["mysql-password"], avols
         assert archive["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "sluice-archive"
+        assert "SLUICE_SOURCE__ARCHIVE" not in {e["name"] for d in docs if d["kind"] == "Deployment"
+                                                for e in d["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         # the verify CronJob: pushes to the Pushgateway, never retried (exit 1 is an answer), one at a time,
         # reads the tables (the MySQL password) and the indices (their password)
         cron = next(d for d in docs if d["kind"] == "CronJob")

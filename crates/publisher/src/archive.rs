@@ -4,11 +4,13 @@
 //!
 //! - [`copy`]: which bytes of the replication stream belong in which file (sans-IO);
 //! - [`dir`]: an archive in a directory, its index, and repair after a crash;
+//! - [`store`]: an archive in object storage (S3, GCS, Azure), uploaded from a spool directory;
 //! - [`read`]: an archive read back as a replication stream, and whether it covers a purge.
 
 pub mod copy;
 pub mod dir;
 pub mod read;
+pub mod store;
 
 pub use copy::{Copier, Op};
 pub use dir::DirArchive;

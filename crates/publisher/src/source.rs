@@ -25,7 +25,7 @@ pub mod preflight;
 pub mod server;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ use sluice_binlog::walk::{EventWalker, Located, Offset};
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition};
 
 use crate::archive::dir::order_key;
-use crate::archive::read::{coverage, ArchiveFeed, Coverage, FileEnd};
+use crate::archive::read::{coverage, Archive, ArchiveFeed, Coverage, FileEnd};
 use crate::config::{Secret, SourceUrl, TlsSetting};
 use crate::disposition::Disposition;
 use crate::metrics::Metrics;
@@ -429,19 +429,19 @@ impl ReplicationSource {
         cfg: SourceConfig,
         mut checked: CheckedConnection,
         resume: ResumePoint,
-        root: &Path,
+        root: &Archive,
         metrics: Arc<Metrics>,
     ) -> Result<ReplicationSource, SourceError> {
         let logs = server::binary_logs(&mut checked.conn)
             .await
             .map_err(|e| SourceError::protocol("listing binary logs", e))?;
-        let (files, bytes) = match coverage(root, &logs, &resume.file).map_err(SourceError::Archive)? {
+        let (files, bytes) = match coverage(root, &logs, &resume.file).await.map_err(SourceError::Archive)? {
             Coverage::Covered { files, bytes } => (files, bytes),
             Coverage::Gap(why) => {
                 return Err(SourceError::Purged(format!("the server no longer has the binlog at {resume}, and {why}")))
             }
         };
-        let (feed, fde) = ArchiveFeed::open(root, &resume.file, resume.position).map_err(SourceError::Archive)?;
+        let (feed, fde) = ArchiveFeed::open(root, &resume.file, resume.position).await.map_err(SourceError::Archive)?;
         let CheckedConnection { server_version, lower_case_table_names, conn, .. } = checked;
         let mut walker = EventWalker::stream(resume.file.clone(), EventDecoder::new(cfg.decoder.clone()));
         // the file's format (checksums, header lengths) before events from its middle
@@ -469,7 +469,7 @@ impl ReplicationSource {
         }
         tracing::warn!(
             start = %src.tx.resume_point(),
-            archive = %root.display(),
+            archive = %root,
             archived_files = files,
             archived_bytes = bytes,
             "The server purged the binlog at the checkpoint: catching up from the archive, then switching to the \
@@ -548,7 +548,7 @@ impl ReplicationSource {
                 return Ok(Some(SourceEvent::Event(ev, step)));
             }
             if self.catch_up.is_some() {
-                match self.next_archived()? {
+                match self.next_archived().await? {
                     Some(at) => {
                         let Self { raw, walker, tx, .. } = self;
                         let ev = walker.walk(raw, Offset::At(at))?;
@@ -598,7 +598,7 @@ impl ReplicationSource {
 
     /// Loads the archive's next event into `raw` and gives its offset; None at the archive's
     /// end. Moves on to the next archived file at the end of one.
-    fn next_archived(&mut self) -> Result<Option<u64>, SourceError> {
+    async fn next_archived(&mut self) -> Result<Option<u64>, SourceError> {
         let Some(c) = self.catch_up.as_mut() else { return Ok(None) };
         if c.walked {
             if c.mark.0 != self.walker.file() {
@@ -630,7 +630,7 @@ impl ReplicationSource {
             }
             // the server's to stream from here on
             let moved =
-                order_key(&next).0 < c.server_oldest && c.feed.open_next(&next).map_err(SourceError::Archive)?;
+                order_key(&next).0 < c.server_oldest && c.feed.open_next(&next).await.map_err(SourceError::Archive)?;
             if !moved {
                 return Ok(None);
             }

@@ -52,6 +52,9 @@ pub struct FileSummary {
     /// The archive's file holding it when not the server's name (`<name>.gz`: compressed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored: Option<String>,
+    /// Uploaded to the archive's object store (the spool's copy may be gone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remote: bool,
 }
 
 /// Follows a file's events for its [`FileSummary`] (decoding only the format and GTID events).

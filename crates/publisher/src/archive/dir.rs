@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::copy::{walk_file, FileSummary, Op, Resume, Summarizer, FDE_FLAGS_OFFSET, MAGIC};
+use super::store::{Remote, Uploader};
 
 /// The index's file name in the archive.
 pub const INDEX: &str = "index.json";
@@ -34,6 +35,9 @@ pub struct DirArchive {
     syncing: Arc<AtomicBool>,
     /// Completed files are gzipped, by [`Gzipper`].
     gzip: Option<Gzipper>,
+    /// Completed (and compressed) files are uploaded to an object store, by [`Uploader`]: this
+    /// directory is then the archiver's spool.
+    upload: Option<Uploader>,
 }
 
 /// Gzips completed files on a thread of its own, one after another: `<name>` becomes
@@ -130,7 +134,7 @@ impl DirArchive {
     ///
     /// # Errors
     /// The directory cannot be made or read, or holds a file that is not a binlog.
-    pub fn open(root: &Path, gzip: bool) -> Result<(DirArchive, Option<Resume>), String> {
+    pub fn open(root: &Path, gzip: bool, remote: Option<Remote>) -> Result<(DirArchive, Option<Resume>), String> {
         let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", root.display());
         std::fs::create_dir_all(root).map_err(|e| io("creating the archive directory", e))?;
         // two archivers writing one directory would interleave their writes
@@ -164,16 +168,30 @@ impl DirArchive {
             _lock: lock,
             syncing: Arc::new(AtomicBool::new(false)),
             gzip: gzip.then(|| Gzipper::start(root)),
+            upload: remote.map(|r| Uploader::start(root, r)).transpose()?,
         };
         let Some(newest) = files.pop() else {
+            // everything uploaded and gone from the spool but the index: go on after its newest
+            if archive.upload.is_some() && index.iter().any(|s| s.remote) {
+                return Err(format!(
+                    "{}: the spool holds no binlog file but its index lists uploaded ones; it must keep its newest \
+                     file to continue from (was it emptied by hand?)",
+                    root.display()
+                ));
+            }
             archive.index = Vec::new();
             return Ok((archive, None));
         };
         // the older files are complete; one the index lacks (a crash before it was written) is
         // summarized again
-        index.retain(|s| files.iter().any(|f| f.name == s.file));
+        index.retain(|s| s.remote || files.iter().any(|f| f.name == s.file));
         for f in &files {
             match index.iter_mut().find(|s| s.file == f.name) {
+                // uploaded before a stop removed the spool's copy
+                Some(s) if s.remote => {
+                    std::fs::remove_file(root.join(&f.file)).map_err(|e| io("removing an uploaded file from", e))?;
+                    continue;
+                }
                 Some(s) => s.stored = f.compressed().then(|| f.file.clone()),
                 None => {
                     let r = walk_file(&f.name, f.open(root).map_err(|e| io("reading", e))?)?;
@@ -183,9 +201,11 @@ impl DirArchive {
                     index.push(summary);
                 }
             }
-            // one a stop left uncompressed
-            if let (Some(g), false) = (&archive.gzip, f.compressed()) {
-                g.push(&f.name);
+            // one a stop left uncompressed, or not uploaded
+            match (&archive.gzip, &archive.upload) {
+                (Some(g), _) if !f.compressed() => g.push(&f.name),
+                (_, Some(u)) => u.push(&f.name, &f.file),
+                _ => {}
             }
         }
         index.sort_by_key(|s| order_key(&s.file));
@@ -308,8 +328,10 @@ impl DirArchive {
                     }
                     self.put(summary.clone());
                     self.write_index()?;
-                    if let Some(g) = &self.gzip {
-                        g.push(&summary.file);
+                    match (&self.gzip, &self.upload) {
+                        (Some(g), _) => g.push(&summary.file),
+                        (None, Some(u)) => u.push(&summary.file, &summary.file),
+                        (None, None) => {}
                     }
                 }
             }
@@ -344,11 +366,47 @@ impl DirArchive {
         }
         let done: Vec<(String, String)> = self.gzip.as_ref().map(|g| g.done.try_iter().collect()).unwrap_or_default();
         for (name, stored) in done {
+            if let Some(u) = &self.upload {
+                u.push(&name, &stored);
+            }
             if let Some(s) = self.index.iter_mut().find(|s| s.file == name) {
                 s.stored = Some(stored);
             }
         }
+        self.uploaded()?;
         self.write_index()
+    }
+
+    /// Takes in the files the uploader finished: listed as uploaded (the local index first,
+    /// then the store's), and their spool copies removed, but for the newest file (the copy
+    /// continues from it after a restart).
+    fn uploaded(&mut self) -> Result<(), String> {
+        let Some(u) = &self.upload else { return Ok(()) };
+        let done: Vec<String> = u.done.try_iter().collect();
+        if done.is_empty() {
+            return Ok(());
+        }
+        let newest = self.index.last().map(|s| s.file.clone());
+        let mut gone = Vec::new();
+        for name in &done {
+            if let Some(s) = self.index.iter_mut().find(|s| &s.file == name) {
+                s.remote = true;
+                if newest.as_ref() != Some(name) {
+                    gone.push(s.stored.clone().unwrap_or_else(|| s.file.clone()));
+                }
+            }
+        }
+        self.write_index()?;
+        u.index(self.index.iter().filter(|s| s.remote).cloned().collect());
+        for f in gone {
+            let path = self.root.join(&f);
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(format!("removing the uploaded {}: {e}", path.display()));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Ends the archive: the queued compressions finished and in the index, everything synced.
@@ -359,7 +417,16 @@ impl DirArchive {
         if let Some(g) = &mut self.gzip {
             g.finish();
         }
-        self.sync(summary, true)
+        self.sync(summary, true)?;
+        if let Some(u) = &self.upload {
+            // the uploads queued, then the store's index that lists them
+            u.drain();
+            self.sync(summary, true)?;
+            if let Some(u) = &mut self.upload {
+                u.finish();
+            }
+        }
+        Ok(())
     }
 
     fn close_current(&mut self) -> Result<(), String> {
@@ -492,9 +559,21 @@ pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std:
 pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<Vec<PathBuf>, String> {
     let index = read_index(root)?;
     let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
-    Ok(files
+    let files = files.into_iter().map(|f| (f.name, f.file)).collect();
+    Ok(in_range(&index, files, from, to).into_iter().map(|f| root.join(f)).collect())
+}
+
+/// Of an archive's `files` (the server's name and the stored file), the stored files that may
+/// hold events from `from` to before `to` by the `index` (files it does not list yet are taken).
+pub fn in_range(
+    index: &[FileSummary],
+    files: Vec<(String, String)>,
+    from: Option<u32>,
+    to: Option<u32>,
+) -> Vec<String> {
+    files
         .into_iter()
-        .filter(|f| match index.iter().find(|s| s.file == f.name) {
+        .filter(|(name, _)| match index.iter().find(|s| &s.file == name) {
             Some(s) => {
                 let ends_before = matches!((s.last_time, from), (Some(last), Some(from)) if last < from);
                 let begins_after = matches!((s.first_time, to), (Some(first), Some(to)) if first >= to);
@@ -502,8 +581,8 @@ pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<
             }
             None => true,
         })
-        .map(|f| root.join(f.file))
-        .collect())
+        .map(|(_, file)| file)
+        .collect()
 }
 
 /// Files in the server's order: by the number after the last dot (`mysql-bin.000010` after
@@ -556,14 +635,14 @@ mod tests {
     #[test]
     fn one_archiver_per_directory_and_a_torn_tail_is_cut() {
         let dir = tempfile::tempdir().unwrap();
-        let (first, resume) = DirArchive::open(dir.path(), false).unwrap();
+        let (first, resume) = DirArchive::open(dir.path(), false, None).unwrap();
         assert!(resume.is_none(), "an empty archive");
-        let e = DirArchive::open(dir.path(), false).unwrap_err();
+        let e = DirArchive::open(dir.path(), false, None).unwrap_err();
         assert!(e.contains("another sluice archive"), "{e}");
         drop(first);
         // a file cut inside its magic starts over; one with half an event keeps its whole part
         std::fs::write(dir.path().join("b.000001"), &MAGIC[..2]).unwrap();
-        let (a, resume) = DirArchive::open(dir.path(), false).unwrap();
+        let (a, resume) = DirArchive::open(dir.path(), false, None).unwrap();
         let r = resume.unwrap();
         assert_eq!((r.file.as_str(), r.size), ("b.000001", 4));
         assert_eq!(std::fs::read(dir.path().join("b.000001")).unwrap(), MAGIC);
@@ -571,7 +650,7 @@ mod tests {
         let mut torn = MAGIC.to_vec();
         torn.extend_from_slice(&[0u8; 10]);
         std::fs::write(dir.path().join("b.000002"), &torn).unwrap();
-        let (_a, resume) = DirArchive::open(dir.path(), false).unwrap();
+        let (_a, resume) = DirArchive::open(dir.path(), false, None).unwrap();
         assert_eq!(resume.unwrap().size, 4);
         assert_eq!(std::fs::metadata(dir.path().join("b.000002")).unwrap().len(), 4);
     }

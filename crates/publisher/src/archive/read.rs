@@ -15,8 +15,89 @@ use bytes::Bytes;
 use sluice_binlog::event_type::EventType;
 use sluice_binlog::header::{EventHeader, HEADER_LEN};
 
-use super::copy::MAGIC;
+use super::copy::{FileSummary, MAGIC};
 use super::dir::{file_names, open_file, order_key, read_index};
+use super::store::{is_url, Remote};
+
+/// An archive to read: a directory, or an object store (only its completed files: the one
+/// being written is in the archiver's spool).
+#[derive(Debug, Clone)]
+pub enum Archive {
+    /// A directory (`sluice archive`'s `archive.to`, or a copy of it).
+    Dir(PathBuf),
+    /// An object store.
+    Remote(Remote),
+}
+
+impl std::fmt::Display for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Archive::Dir(d) => write!(f, "{}", d.display()),
+            Archive::Remote(r) => write!(f, "{r}"),
+        }
+    }
+}
+
+impl Archive {
+    /// The archive at `text`: an object store URL (credentials from the environment and
+    /// `credentials_file`), else a directory.
+    ///
+    /// # Errors
+    /// A URL of no supported store, an unreadable credentials file.
+    pub fn open(text: &str, credentials_file: Option<&Path>) -> Result<Archive, String> {
+        if is_url(text) {
+            Remote::open(text, credentials_file).map(Archive::Remote)
+        } else {
+            Ok(Archive::Dir(PathBuf::from(text)))
+        }
+    }
+
+    /// The server's names of the files it holds, in the server's order.
+    ///
+    /// # Errors
+    /// The directory or the store cannot be listed.
+    pub async fn names(&self) -> Result<Vec<String>, String> {
+        match self {
+            Archive::Dir(d) => file_names(d),
+            Archive::Remote(r) => Ok(r.files().await?.into_iter().map(|(n, _)| n).collect()),
+        }
+    }
+
+    /// Its index.
+    ///
+    /// # Errors
+    /// The index cannot be read.
+    pub async fn index(&self) -> Result<Vec<FileSummary>, String> {
+        match self {
+            Archive::Dir(d) => read_index(d),
+            Archive::Remote(r) => r.index().await,
+        }
+    }
+
+    /// A reader of the server's bytes of file `name` (decompressed when stored gzipped; from an
+    /// object store, downloaded to a temporary file first); None when the archive lacks it.
+    ///
+    /// # Errors
+    /// The file exists but cannot be read.
+    async fn open_file(&self, name: &str) -> Result<Option<Box<dyn Read + Send>>, String> {
+        match self {
+            Archive::Dir(d) => open_file(d, name).map_err(|e| format!("opening {name} in {}: {e}", d.display())),
+            Archive::Remote(r) => {
+                for (object, gz) in [(name.to_string(), false), (format!("{name}.gz"), true)] {
+                    if let Some(f) = r.download(&object).await? {
+                        let f = std::io::BufReader::new(f);
+                        return Ok(Some(if gz {
+                            Box::new(flate2::bufread::MultiGzDecoder::new(f))
+                        } else {
+                            Box::new(f)
+                        }));
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+}
 
 /// The largest event the reader takes (MySQL's largest `max_allowed_packet`); a larger size
 /// in a header is a damaged file.
@@ -35,7 +116,7 @@ pub enum FileEnd {
 
 /// The archived files' events, one at a time (see the module docs).
 pub struct ArchiveFeed {
-    root: PathBuf,
+    root: Archive,
     name: String,
     input: Box<dyn Read + Send>,
     /// Offset of the next event in `name`.
@@ -45,7 +126,11 @@ pub struct ArchiveFeed {
 
 impl std::fmt::Debug for ArchiveFeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArchiveFeed").field("root", &self.root).field("file", &self.name).field("at", &self.at).finish()
+        f.debug_struct("ArchiveFeed")
+            .field("root", &self.root.to_string())
+            .field("file", &self.name)
+            .field("at", &self.at)
+            .finish()
     }
 }
 
@@ -64,17 +149,13 @@ impl ArchiveFeed {
     /// # Errors
     /// The archive does not hold the file, it is not a binlog, or `position` is not where an
     /// event starts in it.
-    pub fn open(root: &Path, name: &str, position: u64) -> Result<(ArchiveFeed, Bytes), String> {
-        let mut feed = ArchiveFeed::at_start(root, name)?
-            .ok_or_else(|| format!("the archive in {} does not hold {name}", root.display()))?;
+    pub async fn open(root: &Archive, name: &str, position: u64) -> Result<(ArchiveFeed, Bytes), String> {
+        let mut feed = ArchiveFeed::at_start(root, name)
+            .await?
+            .ok_or_else(|| format!("the archive in {root} does not hold {name}"))?;
         let fde = match feed.read_event()? {
             Read1::Event(e) if EventHeader::parse(&e).is_ok_and(|h| h.event_type == EventType::FormatDescription) => e,
-            _ => {
-                return Err(format!(
-                    "{}: the archived {name} does not begin with a FORMAT_DESCRIPTION event",
-                    root.display()
-                ))
-            }
+            _ => return Err(format!("{}: the archived {name} does not begin with a FORMAT_DESCRIPTION event", root)),
         };
         // 4 is where the events start: the FDE, given apart
         let position = if position == 4 { feed.at } else { position };
@@ -86,9 +167,8 @@ impl ArchiveFeed {
                 Read1::Event(_) => {}
                 Read1::End => {
                     return Err(format!(
-                        "{}: the archived {name} ends at {}, before the position {position} to resume at (is the \
-                         archive behind, or of another server?)",
-                        root.display(),
+                        "{root}: the archived {name} ends at {}, before the position {position} to resume at (is \
+                         the archive behind, or of another server?)",
                         feed.at
                     ))
                 }
@@ -96,29 +176,25 @@ impl ArchiveFeed {
         }
         if feed.at != position {
             return Err(format!(
-                "{}: {position} is not where an event starts in the archived {name} (events start at {} and {}): \
-                 the archive is not a copy of the file the position is in (another server's?)",
-                root.display(),
-                before,
-                feed.at
+                "{root}: {position} is not where an event starts in the archived {name} (events start at {} and \
+                 {}): the archive is not a copy of the file the position is in (another server's?)",
+                before, feed.at
             ));
         }
         Ok((feed, fde))
     }
 
     /// `name` of the archive in `root`, after its magic; None when the archive lacks it.
-    fn at_start(root: &Path, name: &str) -> Result<Option<ArchiveFeed>, String> {
-        let Some(mut input) =
-            open_file(root, name).map_err(|e| format!("opening {name} in {}: {e}", root.display()))?
-        else {
+    async fn at_start(root: &Archive, name: &str) -> Result<Option<ArchiveFeed>, String> {
+        let Some(mut input) = root.open_file(name).await? else {
             return Ok(None);
         };
         let mut magic = [0u8; 4];
-        input.read_exact(&mut magic).map_err(|e| format!("reading {name} in {}: {e}", root.display()))?;
+        input.read_exact(&mut magic).map_err(|e| format!("reading {name} in {root}: {e}"))?;
         if magic != MAGIC {
-            return Err(format!("{name} in {} is not a binlog file (no magic number)", root.display()));
+            return Err(format!("{name} in {root} is not a binlog file (no magic number)"));
         }
-        Ok(Some(ArchiveFeed { root: root.to_path_buf(), name: name.to_string(), input, at: 4, last_type: None }))
+        Ok(Some(ArchiveFeed { root: root.clone(), name: name.to_string(), input, at: 4, last_type: None }))
     }
 
     /// The file being read.
@@ -158,8 +234,8 @@ impl ArchiveFeed {
     ///
     /// # Errors
     /// The file exists but cannot be read, or is not a binlog.
-    pub fn open_next(&mut self, name: &str) -> Result<bool, String> {
-        match ArchiveFeed::at_start(&self.root, name)? {
+    pub async fn open_next(&mut self, name: &str) -> Result<bool, String> {
+        match ArchiveFeed::at_start(&self.root, name).await? {
             Some(f) => {
                 *self = f;
                 Ok(true)
@@ -169,7 +245,7 @@ impl ArchiveFeed {
     }
 
     fn read_event(&mut self) -> Result<Read1, String> {
-        let what = |e: std::io::Error| format!("reading {} in {} at {}: {e}", self.name, self.root.display(), self.at);
+        let what = |e: std::io::Error| format!("reading {} in {} at {}: {e}", self.name, self.root, self.at);
         let mut header = [0u8; HEADER_LEN];
         if !read_full(&mut self.input, &mut header).map_err(what)? {
             return Ok(Read1::End);
@@ -178,10 +254,7 @@ impl ArchiveFeed {
         if h.event_size < HEADER_LEN as u32 || h.event_size > MAX_EVENT {
             return Err(format!(
                 "{} in {} at {}: an event header gives a size of {} bytes: the file is damaged",
-                self.name,
-                self.root.display(),
-                self.at,
-                h.event_size
+                self.name, self.root, self.at, h.event_size
             ));
         }
         let mut event = vec![0u8; h.event_size as usize];
@@ -231,15 +304,15 @@ pub enum Coverage {
 ///
 /// # Errors
 /// The archive cannot be listed or its index read.
-pub fn coverage(root: &Path, server: &[(String, u64)], file: &str) -> Result<Coverage, String> {
-    let names = file_names(root)?;
-    let index = read_index(root)?;
+pub async fn coverage(root: &Archive, server: &[(String, u64)], file: &str) -> Result<Coverage, String> {
+    let names = root.names().await?;
+    let index = root.index().await?;
     let held = || match (names.first(), names.last()) {
         (Some(a), Some(b)) => format!("it holds {a} to {b}"),
         _ => "it is empty".to_string(),
     };
     let Some(from) = names.iter().position(|n| n == file) else {
-        return Ok(Coverage::Gap(format!("the archive in {} does not hold {file} ({})", root.display(), held())));
+        return Ok(Coverage::Gap(format!("the archive in {} does not hold {file} ({})", root, held())));
     };
     let Some((oldest, _)) = server.first() else {
         return Ok(Coverage::Gap("the server lists no binary logs".into()));
@@ -250,9 +323,7 @@ pub fn coverage(root: &Path, server: &[(String, u64)], file: &str) -> Result<Cov
             return Ok(Coverage::Gap(format!(
                 "the archived {} has {} bytes, the server's {size}: the archive in {} is not a copy of this server's \
                  binlog",
-                s.file,
-                s.size,
-                root.display()
+                s.file, s.size, root
             )));
         }
     }
@@ -263,7 +334,7 @@ pub fn coverage(root: &Path, server: &[(String, u64)], file: &str) -> Result<Cov
         if i > from && n != order_key(&names[i - 1]).0 + 1 {
             return Ok(Coverage::Gap(format!(
                 "the archive in {} lacks the file(s) between {} and {name}",
-                root.display(),
+                root,
                 names[i - 1]
             )));
         }
@@ -280,7 +351,7 @@ pub fn coverage(root: &Path, server: &[(String, u64)], file: &str) -> Result<Cov
     Ok(Coverage::Gap(format!(
         "the archive in {} ends with {} and the server's oldest binlog is {oldest}: the changes between are in \
          neither (is the archiver running?)",
-        root.display(),
+        root,
         names.last().map_or("", String::as_str)
     )))
 }
@@ -305,14 +376,15 @@ mod tests {
         out
     }
 
-    #[test]
-    fn a_feed_starts_at_an_event_boundary_and_hands_out_the_rest() {
+    #[tokio::test]
+    async fn a_feed_starts_at_an_event_boundary_and_hands_out_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let file = recorded();
         std::fs::write(dir.path().join("mysql-bin.000001"), &file).unwrap();
         let starts = boundaries(&file);
         let mid = starts[starts.len() / 2];
-        let (mut feed, fde) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid).unwrap();
+        let (mut feed, fde) =
+            ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", mid).await.unwrap();
         assert_eq!(EventHeader::parse(&fde).unwrap().event_type, EventType::FormatDescription);
         let mut got = Vec::new();
         while let Some((at, raw)) = feed.next_raw().unwrap() {
@@ -329,18 +401,20 @@ mod tests {
         };
         assert_eq!(feed.file_end(), expected);
         // position 4 is the start of the events: the FDE is given separately
-        let (mut feed, _) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", 4).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", 4).await.unwrap();
         assert_eq!(feed.next_raw().unwrap().map(|(at, _)| at), Some(starts[1]));
         // not a boundary, past the end, a file the archive lacks: clear errors
-        let e = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid + 1).unwrap_err();
+        let e = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", mid + 1).await.unwrap_err();
         assert!(e.contains("is not where an event starts"), "{e}");
-        let e = ArchiveFeed::open(dir.path(), "mysql-bin.000001", file.len() as u64 + 100).unwrap_err();
+        let e = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", file.len() as u64 + 100)
+            .await
+            .unwrap_err();
         assert!(e.contains("before the position"), "{e}");
-        let e = ArchiveFeed::open(dir.path(), "mysql-bin.000002", 4).unwrap_err();
+        let e = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000002", 4).await.unwrap_err();
         assert!(e.contains("does not hold mysql-bin.000002"), "{e}");
         // a torn last event (being written) ends the file without an error
         std::fs::write(dir.path().join("mysql-bin.000001"), &file[..file.len() - 3]).unwrap();
-        let (mut feed, _) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", mid).await.unwrap();
         let mut n = 0;
         while feed.next_raw().unwrap().is_some() {
             n += 1;
@@ -353,7 +427,7 @@ mod tests {
         std::io::Write::write_all(&mut enc, &file).unwrap();
         enc.finish().unwrap();
         std::fs::remove_file(dir.path().join("mysql-bin.000001")).unwrap();
-        let (mut feed, _) = ArchiveFeed::open(dir.path(), "mysql-bin.000001", mid).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", mid).await.unwrap();
         let mut n = 0;
         while feed.next_raw().unwrap().is_some() {
             n += 1;
@@ -376,8 +450,8 @@ mod tests {
         names.iter().map(|(n, s)| (n.to_string(), *s)).collect()
     }
 
-    #[test]
-    fn coverage_needs_every_file_from_the_checkpoint_to_the_servers_oldest() {
+    #[tokio::test]
+    async fn coverage_needs_every_file_from_the_checkpoint_to_the_servers_oldest() {
         let a = archive(&[
             ("b.000003", 100, true),
             ("b.000004", 200, true),
@@ -390,24 +464,32 @@ mod tests {
         };
         // overlapping the server's files
         let server = logs(&[("b.000005", 300), ("b.000006", 80)]);
-        assert_eq!(coverage(a.path(), &server, "b.000003").unwrap(), Coverage::Covered { files: 2, bytes: 300 });
+        assert_eq!(
+            coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap(),
+            Coverage::Covered { files: 2, bytes: 300 }
+        );
         // ending just before the server's oldest, complete
         let server = logs(&[("b.000006", 80)]);
-        assert_eq!(coverage(a.path(), &server, "b.000004").unwrap(), Coverage::Covered { files: 2, bytes: 500 });
+        assert_eq!(
+            coverage(&Archive::Dir(a.path().into()), &server, "b.000004").await.unwrap(),
+            Coverage::Covered { files: 2, bytes: 500 }
+        );
         // the archive's newest is incomplete and the server has moved past it
         let server = logs(&[("b.000007", 80)]);
-        assert!(
-            gap(coverage(a.path(), &server, "b.000004").unwrap()).contains("the server's oldest binlog is b.000007")
-        );
+        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000004").await.unwrap())
+            .contains("the server's oldest binlog is b.000007"));
         // the checkpoint's file is not archived
         let server = logs(&[("b.000006", 80)]);
-        assert!(gap(coverage(a.path(), &server, "b.000002").unwrap()).contains("does not hold b.000002"));
+        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000002").await.unwrap())
+            .contains("does not hold b.000002"));
         // a complete file of another size than the server's: another server's archive
         let server = logs(&[("b.000005", 999), ("b.000006", 80)]);
-        assert!(gap(coverage(a.path(), &server, "b.000003").unwrap()).contains("not a copy of this server's binlog"));
+        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap())
+            .contains("not a copy of this server's binlog"));
         // a hole in the numbering
         let h = archive(&[("b.000003", 100, true), ("b.000005", 300, true)]);
         let server = logs(&[("b.000006", 80)]);
-        assert!(gap(coverage(h.path(), &server, "b.000003").unwrap()).contains("between b.000003 and b.000005"));
+        assert!(gap(coverage(&Archive::Dir(h.path().into()), &server, "b.000003").await.unwrap())
+            .contains("between b.000003 and b.000005"));
     }
 }

@@ -12,6 +12,7 @@ use sluice_protocol::{Connection, DumpRequest, StartPosition};
 
 use super::supervise::{serve_metrics, supervise, Supervised};
 use super::Exit;
+use crate::archive::store::Remote;
 use crate::archive::{Copier, DirArchive, Op};
 use crate::config::{ArchiveCompress, ArchiveConfig, ArchiveStart};
 use crate::disposition::Disposition;
@@ -31,6 +32,12 @@ The configuration needs [source] (the server) and [archive]:
   to = \"/var/lib/sluice/archive\"   # a directory; made when missing
   server_id = 51003                # unique among the server's replicas
   start = \"earliest\"               # an empty archive starts at the oldest file the server has
+
+or, in an object store (completed files uploaded; credentials from AWS_* or the file):
+
+  to = \"s3://bucket/binlogs/shop\"
+  spool = \"/var/lib/sluice/spool\"  # the file being written, the lock and the index
+  credentials_file = \"/run/secrets/s3\"  # aws_access_key_id = ..., aws_secret_access_key = ...
 
 Each of the server's binlog files is copied under its own name, byte for byte (the format
 description, every event and its checksum, the ROTATE at its end), and index.json says of each
@@ -77,7 +84,20 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
         }
     };
     let gzip = cfg.archive.compress == ArchiveCompress::Gzip;
-    let (store, resume) = match DirArchive::open(&cfg.archive.to, gzip) {
+    let remote = if crate::archive::store::is_url(&cfg.archive.to) {
+        match Remote::open(&cfg.archive.to, cfg.archive.credentials_file.as_deref()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                crate::eline!("{NAME}: archive.to: {e}");
+                return Exit::Usage;
+            }
+        }
+    } else {
+        None
+    };
+    // a directory archive, or the spool of one in an object store
+    let root = cfg.archive.spool.clone().unwrap_or_else(|| PathBuf::from(&cfg.archive.to));
+    let (store, resume) = match DirArchive::open(&root, gzip, remote) {
         Ok(x) => x,
         Err(e) => {
             crate::eline!("{NAME}: {e}");

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::Exit;
-use crate::archive::read::Coverage;
+use crate::archive::read::{Archive, Coverage};
 use crate::config::{Config, SnapshotMode};
 use crate::console::Report;
 use crate::kafka::positions_topic;
@@ -183,7 +183,12 @@ pub fn run(args: CheckArgs) -> Exit {
                     let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
                     // a purged checkpoint: does the archive bridge it?
                     let archive = match &cfg.source.archive {
-                        Some(root) if !ok => Some(crate::archive::read::coverage(root, &logs, &c.file)),
+                        Some(root) if !ok => {
+                            Some(match Archive::open(root, cfg.source.archive_credentials_file.as_deref()) {
+                                Ok(a) => crate::archive::read::coverage(&a, &logs, &c.file).await,
+                                Err(e) => Err(e),
+                            })
+                        }
                         _ => None,
                     };
                     let covered = matches!(archive, Some(Ok(Coverage::Covered { .. })));
@@ -193,7 +198,7 @@ pub fn run(args: CheckArgs) -> Exit {
                              gap: the next start reads {files} archived file(s) ({bytes} bytes), then the server's \
                              stream",
                             c.file,
-                            cfg.source.archive.as_deref().map(|d| d.display().to_string()).unwrap_or_default()
+                            cfg.source.archive.as_deref().unwrap_or_default()
                         ),
                         Some(Ok(Coverage::Gap(why))) => format!("{line}; source.archive does not help: {why}"),
                         Some(Err(e)) => format!("{line}; source.archive cannot be read: {e}"),

@@ -63,8 +63,9 @@ once on stderr). A summary line per file goes to stderr; a live dump also prints
 resume from.")]
 pub struct DumpArgs {
     /// Binlog files, read in order (`-` reads standard input; gzip files are recognised), or
-    /// the directory of a `sluice archive`: its files, those its index says hold events of
-    /// the --start-datetime/--stop-datetime range.
+    /// the directory of a `sluice archive` or its object store URL (`s3://bucket/prefix`,
+    /// credentials from AWS_*/GOOGLE_*/AZURE_* variables): its files, those its index says hold
+    /// events of the --start-datetime/--stop-datetime range (from a store, downloaded first).
     #[arg(value_name = "FILE", required_unless_present = "source", conflicts_with = "source")]
     files: Vec<PathBuf>,
 
@@ -305,11 +306,43 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
     p
 }
 
+/// The files of the archive at `url` (credentials from the environment) that may hold events
+/// of the time range, downloaded into a temporary directory (removed when it is dropped).
+fn download_range(url: &str, from: Option<u32>, to: Option<u32>) -> Result<(tempfile::TempDir, Vec<PathBuf>), String> {
+    let remote = crate::archive::store::Remote::open(url, None)?;
+    let dir = tempfile::tempdir().map_err(|e| format!("making a temporary directory for {remote}: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("reading {remote}: {e}"))?;
+    let paths = rt.block_on(remote.download_range(dir.path(), from, to))?;
+    Ok((dir, paths))
+}
+
 /// Runs `sluice dump`; returns the exit code.
 pub fn run(mut args: DumpArgs) -> Exit {
     // an archive's directory: its files of the time range, in the server's order
     let mut files = Vec::with_capacity(args.files.len());
+    // an archive in an object store: its files of the time range, downloaded here first
+    let mut _downloads: Vec<tempfile::TempDir> = Vec::new();
     for f in std::mem::take(&mut args.files) {
+        let text = f.to_string_lossy().into_owned();
+        if crate::archive::store::is_url(&text) {
+            match download_range(&text, args.start_datetime, args.stop_datetime) {
+                Ok((dir, chosen)) => {
+                    if chosen.is_empty() {
+                        crate::eline!("sluice dump: {text}: no archived file holds events of that time range");
+                    }
+                    files.extend(chosen);
+                    _downloads.push(dir);
+                }
+                Err(e) => {
+                    crate::eline!("sluice dump: {e}");
+                    return Exit::NoInput;
+                }
+            }
+            continue;
+        }
         if !f.is_dir() {
             files.push(f);
             continue;

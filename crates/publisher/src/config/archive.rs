@@ -6,9 +6,24 @@ use super::*;
 /// `[archive]`
 #[derive(Debug, Clone, Deserialize)]
 pub struct ArchiveSection {
-    /// The directory the binlog files are copied into, under the server's own file names
-    /// (created when missing). One archive per server: two archivers must not share it.
-    pub to: PathBuf,
+    /// Where the binlog files are copied, under the server's own file names: a directory
+    /// (created when missing), or an object store URL (`s3://bucket/prefix`, `gs://bucket/prefix`,
+    /// `az://container/prefix`), which then needs `spool`. One archive per server: two archivers
+    /// must not share it.
+    pub to: String,
+    /// With an object store in `to`: the local directory the files are written to first (the
+    /// file being written stays here; each completed one is uploaded, checked, and removed but
+    /// for the newest). It keeps the archive's lock and index, and must survive restarts (a
+    /// volume of its own).
+    #[serde(default)]
+    pub spool: Option<PathBuf>,
+    /// With an object store in `to`: a file of `key = value` lines with its credentials and
+    /// options, in `object_store`'s names (`aws_access_key_id`, `aws_secret_access_key`,
+    /// `aws_region`, `aws_endpoint`, `google_service_account`, `azure_storage_account_key`, ...;
+    /// a mounted secret). Without it, or for what it does not set, the environment's `AWS_*`,
+    /// `GOOGLE_*` and `AZURE_*` variables are used. Never printed.
+    #[serde(default)]
+    pub credentials_file: Option<PathBuf>,
     /// The archiver's replica server id: unique among the server's replicas, and not
     /// `source.server_id` (`sluice run` replicates beside it with that one).
     #[serde(default = "default_archive_server_id")]
@@ -63,8 +78,29 @@ fn default_archive_server_id() -> u32 {
 
 impl ArchiveSection {
     pub(super) fn validate(&self, source: Option<&SourceSection>, p: &mut Problems) {
-        if self.to.as_os_str().is_empty() {
-            p.push("archive.to", "must name a directory");
+        if self.to.trim().is_empty() {
+            p.push("archive.to", "must name a directory or an object store URL");
+        }
+        let url = crate::archive::store::is_url(&self.to);
+        if url && self.spool.is_none() {
+            p.push(
+                "archive.spool",
+                "is needed with an object store in archive.to: a local directory for the file being written",
+            );
+        }
+        if !url && self.spool.is_some() {
+            p.push(
+                "archive.spool",
+                "goes with an object store in archive.to only (a directory archive is its own spool)",
+            );
+        }
+        if let Some(f) = self.credentials_file.as_ref().filter(|f| !f.exists()) {
+            p.push("archive.credentials_file", format!("{} does not exist", f.display()));
+        }
+        if url {
+            if let Err(e) = crate::archive::store::check_url(&self.to) {
+                p.push("archive.to", e);
+            }
         }
         if self.server_id == 0 {
             p.push("archive.server_id", "must not be 0");

@@ -74,9 +74,16 @@ pub struct SourceSection {
     /// a gap or a repeat (logged, and `sluice_source_archive_reading` is 1 meanwhile). When
     /// the archive does not reach back to the checkpoint or forward to the server's oldest
     /// binlog, the start stops saying so, or with `snapshot.mode = "when_needed"` takes a new
-    /// snapshot. A local path (a volume the archiver's pod shares).
+    /// snapshot. A directory (a volume shared with the archiver), or the archiver's object store
+    /// URL (`s3://bucket/prefix`: its completed files; credentials as for `archive.to`, from the
+    /// environment and `archive_credentials_file`); files from a store are downloaded to a
+    /// temporary file one at a time.
     #[serde(default)]
-    pub archive: Option<PathBuf>,
+    pub archive: Option<String>,
+    /// With an object store in `archive`: a file of `key = value` credentials and options, as
+    /// `archive.credentials_file` (never printed).
+    #[serde(default)]
+    pub archive_credentials_file: Option<PathBuf>,
 }
 
 /// `source.tls`, as MySQL's clients name the modes. It mirrors [`sluice_protocol::TlsMode`] on
@@ -268,11 +275,16 @@ impl SourceSection {
             p.push("source.max_event_size", "must be 64KiB to 1GiB");
         }
         if let Some(a) = &self.archive {
-            if a.to_string_lossy().contains("://") {
-                p.push("source.archive", "must be a directory (an archive in object storage is not read back yet)");
-            } else if a.exists() && !a.is_dir() {
-                p.push("source.archive", format!("{} is not a directory", a.display()));
+            if crate::archive::store::is_url(a) {
+                if let Err(e) = crate::archive::store::check_url(a) {
+                    p.push("source.archive", e);
+                }
+            } else if Path::new(a).exists() && !Path::new(a).is_dir() {
+                p.push("source.archive", format!("{a} is not a directory"));
             }
+        }
+        if let Some(f) = self.archive_credentials_file.as_ref().filter(|f| !f.exists()) {
+            p.push("source.archive_credentials_file", format!("{} does not exist", f.display()));
         }
     }
 }

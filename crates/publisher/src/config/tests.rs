@@ -278,12 +278,35 @@ fn the_example_configuration_is_valid() {
     let at = example.find("# [archive]").unwrap();
     let block: String = example[at..]
         .lines()
-        .take_while(|l| l.starts_with("# "))
+        // its settings, and the comments continuing them on indented lines
+        .take_while(|l| l.starts_with("# ") || (l.starts_with(' ') && l.trim_start().starts_with('#')))
         .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+        .collect::<String>()
+        .replace("/run/secrets/s3", password.to_str().unwrap());
+    // a directory: without the object store's settings
+    let dir_block: String = block
+        .lines()
+        .filter(|l| !l.starts_with("spool") && !l.starts_with("credentials_file"))
+        .map(|l| format!("{l}\n"))
         .collect();
-    let text = format!("{example}\n{block}");
+    let text = format!("{example}\n{dir_block}");
     let archive = ArchiveConfig::parse(&text, Path::new("sluice.toml"), Vec::new()).unwrap();
     assert_eq!((archive.archive.server_id, archive.archive.start), (51_003, ArchiveStart::Earliest));
+    // an object store needs a spool; a directory takes none; an unknown scheme is refused
+    let store =
+        format!("{example}\n{}", block.replace("to = \"/var/lib/sluice/archive\"", "to = \"s3://bucket/binlogs\""));
+    let archive = ArchiveConfig::parse(&store, Path::new("sluice.toml"), Vec::new()).unwrap();
+    assert_eq!(archive.archive.to, "s3://bucket/binlogs");
+    let unspooled: String = store.lines().filter(|l| !l.starts_with("spool")).map(|l| format!("{l}\n")).collect();
+    let e = ArchiveConfig::parse(&unspooled, Path::new("sluice.toml"), Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("archive.spool") && e.contains("is needed"), "{e}");
+    let e = ArchiveConfig::parse(&format!("{text}spool = \"/tmp/x\"\n"), Path::new("sluice.toml"), Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("archive.spool") && e.contains("object store in archive.to only"), "{e}");
+    let odd = store.replace("s3://", "ftp://");
+    let e = ArchiveConfig::parse(&odd, Path::new("sluice.toml"), Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("ftp:// is not a store"), "{e}");
     // it needs its own server id
     let same = text.replace("server_id = 51003", "server_id = 51001");
     let e = ArchiveConfig::parse(&same, Path::new("sluice.toml"), Vec::new()).unwrap_err().to_string();

@@ -156,7 +156,10 @@ pub async fn open_attempt(
                 None => Vec::new(),
             };
             let resume = c.resume_point()?;
-            match ReplicationSource::from_archive(source_cfg.clone(), checked, resume, root, Arc::clone(metrics)).await
+            let archive = crate::archive::read::Archive::open(root, s.source.archive_credentials_file.as_deref())
+                .map_err(|e| SourceError::Archive(format!("source.archive: {e}")))?;
+            match ReplicationSource::from_archive(source_cfg.clone(), checked, resume, &archive, Arc::clone(metrics))
+                .await
             {
                 Ok(source) => {
                     let schemas = committed.into_history(loaded);

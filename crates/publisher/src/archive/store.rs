@@ -1,0 +1,417 @@
+//! **An archive in object storage** (`s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`),
+//! through the `object_store` crate: the same layout as a directory (each completed file
+//! under the server's name, or `<name>.gz`, and `index.json`), written by [`Uploader`] from the
+//! archiver's local spool directory, read back by [`Remote`].
+//!
+//! Credentials come from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`, as the providers'
+//! own tools read them) and from an optional file of `key = value` lines (a mounted secret),
+//! whose keys are `object_store`'s (`aws_access_key_id`, `aws_secret_access_key`,
+//! `aws_endpoint`, `aws_region`, ...). They are never printed: [`Remote`] shows its URL with any
+//! user information masked.
+//!
+//! An object appears whole or not at all (a put, or a multipart upload completed), so a reader
+//! never sees a torn file; the index is replaced whole after the files it lists are up.
+
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::copy::FileSummary;
+use super::dir::{order_key, INDEX};
+
+/// Bytes per request when uploading or downloading a file (S3 wants multipart parts of at least
+/// 5 MiB but the last).
+const PART: usize = 8 << 20;
+
+/// An archive in object storage.
+#[derive(Clone)]
+pub struct Remote {
+    /// The URL, user information masked (for messages).
+    shown: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl std::fmt::Display for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+/// True when `text` names an object store (a URL) rather than a directory.
+pub fn is_url(text: &str) -> bool {
+    text.contains("://")
+}
+
+/// The URL schemes of the stores Sluice is built with.
+const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "file", "memory"];
+
+/// Whether `url` names a store Sluice can use (by its form; credentials are checked at use).
+///
+/// # Errors
+/// Not a URL, or a scheme of no supported store.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let u = url::Url::parse(url.trim()).map_err(|e| format!("{:?} is not a URL ({e})", mask(url)))?;
+    if SCHEMES.contains(&u.scheme()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}:// is not a store Sluice knows (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, \
+             file:///path)",
+            mask(url),
+            u.scheme()
+        ))
+    }
+}
+
+impl Remote {
+    /// The archive at `url`, with credentials from the environment and `credentials_file`.
+    ///
+    /// # Errors
+    /// Not a URL of a supported store, an unreadable credentials file, a store the URL and
+    /// options do not configure (no bucket, no region...).
+    pub fn open(url: &str, credentials_file: Option<&Path>) -> Result<Remote, String> {
+        check_url(url)?;
+        // object_store makes its own HTTPS client: it takes rustls's process-wide provider, the
+        // same ring the MySQL and Elasticsearch connections use (an error: one is installed)
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{:?} is not a URL ({e})", mask(url)))?;
+        let shown = mask(url);
+        let mut options: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|p| k.starts_with(p)))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        if let Some(f) = credentials_file {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("cannot read the credentials file {}: {e}", f.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let Some((k, v)) = line.split_once('=') else {
+                    return Err(format!(
+                        "{} line {}: not `key = value` (keys as object_store names them: aws_access_key_id, ...)",
+                        f.display(),
+                        n + 1
+                    ));
+                };
+                let v = v.trim().trim_matches('"');
+                options.push((k.trim().to_ascii_lowercase(), v.to_string()));
+            }
+        }
+        let (store, prefix) = object_store::parse_url_opts(&parsed, options)
+            .map_err(|e| format!("{shown}: cannot use this object store: {e}"))?;
+        Ok(Remote { shown, store: Arc::from(store), prefix })
+    }
+
+    fn path(&self, name: &str) -> ObjectPath {
+        self.prefix.clone().join(name)
+    }
+
+    fn fail(&self, what: &str, name: &str, e: impl std::fmt::Display) -> String {
+        format!("{what} {name} in {self}: {e}")
+    }
+
+    /// The archive's index (empty when it has none yet).
+    ///
+    /// # Errors
+    /// The store fails, or the index does not read.
+    pub async fn index(&self) -> Result<Vec<FileSummary>, String> {
+        match self.store.get(&self.path(INDEX)).await {
+            Ok(r) => {
+                let body = r.bytes().await.map_err(|e| self.fail("reading", INDEX, e))?;
+                serde_json::from_slice(&body).map_err(|e| self.fail("reading", INDEX, e))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(Vec::new()),
+            Err(e) => Err(self.fail("reading", INDEX, e)),
+        }
+    }
+
+    /// The binlog files the archive holds: the server's name and the object holding it
+    /// (`<name>.gz` when compressed), in the server's order.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn files(&self) -> Result<Vec<(String, String)>, String> {
+        let listed =
+            self.store.list_with_delimiter(Some(&self.prefix)).await.map_err(|e| format!("listing {self}: {e}"))?;
+        let mut out: Vec<(String, String)> = Vec::new();
+        for meta in listed.objects {
+            let Some(object) = meta.location.filename().map(str::to_string) else { continue };
+            let name = object.strip_suffix(".gz").unwrap_or(&object).to_string();
+            let numbered =
+                name.rsplit_once('.').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if !numbered || object.starts_with('.') {
+                continue;
+            }
+            match out.iter_mut().find(|(n, _)| *n == name) {
+                Some(o) if object.ends_with(".gz") => o.1 = object,
+                Some(_) => {}
+                None => out.push((name, object)),
+            }
+        }
+        out.sort_by_key(|(n, _)| order_key(n));
+        Ok(out)
+    }
+
+    /// Object `object` downloaded into an anonymous temporary file (rewound); None when the
+    /// store does not have it.
+    ///
+    /// # Errors
+    /// The store or the local disk fails.
+    pub async fn download(&self, object: &str) -> Result<Option<std::fs::File>, String> {
+        let mut file = tempfile::tempfile().map_err(|e| format!("making a temporary file for {object}: {e}"))?;
+        if !self.download_into(object, &mut file).await? {
+            return Ok(None);
+        }
+        file.rewind().map_err(|e| format!("reading a temporary copy of {object}: {e}"))?;
+        Ok(Some(file))
+    }
+
+    /// Writes object `object` into `out`, in ranged reads of [`PART`] bytes; false when the
+    /// store does not have it.
+    ///
+    /// # Errors
+    /// The store or `out` fails.
+    pub async fn download_into(&self, object: &str, out: &mut std::fs::File) -> Result<bool, String> {
+        let path = self.path(object);
+        let size = match self.store.head(&path).await {
+            Ok(m) => m.size,
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(self.fail("reading", object, e)),
+        };
+        let mut at = 0u64;
+        while at < size {
+            let end = (at + PART as u64).min(size);
+            let part = self.store.get_range(&path, at..end).await.map_err(|e| self.fail("reading", object, e))?;
+            out.write_all(&part).map_err(|e| format!("writing a local copy of {object}: {e}"))?;
+            at = end;
+        }
+        Ok(true)
+    }
+
+    /// Downloads the files of the archive that may hold events from `from` to before `to`
+    /// (seconds since the epoch; by the index) into `dir`, under their stored names; their
+    /// paths, oldest first.
+    ///
+    /// # Errors
+    /// The store or the local disk fails.
+    pub async fn download_range(
+        &self,
+        dir: &Path,
+        from: Option<u32>,
+        to: Option<u32>,
+    ) -> Result<Vec<std::path::PathBuf>, String> {
+        let index = self.index().await?;
+        let mut paths = Vec::new();
+        for object in super::dir::in_range(&index, self.files().await?, from, to) {
+            let path = dir.join(&object);
+            let mut f = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+            if self.download_into(&object, &mut f).await? {
+                paths.push(path);
+            }
+        }
+        Ok(paths)
+    }
+
+    /// Uploads the local file `local` as `object` (whole, or in parts for a large one) and
+    /// checks the size the store then reports.
+    ///
+    /// # Errors
+    /// The store or the local disk fails, or the stored size differs.
+    pub async fn upload(&self, local: &Path, object: &str) -> Result<u64, String> {
+        let path = self.path(object);
+        let mut f = std::fs::File::open(local).map_err(|e| format!("reading {}: {e}", local.display()))?;
+        let size = f.metadata().map_err(|e| format!("reading {}: {e}", local.display()))?.len();
+        let read = |f: &mut std::fs::File| -> Result<Vec<u8>, String> {
+            let mut buf = Vec::with_capacity(PART);
+            Read::by_ref(f)
+                .take(PART as u64)
+                .read_to_end(&mut buf)
+                .map_err(|e| format!("reading {}: {e}", local.display()))?;
+            Ok(buf)
+        };
+        if size <= PART as u64 {
+            let body = read(&mut f)?;
+            self.store.put(&path, PutPayload::from(body)).await.map_err(|e| self.fail("writing", object, e))?;
+        } else {
+            let mut upload = self.store.put_multipart(&path).await.map_err(|e| self.fail("writing", object, e))?;
+            let parts = async {
+                loop {
+                    let part = read(&mut f)?;
+                    if part.is_empty() {
+                        return Ok::<(), String>(());
+                    }
+                    upload.put_part(PutPayload::from(part)).await.map_err(|e| self.fail("writing", object, e))?;
+                }
+            }
+            .await;
+            if let Err(e) = parts {
+                let _ = upload.abort().await;
+                return Err(e);
+            }
+            upload.complete().await.map_err(|e| self.fail("writing", object, e))?;
+        }
+        let stored = self.store.head(&path).await.map_err(|e| self.fail("checking", object, e))?.size;
+        if stored != size {
+            return Err(format!("{object} in {self}: the store holds {stored} bytes of {size}"));
+        }
+        Ok(size)
+    }
+
+    /// Replaces the archive's index.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn put_index(&self, index: &[FileSummary]) -> Result<(), String> {
+        let body = serde_json::to_vec_pretty(index).map_err(|e| e.to_string())?;
+        self.store.put(&self.path(INDEX), PutPayload::from(body)).await.map_err(|e| self.fail("writing", INDEX, e))?;
+        Ok(())
+    }
+}
+
+/// `url` with any user information (`user:secret@`) masked.
+fn mask(url: &str) -> String {
+    match url::Url::parse(url.trim()) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("***");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "(an unreadable URL)".to_string(),
+    }
+}
+
+/// What the archiver asks of [`Uploader`].
+enum Job {
+    /// Upload the spool's file `stored` (the server's file `name`).
+    File { name: String, stored: String },
+    /// Replace the store's index (the files already uploaded).
+    Index(Vec<FileSummary>),
+    /// Say when the jobs before are done.
+    Barrier(std::sync::mpsc::Sender<()>),
+}
+
+/// Uploads completed files from the archiver's spool directory on a thread of its own (its own
+/// small runtime), one after another, retrying failures with backoff until they succeed or the
+/// archiver stops (a file left then is uploaded at the next start); the names of the files
+/// uploaded come back to the archiver, which then lists them as uploaded and removes its
+/// local copies.
+pub struct Uploader {
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    /// Set when the archiver stops: a failing upload is then left for the next start.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// The server's names of the files uploaded.
+    pub(super) done: std::sync::mpsc::Receiver<String>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    remote: Remote,
+}
+
+impl std::fmt::Debug for Uploader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Uploader").field("to", &self.remote).finish()
+    }
+}
+
+impl Uploader {
+    /// Starts the uploads to `remote` of files from the spool `root`.
+    ///
+    /// # Errors
+    /// The runtime cannot be made.
+    pub fn start(root: &Path, remote: Remote) -> Result<Uploader, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the uploads: {e}"))?;
+        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
+        let (tx, done) = std::sync::mpsc::channel();
+        let (root, to) = (root.to_path_buf(), remote.clone());
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::clone(&stopping);
+        let worker = std::thread::spawn(move || {
+            for job in rx {
+                let mut wait = Duration::from_millis(250);
+                let uploaded = loop {
+                    let r = match &job {
+                        Job::File { stored, .. } => rt.block_on(to.upload(&root.join(stored), stored)).map(|_| ()),
+                        Job::Index(index) => rt.block_on(to.put_index(index)),
+                        Job::Barrier(reply) => {
+                            let _ = reply.send(());
+                            Ok(())
+                        }
+                    };
+                    match r {
+                        Ok(()) => break true,
+                        Err(e) if stop.load(std::sync::atomic::Ordering::Acquire) => {
+                            tracing::warn!(error = %e, "Uploading to the archive's store failed; left for the next start");
+                            break false;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, retry_in = ?wait, "Uploading to the archive's store failed");
+                            std::thread::sleep(wait);
+                            wait = (wait * 2).min(Duration::from_secs(30));
+                        }
+                    }
+                };
+                if let (Job::File { name, stored }, true) = (job, uploaded) {
+                    tracing::info!(file = %name, object = %stored, to = %to, "Uploaded an archived file");
+                    let _ = tx.send(name);
+                }
+            }
+        });
+        Ok(Uploader { jobs: Some(jobs), stopping, done, worker: Some(worker), remote })
+    }
+
+    /// Queues the spool's file `stored` (server's name `name`).
+    pub fn push(&self, name: &str, stored: &str) {
+        if let Some(j) = &self.jobs {
+            let _ = j.send(Job::File { name: name.to_string(), stored: stored.to_string() });
+        }
+    }
+
+    /// Queues a new index: the files already uploaded.
+    pub fn index(&self, index: Vec<FileSummary>) {
+        if let Some(j) = &self.jobs {
+            let _ = j.send(Job::Index(index));
+        }
+    }
+
+    /// Waits for the jobs queued so far; from now on a failing upload is not retried (the
+    /// archiver is stopping).
+    pub fn drain(&self) {
+        self.stopping.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(j) = &self.jobs {
+            let (tx, rx) = std::sync::mpsc::channel();
+            if j.send(Job::Barrier(tx)).is_ok() {
+                let _ = rx.recv();
+            }
+        }
+    }
+
+    /// Waits for the uploads queued (each tried once more at most) and ends the worker.
+    pub fn finish(&mut self) {
+        self.stopping.store(true, std::sync::atomic::Ordering::Release);
+        self.jobs.take();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Uploader {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
