@@ -56,7 +56,10 @@ pub use problem::{ConfigError, Problem, Problems};
 pub use registry::RegistrySection;
 pub use snapshot::{SnapshotMode, SnapshotSection};
 pub use source::{SourceSection, SourceUrl, TlsSetting};
-use values::{byte_size, optional_secret, read_secret, socket_address, validate_http_endpoint, validate_secret, yes};
+use values::{
+    byte_size, opt_byte_size, optional_secret, read_secret, socket_address, validate_http_endpoint, validate_secret,
+    yes,
+};
 pub use values::{parse_byte_size, redact_url, table_pattern_problem, Secret};
 
 /// The whole configuration.

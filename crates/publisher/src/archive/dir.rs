@@ -38,6 +38,43 @@ pub struct DirArchive {
     /// Completed (and compressed) files are uploaded to an object store, by [`Uploader`]: this
     /// directory is then the archiver's spool.
     upload: Option<Uploader>,
+    /// Which completed files go, and when they were last looked at.
+    retention: Retention,
+    retained_at: Option<std::time::Instant>,
+}
+
+/// The archive's retention (`archive.keep_for`, `archive.keep_size`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Completed files whose newest event is older go.
+    pub keep_for: Option<std::time::Duration>,
+    /// The oldest completed files go while all add up to more.
+    pub keep_size: Option<u64>,
+}
+
+impl Retention {
+    /// The files of `index` (oldest first) to remove at `now_s` (seconds since the epoch):
+    /// complete ones only, never the newest complete one, and only those `removable` says
+    /// may go (uploaded, compressed: not in anyone's hands), oldest first, stopping at the first
+    /// that may not.
+    pub fn expired(&self, index: &[FileSummary], now_s: u64, removable: impl Fn(&FileSummary) -> bool) -> Vec<String> {
+        let newest_complete = index.iter().rposition(|s| s.complete);
+        let mut total: u64 = index.iter().map(|s| s.size).sum();
+        let mut out = Vec::new();
+        for (i, s) in index.iter().enumerate() {
+            if !s.complete || Some(i) == newest_complete || !removable(s) {
+                break;
+            }
+            let old = self.keep_for.is_some_and(|d| s.last_time.is_some_and(|t| u64::from(t) + d.as_secs() < now_s));
+            let over = self.keep_size.is_some_and(|max| total > max);
+            if !old && !over {
+                break;
+            }
+            total -= s.size;
+            out.push(s.file.clone());
+        }
+        out
+    }
 }
 
 /// Gzips completed files on a thread of its own, one after another: `<name>` becomes
@@ -169,6 +206,8 @@ impl DirArchive {
             syncing: Arc::new(AtomicBool::new(false)),
             gzip: gzip.then(|| Gzipper::start(root)),
             upload: remote.map(|r| Uploader::start(root, r)).transpose()?,
+            retention: Retention::default(),
+            retained_at: None,
         };
         let Some(newest) = files.pop() else {
             // everything uploaded and gone from the spool but the index: go on after its newest
@@ -374,7 +413,54 @@ impl DirArchive {
             }
         }
         self.uploaded()?;
+        if self.retained_at.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+            self.retained_at = Some(std::time::Instant::now());
+            self.retain()?;
+        }
         self.write_index()
+    }
+
+    /// Sets the archive's retention (applied at the next sync, then every minute).
+    pub fn set_retention(&mut self, retention: Retention) {
+        self.retention = retention;
+        self.retained_at = None;
+    }
+
+    /// Removes what the retention says, from the directory and from the object store.
+    fn retain(&mut self) -> Result<(), String> {
+        if self.retention == Retention::default() {
+            return Ok(());
+        }
+        let (gzip, store) = (self.gzip.is_some(), self.upload.is_some());
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        // a file still to be compressed or uploaded is in the workers' hands
+        let gone = self.retention.expired(&self.index, now, |s| (!gzip || s.stored.is_some()) && (!store || s.remote));
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let mut objects = Vec::new();
+        for name in &gone {
+            let Some(at) = self.index.iter().position(|s| &s.file == name) else { continue };
+            let s = self.index.remove(at);
+            let stored = s.stored.clone().unwrap_or_else(|| s.file.clone());
+            let path = self.root.join(&stored);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("removing {} (archive.keep_for/keep_size): {e}", path.display())),
+            }
+            if s.remote {
+                objects.push(stored);
+            }
+            tracing::info!(file = %name, size = s.size, last_event = ?s.last_time, "Removed an archived file (retention)");
+        }
+        self.write_index()?;
+        if let Some(u) = &self.upload {
+            // the store's index first: a reader never finds a file listed that is gone
+            u.index(self.index.iter().filter(|s| s.remote).cloned().collect());
+            u.delete(objects);
+        }
+        Ok(())
     }
 
     /// Takes in the files the uploader finished: listed as uploaded (the local index first,
@@ -417,6 +503,7 @@ impl DirArchive {
         if let Some(g) = &mut self.gzip {
             g.finish();
         }
+        self.retained_at = None;
         self.sync(summary, true)?;
         if let Some(u) = &self.upload {
             // the uploads queued, then the store's index that lists them
@@ -630,6 +717,32 @@ mod tests {
         assert_eq!(names(None, Some(190)), ["b.000009", "b.000012"]);
         assert_eq!(names(Some(195), Some(301)), ["b.000009", "b.000010", "b.000012"]);
         assert!(order_key("mysql-bin.1000000") > order_key("mysql-bin.999999"));
+    }
+
+    #[test]
+    fn retention_removes_the_oldest_complete_files_but_never_the_newest() {
+        let mut index: Vec<FileSummary> = (1..=5)
+            .map(|n| FileSummary { last_time: Some(1000 * n), ..summary(&format!("b.00000{n}"), 0, 1000 * n) })
+            .collect();
+        for s in &mut index {
+            s.size = 100;
+            s.complete = true;
+        }
+        index[4].complete = false;
+        let all = |_: &FileSummary| true;
+        let names = |v: Vec<String>| v.join(",");
+        // by size: 500 bytes, at most 250 kept
+        let by_size = Retention { keep_for: None, keep_size: Some(250) };
+        assert_eq!(names(by_size.expired(&index, 0, all)), "b.000001,b.000002,b.000003");
+        // the newest complete file stays whatever the limit
+        let tiny = Retention { keep_for: None, keep_size: Some(1) };
+        assert_eq!(names(tiny.expired(&index, 0, all)), "b.000001,b.000002,b.000003");
+        // by age: files whose newest event is more than 1500 s before now (4000)
+        let by_age = Retention { keep_for: Some(std::time::Duration::from_secs(1500)), keep_size: None };
+        assert_eq!(names(by_age.expired(&index, 4000, all)), "b.000001,b.000002");
+        // a file not yet uploaded (or compressed) stops the removal there
+        assert_eq!(names(by_size.expired(&index, 0, |s| s.file != "b.000002")), "b.000001");
+        assert!(Retention::default().expired(&index, 4000, all).is_empty());
     }
 
     #[test]

@@ -270,6 +270,20 @@ impl Remote {
         Ok(size)
     }
 
+    /// Removes `objects` (gone already counts as removed).
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn delete(&self, objects: &[String]) -> Result<(), String> {
+        for o in objects {
+            match self.store.delete(&self.path(o)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.fail("removing", o, e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Replaces the archive's index.
     ///
     /// # Errors
@@ -300,6 +314,8 @@ enum Job {
     File { name: String, stored: String },
     /// Replace the store's index (the files already uploaded).
     Index(Vec<FileSummary>),
+    /// Remove these objects (the archive's retention).
+    Delete(Vec<String>),
     /// Say when the jobs before are done.
     Barrier(std::sync::mpsc::Sender<()>),
 }
@@ -347,6 +363,7 @@ impl Uploader {
                     let r = match &job {
                         Job::File { stored, .. } => rt.block_on(to.upload(&root.join(stored), stored)).map(|_| ()),
                         Job::Index(index) => rt.block_on(to.put_index(index)),
+                        Job::Delete(objects) => rt.block_on(to.delete(objects)),
                         Job::Barrier(reply) => {
                             let _ = reply.send(());
                             Ok(())
@@ -385,6 +402,13 @@ impl Uploader {
     pub fn index(&self, index: Vec<FileSummary>) {
         if let Some(j) = &self.jobs {
             let _ = j.send(Job::Index(index));
+        }
+    }
+
+    /// Queues the removal of `objects` (the archive's retention).
+    pub fn delete(&self, objects: Vec<String>) {
+        if let (Some(j), false) = (&self.jobs, objects.is_empty()) {
+            let _ = j.send(Job::Delete(objects));
         }
     }
 

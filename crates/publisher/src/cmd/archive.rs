@@ -104,6 +104,11 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
             return Exit::Failure;
         }
     };
+    let mut store = store;
+    store.set_retention(crate::archive::dir::Retention {
+        keep_for: cfg.archive.keep_for,
+        keep_size: cfg.archive.keep_size,
+    });
     if let Some(r) = &resume {
         tracing::info!(file = %r.file, size = r.size, "Continuing the archive");
     }

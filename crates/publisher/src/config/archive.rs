@@ -44,6 +44,18 @@ pub struct ArchiveSection {
     /// stored file). `none` (default): files stay as the server wrote them.
     #[serde(default)]
     pub compress: ArchiveCompress,
+    /// Retention by age (e.g. `"30d"`): completed files whose newest event is older are removed
+    /// (from the directory, or from the object store), oldest first, checked every minute.
+    /// Unset: kept for good. The newest completed file is always kept, and with an object store
+    /// a file is only removed once uploaded. A pipeline whose checkpoint is older than this
+    /// cannot catch up from the archive: keep it longer than any outage you want to survive.
+    #[serde(default, with = "humantime_serde")]
+    pub keep_for: Option<Duration>,
+    /// Retention by size (e.g. `"500GiB"`): the oldest completed files are removed while the
+    /// archive's files add up to more. Unset: no limit. As `keep_for`, never the newest
+    /// completed file.
+    #[serde(default, deserialize_with = "opt_byte_size")]
+    pub keep_size: Option<u64>,
 }
 
 /// `archive.compress`.
@@ -96,6 +108,12 @@ impl ArchiveSection {
         }
         if let Some(f) = self.credentials_file.as_ref().filter(|f| !f.exists()) {
             p.push("archive.credentials_file", format!("{} does not exist", f.display()));
+        }
+        if self.keep_for.is_some_and(|d| d < Duration::from_secs(3600)) {
+            p.push("archive.keep_for", "must be at least 1h (it is a retention, not a buffer)");
+        }
+        if self.keep_size == Some(0) {
+            p.push("archive.keep_size", "must be more than 0 (unset: no limit)");
         }
         if url {
             if let Err(e) = crate::archive::store::check_url(&self.to) {

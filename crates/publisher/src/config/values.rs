@@ -60,6 +60,11 @@ pub(super) fn byte_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D
     }
 }
 
+/// As [`byte_size`], for a setting that may be absent (with `#[serde(default)]`).
+pub(super) fn opt_byte_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    byte_size(d).map(Some)
+}
+
 /// Reads `host:port` into a socket address.
 pub(super) fn socket_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::net::SocketAddr>, D::Error> {
     let text = String::deserialize(d)?;

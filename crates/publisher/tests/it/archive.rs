@@ -250,6 +250,38 @@ fn archived_files_are_the_servers_own() {
         j["position"]["file"] = Json::String(f);
     }
     assert!(z == o, "the range from the gzipped archive: {} rows", z.len());
+
+    // archive.keep_size: the oldest complete files go while the archive holds more, never the
+    // newest complete one; what stays is the server's, and the index lists only it
+    let sizes: Vec<u64> = names.iter().map(|f| std::fs::metadata(server.datadir().join(f)).unwrap().len()).collect();
+    let limit = sizes.iter().sum::<u64>() / 2;
+    let mut total: u64 = sizes.iter().sum();
+    let mut expected_gone = 0;
+    while expected_gone + 2 < names.len() && total > limit {
+        total -= sizes[expected_gone];
+        expected_gone += 1;
+    }
+    assert!(expected_gone >= 1, "the limit removes something: {sizes:?}");
+    let kept = dir.join("kept");
+    let out = support::sluice_cmd()
+        .args(["archive", "--until-end", "--config"])
+        .arg(&config)
+        .env("SLUICE_ARCHIVE__TO", &kept)
+        .env("SLUICE_ARCHIVE__KEEP_SIZE", limit.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let index: Vec<Json> = serde_json::from_slice(&std::fs::read(kept.join("index.json")).unwrap()).unwrap();
+    let listed: Vec<&str> = index.iter().map(|e| e["file"].as_str().unwrap()).collect();
+    assert_eq!(listed, names[expected_gone..].iter().map(String::as_str).collect::<Vec<_>>(), "{index:?}");
+    for (i, f) in names.iter().enumerate() {
+        let held = std::fs::read(kept.join(f));
+        if i < expected_gone {
+            assert!(held.is_err(), "{f} removed by the retention");
+        } else {
+            assert!(held.unwrap() == std::fs::read(server.datadir().join(f)).unwrap(), "{f} kept whole");
+        }
+    }
     eprintln!("archive: {} files identical to the server's; {rows} rows of a range dumped alike", names.len());
 }
 
@@ -722,4 +754,22 @@ fn archive_in_an_object_store() {
     assert!(a.len() > 10, "the range holds rows: {range:?}");
     assert!(a == o, "the same {} rows from the store as from the server's files ({} there)", a.len(), o.len());
     assert!(!String::from_utf8_lossy(&archived.stderr).contains(secret));
+
+    // archive.keep_size on the store: the two oldest files go from the bucket and its index
+    let limit = index.iter().skip(2).map(|e| e["size"].as_u64().unwrap()).sum::<u64>()
+        + std::fs::metadata(spool.join(open)).unwrap().len();
+    let out = support::sluice_cmd()
+        .args(["archive", "--until-end", "--config"])
+        .arg(&config)
+        .env("SLUICE_ARCHIVE__KEEP_SIZE", limit.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in &complete[..2] {
+        assert!(bucket.get(&format!("archives/one/{f}")).is_none(), "{f} removed from the store");
+    }
+    assert!(bucket.get(&format!("archives/one/{}", complete[2])).is_some());
+    let index: Vec<Json> = serde_json::from_slice(&bucket.get("archives/one/index.json").unwrap()).unwrap();
+    let listed: Vec<&str> = index.iter().map(|e| e["file"].as_str().unwrap()).collect();
+    assert_eq!(listed, complete[2..].iter().map(String::as_str).collect::<Vec<_>>(), "{index:?}");
 }
