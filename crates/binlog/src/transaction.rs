@@ -51,6 +51,35 @@ pub enum GtidState {
 }
 
 impl GtidState {
+    /// True when transaction `g` is in this state (a MariaDB position holds every transaction
+    /// of a domain up to its sequence number).
+    pub fn contains(&self, g: &AnyGtid) -> bool {
+        match (self, g) {
+            (GtidState::Mysql(s), AnyGtid::Mysql(g)) => s.contains(g),
+            (GtidState::Mariadb(l), AnyGtid::Mariadb(g)) => l.get(g.domain_id).is_some_and(|h| g.seq_no <= h.seq_no),
+            _ => false,
+        }
+    }
+
+    /// True when every transaction of `other` (of the same flavour) is in this state.
+    pub fn covers(&self, other: &GtidState) -> bool {
+        match (self, other) {
+            (GtidState::Mysql(a), GtidState::Mysql(b)) => b.is_subset(a),
+            (GtidState::Mariadb(a), GtidState::Mariadb(b)) => {
+                b.iter().all(|g| a.get(g.domain_id).is_some_and(|h| g.seq_no <= h.seq_no))
+            }
+            _ => false,
+        }
+    }
+
+    /// `text` read as a state of the same flavour as this one.
+    pub fn parse_like(&self, text: &str) -> Option<GtidState> {
+        match self {
+            GtidState::Mysql(_) => text.parse().ok().map(GtidState::Mysql),
+            GtidState::Mariadb(_) => text.parse().ok().map(GtidState::Mariadb),
+        }
+    }
+
     /// `mysql` or `mariadb`, as checkpoints name the flavour.
     pub fn flavor(&self) -> &'static str {
         match self {

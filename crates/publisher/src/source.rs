@@ -654,16 +654,44 @@ impl ReplicationSource {
             m.archive_reading(false);
         }
         let first = match connect(&self.cfg.connect).await {
-            Ok(conn) => match self.open_stream(conn).await {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            },
+            Ok(mut conn) => {
+                self.same_history(&mut conn).await?;
+                match self.open_stream(conn).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => e,
+                }
+            }
             Err(e) => e,
         };
         if !first.is_transient() {
             return Err(first);
         }
         self.reconnect(first).await
+    }
+
+    /// Before the hand-over: the server's GTID state at the resume point must be the one the
+    /// archive's events led to (MariaDB's `BINLOG_GTID_POS`), else the archive is another
+    /// server's history under the same file names and handing over would lose or repeat
+    /// changes. (MySQL has no such function: there the file sizes [`coverage`] compared, and
+    /// the offsets at the hand-over, are the check.)
+    ///
+    /// # Errors
+    /// The states differ.
+    async fn same_history(&self, conn: &mut Connection) -> Result<(), SourceError> {
+        let resume = self.tx.resume_point();
+        let Some(GtidState::Mariadb(ours)) = &resume.gtid else { return Ok(()) };
+        if !self.mariadb || ours.to_string().is_empty() {
+            return Ok(());
+        }
+        let facts = ServerFacts { mariadb: true, gtid_position: None };
+        match server::mariadb_gtid_at(conn, &facts, &resume.file, resume.position).await {
+            Some(GtidState::Mariadb(theirs)) if &theirs != ours => Err(SourceError::Start(format!(
+                "the archive's events lead to GTID state {ours} at {}:{}, but the server is at {theirs} there: the \
+                 archive (source.archive) is not a copy of this server's binlog; point it at this server's archive",
+                resume.file, resume.position
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// For a raw event of the stream after the archive: true when the archive handed it out

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::copy::{walk_file, FileSummary, Op, Resume, Summarizer, FDE_FLAGS_OFFSET, MAGIC};
 use super::store::{Remote, Uploader};
+use sluice_binlog::transaction::GtidState;
 
 /// The index's file name in the archive.
 pub const INDEX: &str = "index.json";
@@ -643,33 +644,62 @@ pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std:
 ///
 /// # Errors
 /// An unreadable directory or index.
-pub fn files_between(root: &Path, from: Option<u32>, to: Option<u32>) -> Result<Vec<PathBuf>, String> {
+pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String> {
     let index = read_index(root)?;
     let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
     let files = files.into_iter().map(|f| (f.name, f.file)).collect();
-    Ok(in_range(&index, files, from, to).into_iter().map(|f| root.join(f)).collect())
+    Ok(in_range(&index, files, range)?.into_iter().map(|f| root.join(f)).collect())
+}
+
+/// What part of an archive a reader wants: a time range, and where to start (a file, or after
+/// a GTID state).
+#[derive(Debug, Clone, Default)]
+pub struct Range {
+    /// Events from this time on (seconds since the epoch).
+    pub from: Option<u32>,
+    /// Events before this time.
+    pub to: Option<u32>,
+    /// From this file on (the server's name).
+    pub start_file: Option<String>,
+    /// After this GTID state: files whose transactions it all holds are not needed.
+    pub start_gtid: Option<GtidState>,
 }
 
 /// Of an archive's `files` (the server's name and the stored file), the stored files that may
-/// hold events from `from` to before `to` by the `index` (files it does not list yet are taken).
-pub fn in_range(
-    index: &[FileSummary],
-    files: Vec<(String, String)>,
-    from: Option<u32>,
-    to: Option<u32>,
-) -> Vec<String> {
-    files
+/// hold what `range` asks, by the `index` (files it does not list yet are taken).
+///
+/// # Errors
+/// `range.start_file` is not in the archive.
+pub fn in_range(index: &[FileSummary], files: Vec<(String, String)>, range: &Range) -> Result<Vec<String>, String> {
+    if let Some(f) = &range.start_file {
+        if !files.iter().any(|(n, _)| n == f) {
+            let held = match (files.first(), files.last()) {
+                (Some(a), Some(b)) => format!("it holds {} to {}", a.0, b.0),
+                _ => "it is empty".into(),
+            };
+            return Err(format!("--start-file {f} is not in the archive ({held})"));
+        }
+    }
+    let first = range.start_file.as_deref().map(order_key);
+    Ok(files
         .into_iter()
+        .filter(|(name, _)| first.as_ref().is_none_or(|f| order_key(name) >= *f))
         .filter(|(name, _)| match index.iter().find(|s| &s.file == name) {
             Some(s) => {
+                let (from, to) = (range.from, range.to);
                 let ends_before = matches!((s.last_time, from), (Some(last), Some(from)) if last < from);
                 let begins_after = matches!((s.first_time, to), (Some(first), Some(to)) if first >= to);
-                !ends_before && !begins_after
+                // every transaction of the file is in the state to start after
+                let before_gtid = match (&range.start_gtid, &s.last_gtid) {
+                    (Some(g), Some(last)) => g.parse_like(last).is_some_and(|l| g.covers(&l)),
+                    _ => false,
+                };
+                !ends_before && !begins_after && !before_gtid
             }
             None => true,
         })
         .map(|(_, file)| file)
-        .collect()
+        .collect())
 }
 
 /// Files in the server's order: by the number after the last dot (`mysql-bin.000010` after
@@ -705,7 +735,7 @@ mod tests {
             std::fs::write(root.join(f), MAGIC).unwrap();
         }
         let names = |from, to| -> Vec<String> {
-            files_between(root, from, to)
+            files_between(root, &Range { from, to, ..Range::default() })
                 .unwrap()
                 .iter()
                 .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())

@@ -201,21 +201,19 @@ impl Remote {
         Ok(true)
     }
 
-    /// Downloads the files of the archive that may hold events from `from` to before `to`
-    /// (seconds since the epoch; by the index) into `dir`, under their stored names; their
-    /// paths, oldest first.
+    /// Downloads the files of the archive that may hold what `range` asks (by the index) into
+    /// `dir`, under their stored names; their paths, oldest first.
     ///
     /// # Errors
     /// The store or the local disk fails.
     pub async fn download_range(
         &self,
         dir: &Path,
-        from: Option<u32>,
-        to: Option<u32>,
+        range: &super::dir::Range,
     ) -> Result<Vec<std::path::PathBuf>, String> {
         let index = self.index().await?;
         let mut paths = Vec::new();
-        for object in super::dir::in_range(&index, self.files().await?, from, to) {
+        for object in super::dir::in_range(&index, self.files().await?, range)? {
             let path = dir.join(&object);
             let mut f = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
             if self.download_into(&object, &mut f).await? {

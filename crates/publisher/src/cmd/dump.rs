@@ -19,7 +19,7 @@ use sluice_binlog::event::Event;
 use sluice_binlog::file::BinlogReader;
 use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
 use sluice_binlog::temporal::days_from_civil;
-use sluice_binlog::transaction::{gtid_of, ResumePoint, Step, TransactionTracker};
+use sluice_binlog::transaction::{gtid_of, GtidState, ResumePoint, Step, TransactionTracker};
 use sluice_binlog::walk::Located;
 use sluice_binlog::Error as BinlogError;
 
@@ -139,12 +139,15 @@ pub struct LiveArgs {
     #[arg(long, requires = "source")]
     follow: bool,
 
-    /// Start in this binlog file (with --start-position, default 4).
-    #[arg(long, value_name = "FILE", requires = "source")]
+    /// Start in this binlog file (with --start-position, default 4): on the server
+    /// (--source), or in an archive given as input.
+    #[arg(long, value_name = "FILE")]
     start_file: Option<String>,
 
-    /// Start after this GTID set: MySQL `uuid:1-5,...` or MariaDB `0-1-100,...`.
-    #[arg(long, value_name = "GTIDS", requires = "source", conflicts_with = "start_file")]
+    /// Start after this GTID set: MySQL `uuid:1-5,...` or MariaDB `0-1-100,...`. With --source
+    /// the server starts there; with files or an archive, the transactions it holds are skipped
+    /// (and an archive's index spares the files holding only those).
+    #[arg(long, value_name = "GTIDS", conflicts_with = "start_file")]
     start_gtid: Option<String>,
 
     /// Without --start-file/--start-gtid: start at the oldest binlog the server has
@@ -232,6 +235,10 @@ struct Dumper<W: Write> {
     /// (`binlog_row_metadata=MINIMAL`, MariaDB's NO_LOG): names, signedness, charsets.
     schemas: Option<SchemaHistory>,
     stop: bool,
+    /// `--start-gtid` for files: transactions it holds are skipped.
+    start_gtid: Option<GtidState>,
+    /// The current transaction is one of those.
+    skip_tx: bool,
     /// The JSON line being written, reused from row to row.
     line: Vec<u8>,
     /// Scratch text for base64, reused.
@@ -306,58 +313,90 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
     p
 }
 
-/// The files of the archive at `url` (credentials from the environment) that may hold events
-/// of the time range, downloaded into a temporary directory (removed when it is dropped).
-fn download_range(url: &str, from: Option<u32>, to: Option<u32>) -> Result<(tempfile::TempDir, Vec<PathBuf>), String> {
+/// The files of the archive at `url` (credentials from the environment) that may hold the
+/// range asked, downloaded into a temporary directory (removed when it is dropped).
+fn download_range(url: &str, range: &crate::archive::dir::Range) -> Result<(tempfile::TempDir, Vec<PathBuf>), String> {
     let remote = crate::archive::store::Remote::open(url, None)?;
     let dir = tempfile::tempdir().map_err(|e| format!("making a temporary directory for {remote}: {e}"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("reading {remote}: {e}"))?;
-    let paths = rt.block_on(remote.download_range(dir.path(), from, to))?;
+    let paths = rt.block_on(remote.download_range(dir.path(), range))?;
     Ok((dir, paths))
+}
+
+/// `--start-gtid` for files and archives (the dump skips the transactions it holds); None with
+/// `--source`, where the server starts after it.
+fn file_start_gtid(args: &DumpArgs) -> Result<Option<GtidState>, String> {
+    let Some(g) = args.live.start_gtid.as_deref().filter(|_| args.live.source.is_none()) else { return Ok(None) };
+    match g.parse::<StartFrom>() {
+        Ok(StartFrom::MysqlGtid(s)) => Ok(Some(GtidState::Mysql(s))),
+        Ok(StartFrom::MariadbGtid(l)) => Ok(Some(GtidState::Mariadb(l))),
+        _ => Err(format!("--start-gtid {g:?} is not a GTID set: give MySQL uuid:1-5 or MariaDB 0-1-100")),
+    }
 }
 
 /// Runs `sluice dump`; returns the exit code.
 pub fn run(mut args: DumpArgs) -> Exit {
     // an archive's directory: its files of the time range, in the server's order
     let mut files = Vec::with_capacity(args.files.len());
-    // an archive in an object store: its files of the time range, downloaded here first
+    // an archive (a directory, or an object store whose files are downloaded here first): its
+    // files that may hold the range asked, by its index
     let mut _downloads: Vec<tempfile::TempDir> = Vec::new();
+    let start_gtid = match file_start_gtid(&args) {
+        Ok(g) => g,
+        Err(m) => {
+            crate::eline!("sluice dump: {m}");
+            return Exit::Usage;
+        }
+    };
+    let range = crate::archive::dir::Range {
+        from: args.start_datetime,
+        to: args.stop_datetime,
+        start_file: args.live.start_file.clone(),
+        start_gtid: start_gtid.clone(),
+    };
+    let mut archives = 0;
     for f in std::mem::take(&mut args.files) {
         let text = f.to_string_lossy().into_owned();
-        if crate::archive::store::is_url(&text) {
-            match download_range(&text, args.start_datetime, args.stop_datetime) {
-                Ok((dir, chosen)) => {
-                    if chosen.is_empty() {
-                        crate::eline!("sluice dump: {text}: no archived file holds events of that time range");
-                    }
-                    files.extend(chosen);
-                    _downloads.push(dir);
-                }
-                Err(e) => {
-                    crate::eline!("sluice dump: {e}");
-                    return Exit::NoInput;
-                }
-            }
-            continue;
-        }
-        if !f.is_dir() {
+        let chosen = if crate::archive::store::is_url(&text) {
+            download_range(&text, &range).map(|(dir, chosen)| {
+                _downloads.push(dir);
+                chosen
+            })
+        } else if f.is_dir() {
+            crate::archive::dir::files_between(&f, &range)
+        } else {
             files.push(f);
             continue;
-        }
-        match crate::archive::dir::files_between(&f, args.start_datetime, args.stop_datetime) {
+        };
+        archives += 1;
+        match chosen {
             Ok(chosen) => {
                 if chosen.is_empty() {
-                    crate::eline!("sluice dump: {}: no archived file holds events of that time range", f.display());
+                    crate::eline!("sluice dump: {text}: no archived file holds events of the range asked");
                 }
                 files.extend(chosen);
             }
             Err(e) => {
-                crate::eline!("sluice dump: {e}");
+                crate::eline!("sluice dump: {text}: {e}");
                 return Exit::NoInput;
             }
+        }
+    }
+    if args.live.source.is_none() && args.live.start_file.is_some() && archives == 0 {
+        crate::eline!(
+            "sluice dump: --start-file reads from a server (--source) or an archive (its directory or URL); for files, \
+             name the files to read"
+        );
+        return Exit::Usage;
+    }
+    // --start-position is an offset in --start-file: the first file read only when it is that one
+    if let (Some(f), Some(first)) = (&args.live.start_file, files.first()) {
+        let name = first.file_name().map(|n| n.to_string_lossy().trim_end_matches(".gz").to_string());
+        if args.live.source.is_none() && name.as_deref() != Some(f.as_str()) {
+            args.start_position = None;
         }
     }
     args.files = files;
@@ -382,6 +421,8 @@ pub fn run(mut args: DumpArgs) -> Exit {
         warned_unknown: HashSet::new(),
         schemas: None,
         stop: false,
+        start_gtid,
+        skip_tx: false,
         line: Vec::new(),
         scratch: String::new(),
     };
@@ -676,10 +717,18 @@ impl<W: Write> Dumper<W> {
                 self.stop = true;
                 return Ok(());
             }
-            let skip = start.is_some_and(|s| ev.offset < s)
-                || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t);
             let step = self.tracker.observe(&ev);
+            // --start-gtid: a transaction the state holds is skipped whole
+            if let (Some(g), Step::Begin) = (&self.start_gtid, step) {
+                self.skip_tx = gtid_of(&ev.event.event).is_some_and(|t| g.contains(&t));
+            }
+            let skip = start.is_some_and(|s| ev.offset < s)
+                || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t)
+                || self.skip_tx;
             self.handle(&ev, step, skip, summary)?;
+            if step.is_boundary() {
+                self.skip_tx = false;
+            }
         }
     }
 

@@ -149,6 +149,12 @@ pub async fn open_attempt(
     };
     // the binlog since the checkpoint is gone from the server: the archive, if it has it
     let why = match &s.source.archive {
+        // the archive holds source.url's files: a failover server's positions are not in it
+        Some(_) if server > 0 => format!(
+            "{purged}; source.archive is not read on a failover server ({}): it holds the files of {}",
+            servers[server % servers.len()],
+            s.source.url
+        ),
         Some(root) => {
             let mut checked = CheckedConnection::open(&source_cfg).await?;
             let loaded = match load {

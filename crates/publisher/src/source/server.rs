@@ -332,7 +332,12 @@ pub async fn replica_hosts(conn: &mut Connection) -> Result<Vec<(u32, String)>> 
 /// position checkpoints GTIDs from the first checkpoint on (MySQL has no such function: there
 /// the state comes from the binlog, see `sluice_binlog::transaction`). None when the server
 /// cannot say (then the stream's next file start gives it).
-async fn mariadb_gtid_at(conn: &mut Connection, facts: &ServerFacts, file: &str, position: u64) -> Option<GtidState> {
+pub(crate) async fn mariadb_gtid_at(
+    conn: &mut Connection,
+    facts: &ServerFacts,
+    file: &str,
+    position: u64,
+) -> Option<GtidState> {
     if !facts.mariadb {
         return None;
     }
