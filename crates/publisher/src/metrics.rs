@@ -35,6 +35,10 @@ use crate::position::{SnapshotProgress, TableState};
 /// of milliseconds when healthy, seconds when the other side struggles.
 const LATENCY_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
+/// Buckets of the end-to-end latencies (finer where the goals are: 50 ms and 250 ms).
+const END_TO_END_BUCKETS: [f64; 16] =
+    [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
 /// How often the progress line is logged while events flow.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
@@ -52,6 +56,12 @@ pub struct Metrics {
     commits: IntCounter,
     /// `sluice_kafka_commit_seconds`: how long each Kafka commit took.
     commit_seconds: Histogram,
+    /// `sluice_commit_latency_seconds`: from reading a transaction's commit event to the
+    /// acknowledgement of the Kafka commit that holds it.
+    commit_latency: Histogram,
+    /// `sluice_commit_latency_server_seconds`: from the server's commit timestamp (whole
+    /// seconds) to that acknowledgement.
+    commit_latency_server: Histogram,
     /// `sluice_restarts_total`: pipeline restarts from the last committed checkpoint.
     restarts: IntCounter,
     /// `sluice_registry_requests_total{outcome}` and `sluice_registry_request_seconds`.
@@ -105,6 +115,8 @@ pub struct TableCounters {
 pub struct Tally {
     rows: Vec<(TableCounters, [u64; 4])>,
     transactions: u64,
+    /// Each transaction's end: when it was read, and the server's commit time (seconds).
+    ends: Vec<(std::time::Instant, u32)>,
     records: u64,
     /// Rows published by a snapshot, by table.
     snapshot: Vec<(String, u64)>,
@@ -130,9 +142,11 @@ impl Tally {
         }
     }
 
-    /// A MySQL transaction with captured rows.
-    pub fn transaction(&mut self) {
+    /// A MySQL transaction with captured rows, its end read at `read_at`, committed by the
+    /// server at `server_ts` (seconds since the epoch; 0: unknown).
+    pub fn transaction(&mut self, read_at: std::time::Instant, server_ts: u32) {
         self.transactions += 1;
+        self.ends.push((read_at, server_ts));
     }
 
     /// `n` Kafka records.
@@ -243,9 +257,35 @@ impl Metrics {
             "sluice_registry_request_seconds",
             "How long each Schema Registry request took.",
         );
+        let commit_latency = registered(
+            &registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "sluice_commit_latency_seconds",
+                    "Per MySQL transaction with captured rows: from reading its commit event to the acknowledgement \
+                     of the Kafka transaction that holds its records.",
+                )
+                .buckets(END_TO_END_BUCKETS.to_vec()),
+            ),
+            "sluice_commit_latency_seconds",
+        );
+        let commit_latency_server = registered(
+            &registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "sluice_commit_latency_server_seconds",
+                    "Per MySQL transaction with captured rows: from the server's commit timestamp (whole seconds, so \
+                     up to 1 s early) to the acknowledgement of the Kafka transaction that holds its records.",
+                )
+                .buckets(END_TO_END_BUCKETS.to_vec()),
+            ),
+            "sluice_commit_latency_server_seconds",
+        );
         let m = Metrics {
             row_changes,
             commit_seconds,
+            commit_latency,
+            commit_latency_server,
             registry: RegistryMetrics { requests, seconds },
             transactions: counter(
                 &registry,
@@ -323,8 +363,17 @@ impl Metrics {
         TableCounters { table: Arc::from(table), creates: c("c"), updates: c("u"), deletes: c("d"), truncates: c("t") }
     }
 
-    /// A batch's Kafka transaction committed: its counts become the process's.
+    /// A batch's Kafka transaction committed: its counts become the process's, and its
+    /// transactions' latencies are observed.
     pub fn committed(&self, tally: Tally) {
+        let now = std::time::Instant::now();
+        let now_s = crate::process::now_ms() as f64 / 1000.0;
+        for (read_at, server_ts) in &tally.ends {
+            self.commit_latency.observe(now.duration_since(*read_at).as_secs_f64());
+            if *server_ts != 0 {
+                self.commit_latency_server.observe((now_s - f64::from(*server_ts)).max(0.0));
+            }
+        }
         for (c, [creates, updates, deletes, truncates]) in tally.rows {
             c.truncates.inc_by(truncates);
             c.creates.inc_by(creates);
@@ -930,8 +979,9 @@ mod tests {
         tally.rows(&orders, Op::Update, 1);
         tally.rows(&orders, Op::Delete, 1);
         tally.rows(&m.table("shop.items"), Op::Create, 1);
-        tally.transaction();
-        tally.transaction();
+        let read = std::time::Instant::now() - std::time::Duration::from_millis(30);
+        tally.transaction(read, 0);
+        tally.transaction(read, 1);
         tally.records(6);
         assert_eq!(tally.rows.len(), 2, "one slot per table");
         // an aborted batch's counts are dropped, never counted
@@ -941,6 +991,20 @@ mod tests {
         drop(aborted);
         assert_eq!(m.totals().rows(), 0, "nothing counted before the commit");
         m.committed(tally);
+        // both transactions timed from their commit event, at least the 30 ms since; the
+        // server's time only for the one that has it
+        let text = m.render();
+        let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(
+            line("sluice_commit_latency_seconds_count"),
+            "sluice_commit_latency_seconds_count{source=\"shop\"} 2"
+        );
+        let sum: f64 = line("sluice_commit_latency_seconds_sum").rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((0.06..10.0).contains(&sum), "{sum}");
+        assert!(line("sluice_commit_latency_server_seconds_count").ends_with(" 1"), "{text}");
+        let under_20ms =
+            text.lines().find(|l| l.starts_with("sluice_commit_latency_seconds_bucket") && l.contains("le=\"0.02\""));
+        assert!(under_20ms.is_some_and(|l| l.ends_with(" 0")), "{text}");
         m.commit("mysql-bin.000001", 900);
         m.server_logs(&[("mysql-bin.000001".into(), 1_000), ("mysql-bin.000002".into(), 50)]);
         m.event_read(1_000, 1_003);

@@ -534,10 +534,10 @@ impl<'c> Pipeline<'c> {
                 if step == Step::StatementBegins {
                     self.begin_tx(ev);
                 } else {
-                    self.end_tx();
+                    self.end_tx(ev.event.header.timestamp);
                 }
             }
-            Step::Commit { .. } | Step::Rollback => self.end_tx(),
+            Step::Commit { .. } | Step::Rollback => self.end_tx(ev.event.header.timestamp),
             Step::Inside | Step::Outside => {
                 if let Event::Rows(rows) = &ev.event.event {
                     if self.settings.filter.matches(&rows.table.database, &rows.table.table) {
@@ -661,10 +661,11 @@ impl<'c> Pipeline<'c> {
         Ok(())
     }
 
-    /// At the end of a transaction (or of a statement of its own).
-    fn end_tx(&mut self) {
+    /// At the end of a transaction (or of a statement of its own), read now, that the server
+    /// committed at `server_ts` (seconds since the epoch).
+    fn end_tx(&mut self, server_ts: u32) {
         if self.tx.total > 0 {
-            self.tally.transaction();
+            self.tally.transaction(std::time::Instant::now(), server_ts);
         }
         self.tx = OpenTransaction::default();
     }

@@ -80,6 +80,18 @@ fn run_publishes_exactly_once_across_sigkill() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
+    // every one of the five transactions timed from its commit event to its Kafka commit, under
+    // a second (batches close within 100 ms here), and against the server's commit time
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{{source=\"e2e\"}} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in\n{text}"))
+    };
+    assert_eq!(value("sluice_commit_latency_seconds_count"), 5.0, "{text}");
+    let sum = value("sluice_commit_latency_seconds_sum");
+    assert!(sum > 0.0 && sum < 5.0, "five latencies, each under a second: {sum}");
+    assert_eq!(value("sluice_commit_latency_server_seconds_count"), 5.0, "{text}");
     let commits = text.lines().find_map(|l| l.strip_prefix(r#"sluice_kafka_commit_seconds_count{source="e2e"} "#));
     assert!(commits.and_then(|c| c.parse::<u64>().ok()).is_some_and(|c| c >= 1), "commits timed:\n{text}");
     // An insert dated 100 s ago: read, it makes Sluice 100 s behind; then, idle, the next
