@@ -38,7 +38,7 @@ use sluice_binlog::transaction::{Step, TransactionTracker};
 use sluice_binlog::walk::{EventWalker, Located, Offset};
 use sluice_protocol::{ConnectOptions, Connection, DumpRequest, ReadAhead, StartPosition};
 
-use crate::archive::dir::order_key;
+use crate::archive::dir::{next_name, order_key};
 use crate::archive::read::{coverage, Archive, ArchiveFeed, Coverage, FileEnd};
 use crate::config::{Secret, SourceUrl, TlsSetting};
 use crate::disposition::Disposition;
@@ -798,17 +798,6 @@ impl ReplicationSource {
             return SourceError::Purged(msg);
         }
         SourceError::protocol(format!("streaming the binlog after {}", self.tx.resume_point()), e)
-    }
-}
-
-/// The name of the binlog file after `name` (`mysql-bin.000009` -> `mysql-bin.000010`).
-fn next_name(name: &str) -> String {
-    match name.rsplit_once('.') {
-        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-            let next = n.parse::<u64>().map_or(0, |v| v + 1);
-            format!("{base}.{next:0width$}", width = n.len())
-        }
-        _ => format!("{name}.1"),
     }
 }
 

@@ -168,11 +168,21 @@ impl Stored {
 
 impl DirArchive {
     /// Opens the archive in `root` (made when missing): its index, and where the copy continues
-    /// (None: an empty archive). The newest file's torn tail, if any, is cut.
+    /// (None: an empty archive). The newest file's torn tail, if any, is cut. With an object
+    /// store, `stored` is the store's index: a spool that lost its files and index (a new
+    /// volume) continues after the store's newest file.
     ///
     /// # Errors
     /// The directory cannot be made or read, or holds a file that is not a binlog.
-    pub fn open(root: &Path, gzip: bool, remote: Option<Remote>) -> Result<(DirArchive, Option<Resume>), String> {
+    pub fn open(
+        root: &Path,
+        gzip: bool,
+        remote: Option<(Remote, Vec<FileSummary>)>,
+    ) -> Result<(DirArchive, Option<Resume>), String> {
+        let (remote, stored) = match remote {
+            Some((r, s)) => (Some(r), s),
+            None => (None, Vec::new()),
+        };
         let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", root.display());
         std::fs::create_dir_all(root).map_err(|e| io("creating the archive directory", e))?;
         // two archivers writing one directory would interleave their writes
@@ -210,17 +220,27 @@ impl DirArchive {
             retention: Retention::default(),
             retained_at: None,
         };
-        let Some(newest) = files.pop() else {
-            // everything uploaded and gone from the spool but the index: go on after its newest
-            if archive.upload.is_some() && index.iter().any(|s| s.remote) {
-                return Err(format!(
-                    "{}: the spool holds no binlog file but its index lists uploaded ones; it must keep its newest \
-                     file to continue from (was it emptied by hand?)",
-                    root.display()
-                ));
+        // the store's entries the spool's index lacks (a spool on a new volume)
+        for s in stored {
+            if !index.iter().any(|i| i.file == s.file) {
+                index.push(FileSummary { remote: true, ..s });
             }
-            archive.index = Vec::new();
-            return Ok((archive, None));
+        }
+        index.sort_by_key(|s| order_key(&s.file));
+        let Some(newest) = files.pop() else {
+            // everything uploaded and gone from the spool: the copy goes on after the newest
+            // file the index lists (complete, or it would be in the spool)
+            index.retain(|s| s.remote);
+            let next = index.last().map(|s| next_name(&s.file));
+            archive.index = index;
+            let Some(next) = next else { return Ok((archive, None)) };
+            tracing::info!(file = %next, "The spool holds no file: continuing after the archive's newest uploaded one");
+            archive.apply(&[], &[Op::Begin(next.clone())])?;
+            let summarizer = Summarizer::new(&next);
+            return Ok((
+                archive,
+                Some(Resume { file: next, size: 4, crc: false, finished: false, next: None, summarizer }),
+            ));
         };
         // the older files are complete; one the index lacks (a crash before it was written) is
         // summarized again
@@ -700,6 +720,17 @@ pub fn in_range(index: &[FileSummary], files: Vec<(String, String)>, range: &Ran
         })
         .map(|(_, file)| file)
         .collect())
+}
+
+/// The name of the binlog file after `name` (`mysql-bin.000009` -> `mysql-bin.000010`).
+pub fn next_name(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            let next = n.parse::<u64>().map_or(0, |v| v + 1);
+            format!("{base}.{next:0width$}", width = n.len())
+        }
+        _ => format!("{name}.1"),
+    }
 }
 
 /// Files in the server's order: by the number after the last dot (`mysql-bin.000010` after

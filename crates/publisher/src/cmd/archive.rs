@@ -85,11 +85,19 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
     };
     let gzip = cfg.archive.compress == ArchiveCompress::Gzip;
     let remote = if crate::archive::store::is_url(&cfg.archive.to) {
-        match Remote::open(&cfg.archive.to, cfg.archive.credentials_file.as_deref()) {
-            Ok(r) => Some(r),
+        let r = match Remote::open(&cfg.archive.to, cfg.archive.credentials_file.as_deref()) {
+            Ok(r) => r,
             Err(e) => {
                 crate::eline!("{NAME}: archive.to: {e}");
                 return Exit::Usage;
+            }
+        };
+        // what the store holds already (a spool on a new volume continues after it)
+        match r.index().await {
+            Ok(index) => Some((r, index)),
+            Err(e) => {
+                crate::eline!("{NAME}: archive.to: {e}");
+                return Exit::Failure;
             }
         }
     } else {

@@ -13,8 +13,8 @@ pub struct ArchiveSection {
     pub to: String,
     /// With an object store in `to`: the local directory the files are written to first (the
     /// file being written stays here; each completed one is uploaded, checked, and removed but
-    /// for the newest). It keeps the archive's lock and index, and must survive restarts (a
-    /// volume of its own).
+    /// for the newest). It keeps the archive's lock and index; a spool that lost them (a new
+    /// volume) continues after the newest file the store's index lists.
     #[serde(default)]
     pub spool: Option<PathBuf>,
     /// With an object store in `to`: a file of `key = value` lines with its credentials and

@@ -812,4 +812,20 @@ fn archive_in_an_object_store() {
     let index: Vec<Json> = serde_json::from_slice(&bucket.get("archives/one/index.json").unwrap()).unwrap();
     let listed: Vec<&str> = index.iter().map(|e| e["file"].as_str().unwrap()).collect();
     assert_eq!(listed, complete[2..].iter().map(String::as_str).collect::<Vec<_>>(), "{index:?}");
+
+    // the spool lost (a new volume): the copy goes on after the store's newest file, the store's
+    // index keeps what it listed, and the file that was open is copied whole again
+    std::fs::remove_dir_all(&spool).unwrap();
+    server.sql("INSERT INTO ar.t (v, n) VALUES ('after the spool', 1); FLUSH BINARY LOGS");
+    let out = support::sluice_cmd().args(["archive", "--until-end", "--config"]).arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let names = server_files(&server);
+    let (_, complete) = names.split_last().unwrap();
+    for f in &complete[2..] {
+        let ours = bucket.get(&format!("archives/one/{f}")).unwrap_or_else(|| panic!("{f} in the store"));
+        assert!(ours == std::fs::read(server.datadir().join(f)).unwrap(), "{f} is the server's");
+    }
+    let index: Vec<Json> = serde_json::from_slice(&bucket.get("archives/one/index.json").unwrap()).unwrap();
+    let listed: Vec<&str> = index.iter().map(|e| e["file"].as_str().unwrap()).collect();
+    assert_eq!(listed, complete[2..].iter().map(String::as_str).collect::<Vec<_>>(), "{index:?}");
 }
