@@ -278,7 +278,7 @@ impl DirArchive {
                 stored: Some(newest.file.clone()),
                 ..resume.summarizer.summary().clone()
             };
-            archive.put(summary.clone());
+            archive.settle(summary.clone());
             let next = resume.next.clone();
             let resume = Resume { finished: true, size: summary.size, ..resume };
             if let Some(next) = next {
@@ -319,7 +319,7 @@ impl DirArchive {
             // it ended with a ROTATE: the copy continues in the file it names
             let mut summary = resume.summarizer.summary().clone();
             summary.complete = true;
-            archive.put(summary);
+            archive.settle(summary);
             archive.apply(&[], &[Op::Begin(next.clone())])?;
             let resume = Resume {
                 file: next.clone(),
@@ -332,9 +332,30 @@ impl DirArchive {
             return Ok((archive, Some(resume)));
         }
         let summary = resume.summarizer.summary().clone();
-        archive.put(FileSummary { complete: resume.finished, ..summary });
+        if resume.finished {
+            // it ended with a STOP
+            archive.settle(FileSummary { complete: true, ..summary });
+        } else {
+            archive.put(summary);
+        }
         archive.write_index()?;
         Ok((archive, Some(resume)))
+    }
+
+    /// The newest file, found complete at open (a stop after its end, before the index said so):
+    /// listed, and queued for compression and upload as a file completed now would be.
+    fn settle(&mut self, mut summary: FileSummary) {
+        if let Some(old) = self.index.iter().find(|s| s.file == summary.file) {
+            summary.remote |= old.remote;
+        }
+        let (name, compressed, remote) = (summary.file.clone(), summary.stored.is_some(), summary.remote);
+        let stored = summary.stored.clone().unwrap_or_else(|| name.clone());
+        self.put(summary);
+        match (&self.gzip, &self.upload) {
+            (Some(g), _) if !compressed => g.push(&name),
+            (_, Some(u)) if !remote => u.push(&name, &stored),
+            _ => {}
+        }
     }
 
     /// Carries out `ops` for the event `raw`.
@@ -667,6 +688,9 @@ pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std:
 pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String> {
     let index = read_index(root)?;
     let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
+    if files.is_empty() {
+        return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()));
+    }
     let files = files.into_iter().map(|f| (f.name, f.file)).collect();
     Ok(in_range(&index, files, range)?.into_iter().map(|f| root.join(f)).collect())
 }
@@ -827,5 +851,24 @@ mod tests {
         let (_a, resume) = DirArchive::open(dir.path(), false, None).unwrap();
         assert_eq!(resume.unwrap().size, 4);
         assert_eq!(std::fs::metadata(dir.path().join("b.000002")).unwrap().len(), 4);
+    }
+
+    /// A stop after a file's ROTATE was written but before the index listed it complete: the
+    /// next start compresses it (and would upload it) like any completed file, and continues in
+    /// the file the ROTATE names.
+    #[test]
+    fn a_file_found_complete_at_start_is_compressed_like_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/pipeline/mysql-bin.000001")).unwrap();
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file).unwrap();
+        let (mut a, resume) = DirArchive::open(dir.path(), true, None).unwrap();
+        let r = resume.unwrap();
+        assert_eq!((r.file.as_str(), r.size), ("mysql-bin.000002", 4), "continues in the file the ROTATE names");
+        a.close(&Summarizer::new("mysql-bin.000002").summary().clone()).unwrap();
+        assert!(dir.path().join("mysql-bin.000001.gz").exists(), "compressed");
+        assert!(!dir.path().join("mysql-bin.000001").exists());
+        let index = read_index(dir.path()).unwrap();
+        assert_eq!(index[0].stored.as_deref(), Some("mysql-bin.000001.gz"), "{index:?}");
+        assert!(index[0].complete);
     }
 }

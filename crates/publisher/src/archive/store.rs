@@ -62,6 +62,13 @@ const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abf
 /// Not a URL, or a scheme of no supported store.
 pub fn check_url(url: &str) -> Result<(), String> {
     let u = url::Url::parse(url.trim()).map_err(|e| format!("{:?} is not a URL ({e})", mask(url)))?;
+    if !u.username().is_empty() || u.password().is_some() || u.query().is_some() {
+        return Err(format!(
+            "{}: an archive URL carries no user, password or query (credentials go in credentials_file or the \
+             environment)",
+            mask(url)
+        ));
+    }
     if SCHEMES.contains(&u.scheme()) {
         Ok(())
     } else {
@@ -108,6 +115,24 @@ impl Remote {
                 };
                 let v = v.trim().trim_matches('"');
                 options.push((k.trim().to_ascii_lowercase(), v.to_string()));
+            }
+        }
+        // an endpoint the store's client cannot parse makes it panic, and one with a password in
+        // it would be printed in every error message
+        for (k, v) in &options {
+            if k.ends_with("endpoint") || k.ends_with("endpoint_url") {
+                let ok = url::Url::parse(v).ok().filter(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.host().is_some()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                });
+                if ok.is_none() {
+                    return Err(format!(
+                        "{shown}: {k} must be an http:// or https:// URL with a host and no user or password (as \
+                         https://s3.example.com:9000)"
+                    ));
+                }
             }
         }
         let (store, prefix) = object_store::parse_url_opts(&parsed, options)
@@ -212,8 +237,12 @@ impl Remote {
         range: &super::dir::Range,
     ) -> Result<Vec<std::path::PathBuf>, String> {
         let index = self.index().await?;
+        let files = self.files().await?;
+        if files.is_empty() {
+            return Err(format!("there is no archive at {self}: no binlog file, no index.json (a wrong prefix?)"));
+        }
         let mut paths = Vec::new();
-        for object in super::dir::in_range(&index, self.files().await?, range)? {
+        for object in super::dir::in_range(&index, files, range)? {
             let path = dir.join(&object);
             let mut f = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
             if self.download_into(&object, &mut f).await? {
@@ -296,12 +325,16 @@ impl Remote {
 /// `url` with any user information (`user:secret@`) masked.
 fn mask(url: &str) -> String {
     match url::Url::parse(url.trim()) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("***");
-            let _ = u.set_password(None);
+        Ok(mut u) => {
+            if !u.username().is_empty() || u.password().is_some() {
+                let _ = u.set_username("***");
+                let _ = u.set_password(None);
+            }
+            if u.query().is_some() {
+                u.set_query(Some("***"));
+            }
             u.to_string()
         }
-        Ok(u) => u.to_string(),
         Err(_) => "(an unreadable URL)".to_string(),
     }
 }

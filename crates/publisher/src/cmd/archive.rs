@@ -93,7 +93,12 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
             }
         };
         // what the store holds already (a spool on a new volume continues after it)
-        match r.index().await {
+        // and that it can be listed (a bucket that does not exist reads as an empty index)
+        let listed = match r.index().await {
+            Ok(index) => r.files().await.map(|_| index),
+            Err(e) => Err(e),
+        };
+        match listed {
             Ok(index) => Some((r, index)),
             Err(e) => {
                 crate::eline!("{NAME}: archive.to: {e}");

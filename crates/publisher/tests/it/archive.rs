@@ -121,7 +121,7 @@ fn archived_files_are_the_servers_own() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("archive.server_id"));
 
-    let mut a = archiver(&config, &log);
+    let mut a = support::kafka::Running(archiver(&config, &log));
     std::thread::sleep(Duration::from_secs(2));
     server.sql("FLUSH BINARY LOGS");
     std::thread::sleep(Duration::from_millis(1500));
@@ -140,7 +140,7 @@ fn archived_files_are_the_servers_own() {
         half[9..13].copy_from_slice(&5000u32.to_le_bytes());
         f.write_all(&half).unwrap();
     }
-    let mut a = archiver(&config, &log);
+    let mut a = support::kafka::Running(archiver(&config, &log));
     std::thread::sleep(Duration::from_secs(1));
     server.sql("FLUSH BINARY LOGS");
     std::thread::sleep(Duration::from_secs(1));
@@ -453,7 +453,7 @@ fn catch_up(name: &str, in_store: bool) {
         }
         sql
     };
-    let mut archiver_proc = archiver(&archive_config, &archive_log);
+    let mut archiver_proc = support::kafka::Running(archiver(&archive_config, &archive_log));
     let mut run = start_sluice(&config, &log);
     let mut reader = TopicReader::new(&services);
     let topic = "sluice.ar.k";
@@ -692,7 +692,7 @@ fn archive_in_an_object_store() {
             }
         })
     };
-    let mut a = archiver(&config, &log);
+    let mut a = support::kafka::Running(archiver(&config, &log));
     std::thread::sleep(Duration::from_secs(2));
     server.sql("FLUSH BINARY LOGS");
     std::thread::sleep(Duration::from_millis(1500));
@@ -706,7 +706,7 @@ fn archive_in_an_object_store() {
         half[9..13].copy_from_slice(&5000u32.to_le_bytes());
         f.write_all(&half).unwrap();
     }
-    let mut a = archiver(&config, &log);
+    let mut a = support::kafka::Running(archiver(&config, &log));
     std::thread::sleep(Duration::from_secs(1));
     server.sql("FLUSH BINARY LOGS");
     server.restart(false);
