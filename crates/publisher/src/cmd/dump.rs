@@ -235,6 +235,9 @@ struct Dumper<W: Write> {
     /// (`binlog_row_metadata=MINIMAL`, MariaDB's NO_LOG): names, signedness, charsets.
     schemas: Option<SchemaHistory>,
     stop: bool,
+    /// Files downloaded from an object store, by the name rows and messages give them (the
+    /// store's URL and object, not the temporary copy's path).
+    shown: std::collections::HashMap<PathBuf, String>,
     /// `--start-gtid` for files: transactions it holds are skipped.
     start_gtid: Option<GtidState>,
     /// The current transaction is one of those.
@@ -344,6 +347,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
     // an archive (a directory, or an object store whose files are downloaded here first): its
     // files that may hold the range asked, by its index
     let mut _downloads: Vec<tempfile::TempDir> = Vec::new();
+    let mut shown: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
     let start_gtid = match file_start_gtid(&args) {
         Ok(g) => g,
         Err(m) => {
@@ -362,6 +366,11 @@ pub fn run(mut args: DumpArgs) -> Exit {
         let text = f.to_string_lossy().into_owned();
         let chosen = if crate::archive::store::is_url(&text) {
             download_range(&text, &range).map(|(dir, chosen)| {
+                // rows name the store's object, not the temporary copy
+                for c in &chosen {
+                    let object = c.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    shown.insert(c.clone(), format!("{}/{object}", text.trim_end_matches('/')));
+                }
                 _downloads.push(dir);
                 chosen
             })
@@ -422,6 +431,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
         schemas: None,
         stop: false,
         start_gtid,
+        shown,
         skip_tx: false,
         line: Vec::new(),
         scratch: String::new(),
@@ -492,7 +502,13 @@ impl<W: Write> Dumper<W> {
                 verify_checksum: !self.args.no_verify_checksum,
                 max_decompressed_size: self.args.max_decompressed_mib.saturating_mul(1 << 20),
             };
-            let mut reader = BinlogReader::open(path, EventDecoder::new(opts)).map_err(Failure::Input)?;
+            let mut reader = match self.shown.get(path) {
+                Some(name) => std::fs::File::open(path)
+                    .map_err(|source| BinlogError::Io { file: name.clone(), source })
+                    .and_then(|f| BinlogReader::from_reader(name.clone(), f, EventDecoder::new(opts))),
+                None => BinlogReader::open(path, EventDecoder::new(opts)),
+            }
+            .map_err(Failure::Input)?;
             let start = if i == 0 { self.args.start_position } else { None };
             let stop = if i == last { self.args.stop_position } else { None };
             let mut summary = Summary::default();

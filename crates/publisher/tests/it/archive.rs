@@ -794,6 +794,9 @@ fn archive_in_an_object_store() {
     assert!(a.len() > 10, "the range holds rows: {range:?}");
     assert!(a == o, "the same {} rows from the store as from the server's files ({} there)", a.len(), o.len());
     assert!(!String::from_utf8_lossy(&archived.stderr).contains(secret));
+    // rows name the store's objects, not the temporary copies
+    let first: Json = serde_json::from_str(String::from_utf8_lossy(&archived.stdout).lines().next().unwrap()).unwrap();
+    assert!(first["position"]["file"].as_str().unwrap().starts_with("s3://sluice/archives/one/mysql-bin."), "{first}");
 
     // archive.keep_size on the store: the two oldest files go from the bucket and its index
     let limit = index.iter().skip(2).map(|e| e["size"].as_u64().unwrap()).sum::<u64>()
