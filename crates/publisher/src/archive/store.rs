@@ -21,7 +21,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::copy::FileSummary;
-use super::dir::{order_key, INDEX};
+use super::layout::{in_range, order_key, Range, INDEX};
 
 /// Bytes per request when uploading or downloading a file (S3 wants multipart parts of at least
 /// 5 MiB but the last).
@@ -231,18 +231,14 @@ impl Remote {
     ///
     /// # Errors
     /// The store or the local disk fails.
-    pub async fn download_range(
-        &self,
-        dir: &Path,
-        range: &super::dir::Range,
-    ) -> Result<Vec<std::path::PathBuf>, String> {
+    pub async fn download_range(&self, dir: &Path, range: &Range) -> Result<Vec<std::path::PathBuf>, String> {
         let index = self.index().await?;
         let files = self.files().await?;
         if files.is_empty() {
             return Err(format!("there is no archive at {self}: no binlog file, no index.json (a wrong prefix?)"));
         }
         let mut paths = Vec::new();
-        for object in super::dir::in_range(&index, files, range)? {
+        for object in in_range(&index, files, range)? {
             let path = dir.join(&object);
             let mut f = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
             if self.download_into(&object, &mut f).await? {

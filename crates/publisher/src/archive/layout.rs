@@ -1,0 +1,79 @@
+//! **How an archive is laid out**, whatever holds it: the files' names and order, the
+//! index's name, and which files a reader needs (shared by [`super::dir`], [`super::store`] and
+//! [`super::read`]).
+
+use sluice_binlog::transaction::GtidState;
+
+use super::copy::FileSummary;
+
+/// The index's file name in the archive.
+pub const INDEX: &str = "index.json";
+
+/// What part of an archive a reader wants: a time range, and where to start (a file, or after
+/// a GTID state).
+#[derive(Debug, Clone, Default)]
+pub struct Range {
+    /// Events from this time on (seconds since the epoch).
+    pub from: Option<u32>,
+    /// Events before this time.
+    pub to: Option<u32>,
+    /// From this file on (the server's name).
+    pub start_file: Option<String>,
+    /// After this GTID state: files whose transactions it all holds are not needed.
+    pub start_gtid: Option<GtidState>,
+}
+
+/// Of an archive's `files` (the server's name and the stored file), the stored files that may
+/// hold what `range` asks, by the `index` (files it does not list yet are taken).
+///
+/// # Errors
+/// `range.start_file` is not in the archive.
+pub fn in_range(index: &[FileSummary], files: Vec<(String, String)>, range: &Range) -> Result<Vec<String>, String> {
+    if let Some(f) = &range.start_file {
+        if !files.iter().any(|(n, _)| n == f) {
+            let held = match (files.first(), files.last()) {
+                (Some(a), Some(b)) => format!("it holds {} to {}", a.0, b.0),
+                _ => "it is empty".into(),
+            };
+            return Err(format!("--start-file {f} is not in the archive ({held})"));
+        }
+    }
+    let first = range.start_file.as_deref().map(order_key);
+    Ok(files
+        .into_iter()
+        .filter(|(name, _)| first.as_ref().is_none_or(|f| order_key(name) >= *f))
+        .filter(|(name, _)| match index.iter().find(|s| &s.file == name) {
+            Some(s) => {
+                let (from, to) = (range.from, range.to);
+                let ends_before = matches!((s.last_time, from), (Some(last), Some(from)) if last < from);
+                let begins_after = matches!((s.first_time, to), (Some(first), Some(to)) if first >= to);
+                // every transaction of the file is in the state to start after
+                let before_gtid = match (&range.start_gtid, &s.last_gtid) {
+                    (Some(g), Some(last)) => g.parse_like(last).is_some_and(|l| g.covers(&l)),
+                    _ => false,
+                };
+                !ends_before && !begins_after && !before_gtid
+            }
+            None => true,
+        })
+        .map(|(_, file)| file)
+        .collect())
+}
+
+/// The name of the binlog file after `name` (`mysql-bin.000009` -> `mysql-bin.000010`).
+pub fn next_name(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            let next = n.parse::<u64>().map_or(0, |v| v + 1);
+            format!("{base}.{next:0width$}", width = n.len())
+        }
+        _ => format!("{name}.1"),
+    }
+}
+
+/// Files in the server's order: by the number after the last dot (`mysql-bin.000010` after
+/// `mysql-bin.000009`, and after `mysql-bin.999999` comes `mysql-bin.1000000`).
+pub fn order_key(name: &str) -> (u64, String) {
+    let n = name.rsplit_once('.').and_then(|(_, n)| n.parse().ok()).unwrap_or(0);
+    (n, name.to_string())
+}
