@@ -132,14 +132,7 @@ fn archived_files_are_the_servers_own() {
     let torn = files.join(&newest);
     let len = std::fs::metadata(&torn).unwrap().len();
     assert!(len > 4, "the archiver wrote {newest}");
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&torn).unwrap();
-        // a header that promises 5000 bytes, and 30 of them
-        let mut half = vec![0u8; 19 + 30];
-        half[9..13].copy_from_slice(&5000u32.to_le_bytes());
-        f.write_all(&half).unwrap();
-    }
+    tear(&torn);
     let mut a = support::kafka::Running(archiver(&config, &log));
     std::thread::sleep(Duration::from_secs(1));
     server.sql("FLUSH BINARY LOGS");
@@ -197,17 +190,7 @@ fn archived_files_are_the_servers_own() {
     let original = support::sluice_cmd().arg("dump").args(&range).args(&originals).output().unwrap();
     assert!(archived.status.success() && original.status.success(), "{}", String::from_utf8_lossy(&archived.stderr));
     // the same lines, but for the directory a row's file was read from
-    let lines = |o: &std::process::Output| -> Vec<Json> {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(|l| {
-                let mut j: Json = serde_json::from_str(l).unwrap();
-                let file = j["position"]["file"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
-                j["position"]["file"] = Json::String(file);
-                j
-            })
-            .collect()
-    };
+    let lines = |o: &std::process::Output| rows_of(&String::from_utf8_lossy(&o.stdout));
     let (a, o) = (lines(&archived), lines(&original));
     let rows = a.len();
     assert!(rows > 10, "the range holds rows: {range:?}");
@@ -219,16 +202,7 @@ fn archived_files_are_the_servers_own() {
 
     // the usual starts on the archive, against the server's own dump from the same start: after a
     // GTID state (the index spares the files it holds whole), and from a file
-    let parse = |text: &str| -> Vec<Json> {
-        text.lines()
-            .map(|l| {
-                let mut j: Json = serde_json::from_str(l).unwrap();
-                let file = j["position"]["file"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
-                j["position"]["file"] = Json::String(file);
-                j
-            })
-            .collect()
-    };
+    let parse = rows_of;
     let names = server_files(&server);
     let gtid = index[2]["last_gtid"].as_str().unwrap().to_string();
     let from_archive = support::sluice_cmd().args(["dump", "--start-gtid", &gtid]).arg(&files).output().unwrap();
@@ -323,6 +297,29 @@ fn archived_files_are_the_servers_own() {
         }
     }
     eprintln!("archive: {} files identical to the server's; {rows} rows of a range dumped alike", names.len());
+}
+
+/// `sluice dump` JSON lines, each row's `position.file` cut to the file's name (the same
+/// binlog read from the data directory, an archive or a store differs only there).
+fn rows_of(text: &str) -> Vec<Json> {
+    text.lines()
+        .map(|l| {
+            let mut j: Json = serde_json::from_str(l).unwrap();
+            let file = j["position"]["file"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+            j["position"]["file"] = Json::String(file);
+            j
+        })
+        .collect()
+}
+
+/// Appends a torn event to `path`, as a kill in the middle of a write leaves: a header that
+/// promises 5000 bytes, and 30 of them.
+fn tear(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    let mut half = vec![0u8; 19 + 30];
+    half[9..13].copy_from_slice(&5000u32.to_le_bytes());
+    f.write_all(&half).unwrap();
 }
 
 /// Waits until the archive in `files` holds each of `names` whole (as many bytes as the server's).
@@ -699,13 +696,7 @@ fn archive_in_an_object_store() {
     a.kill().unwrap();
     a.wait().unwrap();
     let newest = server_files(&server).pop().unwrap();
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(spool.join(&newest)).unwrap();
-        let mut half = vec![0u8; 19 + 30];
-        half[9..13].copy_from_slice(&5000u32.to_le_bytes());
-        f.write_all(&half).unwrap();
-    }
+    tear(&spool.join(&newest));
     let mut a = support::kafka::Running(archiver(&config, &log));
     std::thread::sleep(Duration::from_secs(1));
     server.sql("FLUSH BINARY LOGS");
@@ -779,17 +770,7 @@ fn archive_in_an_object_store() {
     let originals: Vec<PathBuf> = complete.iter().map(|f| server.datadir().join(f)).collect();
     let original = support::sluice_cmd().arg("dump").args(&range).args(&originals).output().unwrap();
     assert!(archived.status.success() && original.status.success(), "{}", String::from_utf8_lossy(&archived.stderr));
-    let lines = |o: &std::process::Output| -> Vec<Json> {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(|l| {
-                let mut j: Json = serde_json::from_str(l).unwrap();
-                let file = j["position"]["file"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
-                j["position"]["file"] = Json::String(file);
-                j
-            })
-            .collect()
-    };
+    let lines = |o: &std::process::Output| rows_of(&String::from_utf8_lossy(&o.stdout));
     let (a, o) = (lines(&archived), lines(&original));
     assert!(a.len() > 10, "the range holds rows: {range:?}");
     assert!(a == o, "the same {} rows from the store as from the server's files ({} there)", a.len(), o.len());
