@@ -10,9 +10,10 @@
 # Usage: bench/kafka_bench.sh [ROWS]       (ROWS as for gen_bench_binlog.sh, default 1000000)
 # The server's data comes from gen_bench_binlog.sh with BENCH_KEEP_DATADIR=1 (shared with live_bench.sh).
 # Env: SLUICE_WORK (default <repo>/.work), CARGO_TARGET_DIR, BENCH_BATCH (kafka.batch_max_records;
-# default: Sluice's default), SLUICE_BIN (a sluice binary to measure instead of this tree's release
-# build, e.g. an older commit's, for a side-by-side comparison), BENCH_NO_BUILD=1 (use the release
-# binaries already built under CARGO_TARGET_DIR).
+# default: Sluice's default), BENCH_PROPS ("k=v ...": librdkafka properties for Sluice and the plain
+# producers alike, e.g. "linger.ms=5 compression.type=none"), SLUICE_BIN (a sluice binary to measure
+# instead of this tree's release build, e.g. an older commit's, for a side-by-side comparison),
+# BENCH_NO_BUILD=1 (use the release binaries already built under CARGO_TARGET_DIR).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +25,14 @@ repo="$(cd "$here/.." && pwd)"
 rows="${1:-1000000}"
 batch_setting=""
 [ -n "${BENCH_BATCH:-}" ] && batch_setting="batch_max_records = $BENCH_BATCH"
+# BENCH_PROPS="k=v ...": librdkafka properties for every contender alike (default: Sluice's own)
+props_setting=""
+plain_set=()
+for kv in ${BENCH_PROPS:-}; do
+    [ -z "$props_setting" ] && props_setting="[kafka.properties]"
+    props_setting+=$'\n"'"${kv%%=*}"'" = "'"${kv#*=}"'"'
+    plain_set+=(--set "$kv")
+done
 export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
 files="$SLUICE_WORK/bench"
 out="$SLUICE_WORK/kafka_bench"
@@ -63,6 +72,7 @@ start = "$first:4"
 brokers = "$BROKER"
 partitions = 3
 $batch_setting
+$props_setting
 [registry]
 url = "$REGISTRY_URL"
 [filter]
@@ -115,10 +125,10 @@ secs="$(echo "$t1 - $t0" | bc -l)"
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.idem 3 1 >/dev/null
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.txn 3 1 >/dev/null
 b0="$(cpu_of "$broker_pid")"
-plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes")"
+plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes" "${plain_set[@]}")"
 plain_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 b0="$(cpu_of "$broker_pid")"
-plain_txn="$("$target/examples/plain_produce" "$BROKER" plain.txn "$records" "$key_bytes" "$value_bytes" --transactional "$batch")"
+plain_txn="$("$target/examples/plain_produce" "$BROKER" plain.txn "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}")"
 plain_txn_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 
 python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" "$commits" "$batch" \

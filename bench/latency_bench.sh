@@ -3,7 +3,7 @@
 # of the Kafka commit that holds it (`sluice_commit_latency_seconds`), and from the server's commit
 # timestamp (`sluice_commit_latency_server_seconds`, whole seconds), under a steady load of RATE row
 # changes/s (bench/steady_writer.py: a multi-row INSERT every 10 ms), with the default settings and with
-# the low-latency setting (kafka.batch_max_delay = "10ms", librdkafka linger.ms = 5). p50 and p99 are
+# the low-latency setting (kafka.batch_max_delay = "10ms"). p50 and p99 are
 # read from the histogram's buckets over the measured window (after a warm-up), interpolated within a
 # bucket as Prometheus's histogram_quantile does.
 #
@@ -59,7 +59,7 @@ for setting in default low-latency; do
         mariadb -h 127.0.0.1 -P "$port" -u root -e "TRUNCATE lat.t"
         extra=""
         if [ "$setting" = low-latency ]; then
-            extra=$'batch_max_delay = "10ms"\n[kafka.properties]\n"linger.ms" = "5"'
+            extra='batch_max_delay = "10ms"'
         fi
         cat >"$out/sluice.toml" <<TOML
 [source]

@@ -4,9 +4,13 @@
 //! records go in Kafka transactions of B records, as Sluice's batches do.
 //!
 //! ```text
-//! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B]
+//! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]...
 //! ```
-//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C}`.
+//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C}`, and with
+//! `--transactional` the p50/p99/max of the commit calls (`commit_ms`) and of each transaction from
+//! its first record to the commit's return (`txn_ms`): the broker's and the client's own floor for
+//! `bench/latency_bench.sh`. `--pace MS` waits MS milliseconds between transactions (a steady load
+//! rather than a flood); `--set` overrides a producer property (e.g. `linger.ms=5`).
 
 use std::time::{Duration, Instant};
 
@@ -15,12 +19,14 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 // The sink's own producer defaults, so the comparison is like for like.
-use sluice::kafka::{PRODUCER_DEFAULTS, QUEUE_MAX_KBYTES};
+use sluice::kafka::{commit_transaction, PRODUCER_DEFAULTS, QUEUE_MAX_KBYTES};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
-        eprintln!("usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B]");
+        eprintln!(
+            "usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]..."
+        );
         std::process::exit(2);
     }
     let (broker, topic) = (&args[1], &args[2]);
@@ -29,6 +35,10 @@ fn main() {
     let value_bytes: usize = args[5].parse().expect("VALUE_BYTES");
     let batch: Option<usize> =
         args.iter().position(|a| a == "--transactional").map(|i| args[i + 1].parse().expect("--transactional B"));
+    let pace: Option<Duration> =
+        args.iter().position(|a| a == "--pace").map(|i| Duration::from_millis(args[i + 1].parse().expect("--pace MS")));
+    let overrides: Vec<(&str, &str)> =
+        args.windows(2).filter(|w| w[0] == "--set").map(|w| w[1].split_once('=').expect("--set K=V")).collect();
 
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", broker).set("enable.idempotence", "true");
@@ -37,6 +47,9 @@ fn main() {
         cfg.set(*k, *v);
     }
     cfg.set("queue.buffering.max.kbytes", QUEUE_MAX_KBYTES.to_string());
+    for (k, v) in &overrides {
+        cfg.set(*k, *v);
+    }
     if batch.is_some() {
         cfg.set("transactional.id", format!("plain-produce-{}", std::process::id()));
     }
@@ -52,9 +65,15 @@ fn main() {
 
     let started = Instant::now();
     let mut in_txn = 0usize;
+    let (mut commit_ms, mut txn_ms) = (Vec::new(), Vec::new());
+    let mut txn_start = started;
     for i in 0..records {
         if let Some(b) = batch {
             if in_txn == 0 {
+                if let Some(p) = pace {
+                    std::thread::sleep(p);
+                }
+                txn_start = Instant::now();
                 producer.begin_transaction().expect("begin_transaction");
             }
             in_txn += 1;
@@ -75,19 +94,37 @@ fn main() {
             }
         }
         if batch.is_some() && in_txn == 0 {
-            producer.commit_transaction(timeout).expect("commit_transaction");
+            let at = Instant::now();
+            commit_transaction(&producer, timeout).expect("commit_transaction");
+            commit_ms.push(at.elapsed().as_secs_f64() * 1e3);
+            txn_ms.push(txn_start.elapsed().as_secs_f64() * 1e3);
         }
     }
     if batch.is_some() && in_txn != 0 {
-        producer.commit_transaction(timeout).expect("commit_transaction");
+        commit_transaction(&producer, timeout).expect("commit_transaction");
     }
     producer.flush(timeout).expect("flush");
     let secs = started.elapsed().as_secs_f64();
+    let latency = if batch.is_some() {
+        format!(r#", "commit_ms": {}, "txn_ms": {}"#, quantiles(&mut commit_ms), quantiles(&mut txn_ms))
+    } else {
+        String::new()
+    };
     println!(
-        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}}}"#,
+        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}{latency}}}"#,
         records as f64 / secs,
         own_cpu_secs()
     );
+}
+
+/// `[p50, p99, max]` of the samples, as a JSON array (nearest rank).
+fn quantiles(v: &mut [f64]) -> String {
+    if v.is_empty() {
+        return "[]".into();
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
+    format!("[{:.1}, {:.1}, {:.1}]", at(0.5), at(0.99), v[v.len() - 1])
 }
 
 /// This process's CPU time so far (user + system, from /proc/self/stat; 100 ticks a second,

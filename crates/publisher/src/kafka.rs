@@ -14,11 +14,12 @@ pub mod compacted;
 pub mod signals;
 pub mod sink;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{Producer, ProducerContext};
 use rdkafka::{ClientConfig, Message};
 
 use crate::config::KafkaSection;
@@ -29,16 +30,17 @@ pub use sink::KafkaSink;
 
 /// Producer settings Sluice chooses unless `kafka.properties` says otherwise: Java's default
 /// partitioner (murmur2 of the key), so Java consumers and Kafka Streams agree on where a key
-/// lives; lz4; a linger of 50 ms, which costs no visibility (read_committed consumers see
-/// records only at the commit, every `batch_max_delay`) and makes produce requests large, which
-/// is what brokers handle best; and a producer queue of at most 8 MiB and 20,000 records
+/// lives; lz4; a linger of 5 ms (librdkafka's and Kafka 4's own default): a commit waits for
+/// the records still lingering, so a longer linger adds to every commit's latency, and under
+/// load produce requests fill up long before it ends (50 ms made commits 65 ms slower and
+/// throughput no better in `bench/`, "Commit latency"); and a producer queue of at most 8 MiB and 20,000 records
 /// (librdkafka's own defaults, 1 GiB and 100,000, let the queue alone take 30-50 MB at full
 /// speed; this bound cost no throughput in `bench/`, see "Memory" there). The queue is raised
 /// to hold one record of `message.max.bytes` when that is set higher ([`queue_max_kbytes`]).
 pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("partitioner", "murmur2_random"),
     ("compression.type", "lz4"),
-    ("linger.ms", "50"),
+    ("linger.ms", "5"),
     ("queue.buffering.max.messages", "20000"),
 ];
 /// The default bound of the producer queue, in KiB (`queue.buffering.max.kbytes`).
@@ -53,6 +55,29 @@ pub fn queue_max_kbytes(properties: &std::collections::BTreeMap<String, String>)
     }
     let max_message = properties.get("message.max.bytes").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     QUEUE_MAX_KBYTES.max(max_message.div_ceil(1024) + 1)
+}
+
+/// Commits the open transaction as soon as librdkafka has its records delivered.
+///
+/// rust-rdkafka's `commit_transaction` flushes first, and its flush polls the event queue in
+/// steps of 100 ms that each run to their end, while the producer's own polling thread takes the
+/// delivery reports: so every commit with a record still in flight took at least 100 ms, however
+/// quickly the broker answered (on the benchmark broker: 100 ms per commit against 0.5 ms for
+/// the commit request itself, `bench/README.md`, "Commit latency"). Waiting here until the
+/// polling thread has served every delivery report makes that flush a no-op, so a commit costs
+/// the delivery and the EndTxn round trip. The wait sleeps in steps of at most 1 ms (no CPU to
+/// speak of); `timeout` bounds the wait and the commit together, as it bounded the flush.
+///
+/// # Errors
+/// As `commit_transaction`: records librdkafka could not deliver fail it.
+pub fn commit_transaction<C: ProducerContext, P: Producer<C>>(p: &P, timeout: Duration) -> Result<(), RdKafkaError> {
+    let deadline = Instant::now() + timeout;
+    let mut step = Duration::from_micros(50);
+    while p.in_flight_count() > 0 && Instant::now() < deadline {
+        std::thread::sleep(step);
+        step = (step * 2).min(Duration::from_millis(1));
+    }
+    p.commit_transaction(deadline.saturating_duration_since(Instant::now()))
 }
 
 /// librdkafka's default `message.max.bytes`.

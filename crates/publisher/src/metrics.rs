@@ -36,8 +36,8 @@ use crate::position::{SnapshotProgress, TableState};
 const LATENCY_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 /// Buckets of the end-to-end latencies (finer where the goals are: 50 ms and 250 ms).
-const END_TO_END_BUCKETS: [f64; 16] =
-    [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+const END_TO_END_BUCKETS: [f64; 18] =
+    [0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 /// How often the progress line is logged while events flow.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(30);

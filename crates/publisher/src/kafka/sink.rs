@@ -545,7 +545,9 @@ impl KafkaSink {
         let p = Arc::clone(&self.producer);
         let timer = self.commit_seconds.as_ref().map(prometheus::Histogram::start_timer);
         self.committing = Some(tokio::task::spawn_blocking(move || {
-            let r = with_retries("committing the Kafka transaction", &p, |p| p.commit_transaction(TXN_CALL_TIMEOUT));
+            let r = with_retries("committing the Kafka transaction", &p, |p| {
+                super::commit_transaction(p, TXN_CALL_TIMEOUT)
+            });
             if r.is_ok() {
                 drop(timer); // observes the duration
                 then();
