@@ -98,27 +98,9 @@ sluice_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
 sluice_pid=""
 
-stats_py='
-import sys
-from confluent_kafka import Consumer, TopicPartition
-broker, topic = sys.argv[1], sys.argv[2]
-c = Consumer({"bootstrap.servers": broker, "group.id": "kbench-stats", "isolation.level": "read_committed",
-              "receive.message.max.bytes": 1000000000, "max.partition.fetch.bytes": 1048576,
-              "enable.auto.commit": False, "enable.partition.eof": True})
-md = c.list_topics(topic, timeout=10)
-parts = sorted(md.topics[topic].partitions)
-c.assign([TopicPartition(topic, p, 0) for p in parts])
-n = kb = vb = 0; eof = set()
-while len(eof) < len(parts):
-    m = c.poll(5)
-    if m is None: break
-    if m.error(): eof.add(m.partition()); continue
-    n += 1; kb += len(m.key() or b""); vb += len(m.value() or b"")
-print(n, kb // max(n, 1), vb // max(n, 1))
-'
-read -r records key_bytes value_bytes < <(python3 -c "$stats_py" "$BROKER" sluice.bench_full.orders)
+read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" sluice.bench_full.orders)
 # one checkpoint record per Kafka transaction: the plain transactional producer commits as often
-read -r commits _ _ < <(python3 -c "$stats_py" "$BROKER" sluice.__positions)
+read -r commits _ _ < <(python3 "$here/topic_stats.py" "$BROKER" sluice.__positions)
 batch=$(( (records + commits - 1) / commits ))
 secs="$(echo "$t1 - $t0" | bc -l)"
 

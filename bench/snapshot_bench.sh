@@ -6,7 +6,10 @@
 #   (b) snapshot: `sluice run` with [snapshot] mode = "initial" and default settings, from its start to
 #                 the log's "Snapshot finished" (every row committed to Kafka as an op r Avro record);
 #   (c) stream:   `sluice run` streaming the same rows from the binlog (the INSERT that loaded them),
-#                 from its start to the checkpoint passing that transaction.
+#                 from its start to the checkpoint passing that transaction;
+#   (d) plain:    a plain transactional rdkafka producer (crates/publisher/examples/plain_produce.rs)
+#                 sending as many records of the snapshot's average key and value sizes, in as many
+#                 Kafka transactions as the snapshot committed: the publishing side's floor.
 # Each round runs (a), (b), (c) in turn with fresh topics; peak RSS is VmHWM at the end of each run.
 #
 # Usage: bench/snapshot_bench.sh [ROWS] (default 1000000)
@@ -32,6 +35,7 @@ mkdir -p "$out"
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
     echo "snapshot_bench: building (release)" >&2
     (cd "$repo" && cargo build --release -q -p sluice --bin sluice \
+        && cargo build --release -q -p sluice --example plain_produce \
         && cargo build --release -q -p sluice-protocol --example drain_select \
         && cargo build --release -q -p sluice-test-registry)
 fi
@@ -125,6 +129,14 @@ for round in $(seq "$runs"); do
         # the read side alone: the snapshot's own time in its chunk reads (watermarks, queries, rows received)
         read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
         echo "snapshot-read:$label $round $read_s $rows 0" >>"$results"
+        # the same records from a plain transactional producer, committed as often (one checkpoint
+        # record per Kafka transaction)
+        read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.snapbench.orders")
+        read -r commits _ _ < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.__positions")
+        python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" "plain$label$round" 3 1 >/dev/null
+        "$target/examples/plain_produce" "$BROKER" "plain$label$round" "$records" "$key_bytes" "$value_bytes" \
+            --transactional "$(( (records + commits - 1) / commits ))" >"$out/plain.json"
+        echo "plain:$label $round $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secs"])' "$out/plain.json") $records 0" >>"$results"
 
         echo "snapshot_bench: round $round: stream ($label)" >&2
         config "stream$label$round" never "start = \"$bfile:$bpos\"" $((52001 + 2 * n))
@@ -160,6 +172,7 @@ lines = [("drain", "raw drain of the snapshot's SELECTs (protocol crate, undecod
 for l in labels:
     lines += [(f"snapshot-read:{l}", f"{l}: the snapshot's chunk reads alone (read_seconds in its log)"),
               (f"snapshot:{l}", f"{l}: sluice run, snapshot into Kafka (default settings)"),
+              (f"plain:{l}", f"{l}: plain transactional producer, the snapshot's records, as many commits"),
               (f"stream:{l}", f"{l}: sluice run, the same rows streamed from the binlog")]
 for what, label in lines:
     r = rows[what]
@@ -169,5 +182,6 @@ for what, label in lines:
     print(f"| {label} | {s:.2f} | {r[0][1] / s:,.0f} | {f'{peak:.1f}' if peak else '-'} | {' '.join(f'{x[0]:.2f}' for x in r)} |")
 for l in labels:
     print(f"{l}: snapshot / drain: {med[f'snapshot:{l}'] / med['drain']:.2f}x the time; its reads / drain: "
-          f"{med[f'snapshot-read:{l}'] / med['drain']:.2f}x; snapshot / stream: {med[f'snapshot:{l}'] / med[f'stream:{l}']:.2f}x")
+          f"{med[f'snapshot-read:{l}'] / med['drain']:.2f}x; snapshot / stream: {med[f'snapshot:{l}'] / med[f'stream:{l}']:.2f}x; "
+          f"snapshot / plain transactional producer: {med[f'snapshot:{l}'] / med[f'plain:{l}']:.2f}x")
 PY

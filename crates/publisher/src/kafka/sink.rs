@@ -486,7 +486,13 @@ impl KafkaSink {
                     });
                 }
                 Err((e, _)) => {
-                    let err = classify(&format!("producing to {topic}"), &e);
+                    // a record the broker refused earlier in this transaction puts it in an
+                    // error state, which every later send reports: the refusal explains it
+                    let err = self
+                        .producer
+                        .context()
+                        .take_refused()
+                        .unwrap_or_else(|| classify(&format!("producing to {topic}"), &e));
                     if err.disposition() == Disposition::Restart {
                         self.abort_after(&err).await?;
                     }
