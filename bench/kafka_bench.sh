@@ -2,10 +2,11 @@
 # End-to-end publisher throughput (issue 4 acceptance): `sluice run` streams the benchmark workload
 # (bench/gen_bench_binlog.sh, the "full" variant: 1.4 M row changes by default, one table with 14 column
 # types, transactions of 1 to 10,000 rows) from MariaDB into Kafka as Avro with transactions, side by side
-# in one run with the broker's own produce ceiling: the same number of records, of the same average key and
-# value sizes, produced by a plain rdkafka producer (crates/publisher/examples/plain_produce.rs), once
-# without and once with transactions of the same batch size (the average number of records per commit
-# of the Sluice run, counted from its checkpoints).
+# in one run with the broker's own produce ceiling: the very records Sluice published (read back from its
+# topic, so the same keys, values, partitions and compression work), produced again by a plain rdkafka
+# producer (crates/publisher/examples/plain_produce.rs), once without and once with transactions of the
+# same batch size (the average number of records per commit of the Sluice run, counted from its
+# checkpoints).
 #
 # Usage: bench/kafka_bench.sh [ROWS]       (ROWS as for gen_bench_binlog.sh, default 1000000)
 # The server's data comes from gen_bench_binlog.sh with BENCH_KEEP_DATADIR=1 (shared with live_bench.sh).
@@ -98,7 +99,7 @@ sluice_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
 sluice_pid=""
 
-read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" sluice.bench_full.orders)
+read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" sluice.bench_full.orders --dump "$out/records.bin")
 # one checkpoint record per Kafka transaction: the plain transactional producer commits as often
 read -r commits _ _ < <(python3 "$here/topic_stats.py" "$BROKER" sluice.__positions)
 batch=$(( (records + commits - 1) / commits ))
@@ -107,10 +108,12 @@ secs="$(echo "$t1 - $t0" | bc -l)"
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.idem 3 1 >/dev/null
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.txn 3 1 >/dev/null
 b0="$(cpu_of "$broker_pid")"
-plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes" "${plain_set[@]}")"
+plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes" "${plain_set[@]}" \
+    --records-from "$out/records.bin")"
 plain_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 b0="$(cpu_of "$broker_pid")"
-plain_txn="$("$target/examples/plain_produce" "$BROKER" plain.txn "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}")"
+plain_txn="$("$target/examples/plain_produce" "$BROKER" plain.txn "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}" --records-from "$out/records.bin")"
+rm -f "$out/records.bin"
 plain_txn_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 
 python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" "$commits" "$batch" \

@@ -8,7 +8,7 @@
 #   (c) stream:   `sluice run` streaming the same rows from the binlog (the INSERT that loaded them),
 #                 from its start to the checkpoint passing that transaction;
 #   (d) plain:    a plain transactional rdkafka producer (crates/publisher/examples/plain_produce.rs)
-#                 sending as many records of the snapshot's average key and value sizes, in as many
+#                 sending the snapshot's own records again (read back from its topic), in as many
 #                 Kafka transactions as the snapshot committed: the publishing side's floor.
 # Each round runs (a), (b), (c) in turn with fresh topics; peak RSS is VmHWM at the end of each run.
 #
@@ -131,11 +131,12 @@ for round in $(seq "$runs"); do
         echo "snapshot-read:$label $round $read_s $rows 0" >>"$results"
         # the same records from a plain transactional producer, committed as often (one checkpoint
         # record per Kafka transaction)
-        read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.snapbench.orders")
+        read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.snapbench.orders" --dump "$out/records.bin")
         read -r commits _ _ < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.__positions")
         python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" "plain$label$round" 3 1 >/dev/null
         "$target/examples/plain_produce" "$BROKER" "plain$label$round" "$records" "$key_bytes" "$value_bytes" \
-            --transactional "$(( (records + commits - 1) / commits ))" >"$out/plain.json"
+            --transactional "$(( (records + commits - 1) / commits ))" --records-from "$out/records.bin" >"$out/plain.json"
+        rm -f "$out/records.bin"
         echo "plain:$label $round $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secs"])' "$out/plain.json") $records 0" >>"$results"
 
         echo "snapshot_bench: round $round: stream ($label)" >&2
@@ -151,7 +152,7 @@ for round in $(seq "$runs"); do
             sleep 0.2
         done
         t1="$(cat "$out/t1")"
-        peak="$(cat "$out/stream.hwm")"
+        peak="$(cat "$out/stream.hwm" 2>/dev/null)"; peak="${peak:-0}" # the sampler may be mid-write
         kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
         echo "stream:$label $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
     done

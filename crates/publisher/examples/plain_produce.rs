@@ -5,8 +5,13 @@
 //!
 //! ```text
 //! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]...
+//!     [--records-from FILE]
 //! ```
-//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C}`, and with
+//! With `--records-from` the records are the file's (`bench/topic_stats.py --dump`: the records
+//! Sluice published in the same run, so both contenders compress and partition the same bytes);
+//! otherwise RECORDS records of KEY_BYTES and VALUE_BYTES.
+//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C}` (C: this
+//! process's CPU seconds from the first record on), and with
 //! `--transactional` the p50/p99/max of the commit calls (`commit_ms`) and of each transaction from
 //! its first record to the commit's return (`txn_ms`): the broker's and the client's own floor for
 //! `bench/latency_bench.sh`. `--pace MS` waits MS milliseconds between transactions (a steady load
@@ -25,7 +30,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
         eprintln!(
-            "usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]..."
+            "usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]... [--records-from FILE]"
         );
         std::process::exit(2);
     }
@@ -62,7 +67,14 @@ fn main() {
     let value: Vec<u8> = (0..value_bytes).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
     let mut key = vec![0u8; key_bytes.max(8)];
     key.truncate(key_bytes.max(1));
+    // or the very records another contender sent, read whole before the clock starts
+    let replay: Option<Vec<u8>> = args
+        .iter()
+        .position(|a| a == "--records-from")
+        .map(|i| std::fs::read(&args[i + 1]).expect("--records-from FILE"));
+    let mut at = 0usize;
 
+    let cpu_before = own_cpu_secs();
     let started = Instant::now();
     let mut in_txn = 0usize;
     let (mut commit_ms, mut txn_ms) = (Vec::new(), Vec::new());
@@ -81,11 +93,24 @@ fn main() {
                 in_txn = 0;
             }
         }
-        let id = (i as u64).to_be_bytes();
-        let n = key.len().min(8);
-        key[..n].copy_from_slice(&id[8 - n..]);
+        let (k, v): (Option<&[u8]>, Option<&[u8]>) = if let Some(r) = &replay {
+            let k = next_part(r, &mut at);
+            (k, next_part(r, &mut at))
+        } else {
+            let id = (i as u64).to_be_bytes();
+            let n = key.len().min(8);
+            key[..n].copy_from_slice(&id[8 - n..]);
+            (Some(&key[..]), Some(&value[..]))
+        };
         loop {
-            match producer.send(BaseRecord::<[u8], [u8]>::to(topic).key(&key[..]).payload(&value[..])) {
+            let mut rec = BaseRecord::<[u8], [u8]>::to(topic);
+            if let Some(k) = k {
+                rec = rec.key(k);
+            }
+            if let Some(v) = v {
+                rec = rec.payload(v);
+            }
+            match producer.send(rec) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     std::thread::sleep(Duration::from_millis(1));
@@ -113,8 +138,21 @@ fn main() {
     println!(
         r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}{latency}}}"#,
         records as f64 / secs,
-        own_cpu_secs()
+        own_cpu_secs() - cpu_before
     );
+}
+
+/// The next key or value of a `--records-from` file (`bench/topic_stats.py --dump`): a u32 LE
+/// length (0xFFFFFFFF: none), then the bytes.
+fn next_part<'a>(file: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
+    let len = u32::from_le_bytes(file[*at..*at + 4].try_into().expect("4 bytes"));
+    *at += 4;
+    if len == u32::MAX {
+        return None;
+    }
+    let part = &file[*at..*at + len as usize];
+    *at += len as usize;
+    Some(part)
 }
 
 /// `[p50, p99, max]` of the samples, as a JSON array (nearest rank).

@@ -37,11 +37,15 @@ pub use sink::KafkaSink;
 /// (librdkafka's own defaults, 1 GiB and 100,000, let the queue alone take 30-50 MB at full
 /// speed; this bound cost no throughput in `bench/`, see "Memory" there). The queue is raised
 /// to hold one record of `message.max.bytes` when that is set higher ([`queue_max_kbytes`]).
+/// Delivery reports only for records that failed: Sluice learns of a success from the commit,
+/// and a report per record cost the producer's polling thread about 5% of Sluice's CPU
+/// (`bench/README.md`, "Cost per row").
 pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("partitioner", "murmur2_random"),
     ("compression.type", "lz4"),
     ("linger.ms", "5"),
     ("queue.buffering.max.messages", "20000"),
+    ("delivery.report.only.error", "true"),
 ];
 /// The default bound of the producer queue, in KiB (`queue.buffering.max.kbytes`).
 pub const QUEUE_MAX_KBYTES: u64 = 8 * 1024;
@@ -63,9 +67,10 @@ pub fn queue_max_kbytes(properties: &std::collections::BTreeMap<String, String>)
 /// steps of 100 ms that each run to their end, while the producer's own polling thread takes the
 /// delivery reports: so every commit with a record still in flight took at least 100 ms, however
 /// quickly the broker answered (on the benchmark broker: 100 ms per commit against 0.5 ms for
-/// the commit request itself, `bench/README.md`, "Commit latency"). Waiting here until the
-/// polling thread has served every delivery report makes that flush a no-op, so a commit costs
-/// the delivery and the EndTxn round trip. The wait sleeps in steps of at most 1 ms (no CPU to
+/// the commit request itself, `bench/README.md`, "Commit latency"). Waiting here until
+/// librdkafka holds no record (an acknowledged one leaves at once, a failed one once the polling
+/// thread has served its report) makes that flush a no-op, so a commit costs the delivery and
+/// the EndTxn round trip. The wait sleeps in steps of at most 1 ms (no CPU to
 /// speak of); `timeout` bounds the wait and the commit together, as it bounded the flush.
 ///
 /// # Errors
