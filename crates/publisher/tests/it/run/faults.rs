@@ -226,9 +226,11 @@ fn broker_stalled_and_slow() {
         services.signal_broker("CONT");
         std::thread::sleep(Duration::from_millis(50));
         max_rss = max_rss.max(rss_kib(pid));
-    }
-    for _ in 0..5 {
-        max_lag = max_lag.max(lag());
+        // sampled while the broker is slow: once it is not, Sluice catches up within a commit or two
+        let l = lag();
+        if l != u64::MAX {
+            max_lag = max_lag.max(l);
+        }
     }
     let mut reader = TopicReader::new(&services);
     steady.check(&mut reader, "sluice.fk.t", &log);
