@@ -3,6 +3,8 @@
 #   (a) drain:    the snapshot's statements for the table (chunked SELECTs, prepared, binary protocol)
 #                 through Sluice's protocol crate, rows received and dropped undecoded
 #                 (crates/protocol/examples/drain_select.rs): the read side's floor;
+#   (a2) drain2:  the same with the key range cut in two halves drained at once on two connections
+#                 (what parallel chunk readers within a table, as Flink CDC's, could gain here);
 #   (b) snapshot: `sluice run` with [snapshot] mode = "initial" and default settings, from its start to
 #                 the log's "Snapshot finished" (every row committed to Kafka as an op r Avro record);
 #   (c) stream:   `sluice run` streaming the same rows from the binlog (the INSERT that loaded them),
@@ -110,6 +112,8 @@ for round in $(seq "$runs"); do
     echo "snapshot_bench: round $round: drain" >&2
     "$target/examples/drain_select" "$port" snapbench orders id 10000 >"$out/drain.json"
     echo "drain $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain.json")" >>"$results"
+    "$target/examples/drain_select" "$port" snapbench orders id 10000 2 >"$out/drain2.json"
+    echo "drain2 $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain2.json")" >>"$results"
 
     for contender in $bins; do
         label="${contender%%=*}"; bin="${contender#*=}"; n=$((n + 1))
@@ -129,6 +133,9 @@ for round in $(seq "$runs"); do
         # the read side alone: the snapshot's own time in its chunk reads (watermarks, queries, rows received)
         read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
         echo "snapshot-read:$label $round $read_s $rows 0" >>"$results"
+        # of which the stream waited for (the rest overlapped with publishing the chunk before)
+        wait_s="$(grep -oE 'read_wait_seconds="?[0-9.]+' "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
+        [ -n "$wait_s" ] && echo "snapshot-wait:$label $round $wait_s $rows 0" >>"$results"
         # the same records from a plain transactional producer, committed as often (one checkpoint
         # record per Kafka transaction)
         read -r records key_bytes value_bytes < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.snapbench.orders" --dump "$out/records.bin")
@@ -169,18 +176,23 @@ print("| contender | seconds | rows/s | peak RSS MiB | rounds (s) |")
 print("|---|---:|---:|---:|---|")
 labels = [w.split(":", 1)[1] for w in rows if w.startswith("snapshot:")]
 med = {}
-lines = [("drain", "raw drain of the snapshot's SELECTs (protocol crate, undecoded)")]
+lines = [("drain", "raw drain of the snapshot's SELECTs (protocol crate, undecoded)"),
+         ("drain2", "the same, two readers at once on the key range's halves")]
 for l in labels:
     lines += [(f"snapshot-read:{l}", f"{l}: the snapshot's chunk reads alone (read_seconds in its log)"),
+              (f"snapshot-wait:{l}", f"{l}: of which the stream waited for (read_wait_seconds; the rest overlapped publishing)"),
               (f"snapshot:{l}", f"{l}: sluice run, snapshot into Kafka (default settings)"),
               (f"plain:{l}", f"{l}: plain transactional producer, the snapshot's records, as many commits"),
               (f"stream:{l}", f"{l}: sluice run, the same rows streamed from the binlog")]
 for what, label in lines:
+    if what not in rows:
+        continue  # a build from before read_wait_seconds
     r = rows[what]
     s = statistics.median(x[0] for x in r)
     med[what] = s
     peak = max(x[2] for x in r) / 1024
     print(f"| {label} | {s:.2f} | {r[0][1] / s:,.0f} | {f'{peak:.1f}' if peak else '-'} | {' '.join(f'{x[0]:.2f}' for x in r)} |")
+print(f"two parallel readers / one: {med['drain2'] / med['drain']:.2f}x the time")
 for l in labels:
     print(f"{l}: snapshot / drain: {med[f'snapshot:{l}'] / med['drain']:.2f}x the time; its reads / drain: "
           f"{med[f'snapshot-read:{l}'] / med['drain']:.2f}x; snapshot / stream: {med[f'snapshot:{l}'] / med[f'stream:{l}']:.2f}x; "

@@ -11,6 +11,8 @@
 //! back to an older state, and the stream waits for one chunk at most, without a lock or a
 //! long transaction. A statement (DDL, TRUNCATE) naming the table, or any change of the tracked
 //! schema, inside the window drops the whole chunk (it is read again, with the new definition).
+//! The next chunk is read while one is published (`ReadAhead`): its window opens after the high
+//! watermark the stream has just reached, so the two windows never overlap.
 //!
 //! A table without a usable key is read in one pass under MariaDB's `START TRANSACTION WITH
 //! CONSISTENT SNAPSHOT`, whose `binlog_snapshot_file`/`_position` say the binlog position the
@@ -130,6 +132,8 @@ pub struct Snapshotter {
     /// The plan of the table being read (index in the progress).
     plan: Option<(usize, Arc<TablePlan>)>,
     pending: Option<Pending>,
+    /// The next chunk, being read while the pipeline publishes the one before.
+    read_ahead: Option<ReadAhead>,
     /// The position of the open consistent snapshot (a one-pass table).
     one_pass_at: Option<Pos>,
     /// Rows per chunk now: `chunk_size`, less after a chunk reached `chunk_max_bytes`.
@@ -143,6 +147,10 @@ pub struct Snapshotter {
     started: Instant,
     /// Time spent reading chunks (watermarks, queries, receiving the rows) since `started`.
     read_time: Duration,
+    /// Of that, the time the stream waited for a chunk (the rest overlapped with publishing).
+    wait_time: Duration,
+    /// A connection was opened since the last "Snapshot finished": say it when all is done.
+    reading: bool,
     rows_at_start: u64,
     /// The identity buffer reused for every row checked against the pending chunk.
     scratch: Vec<u8>,
@@ -202,6 +210,7 @@ impl Snapshotter {
             progress,
             plan: None,
             pending: None,
+            read_ahead: None,
             one_pass_at: None,
             server_id: 0,
             mariadb: true,
@@ -209,6 +218,8 @@ impl Snapshotter {
             last_log: Instant::now(),
             started: Instant::now(),
             read_time: Duration::ZERO,
+            wait_time: Duration::ZERO,
+            reading: false,
             rows_at_start,
             scratch: Vec::new(),
         }
@@ -249,6 +260,7 @@ impl Snapshotter {
             self.progress.started_ms = crate::process::now_ms();
             self.started = Instant::now();
             self.read_time = Duration::ZERO;
+            self.wait_time = Duration::ZERO;
         }
         let added = self.progress.request(tables);
         if fresh {
@@ -271,6 +283,7 @@ impl Snapshotter {
             let id = c.query("SELECT @@server_id").await.map_err(SnapshotError::Connect)?;
             self.server_id = id.get_str(0, 0).and_then(|s| s.parse().ok()).unwrap_or(0);
             self.conn = Some(c);
+            self.reading = true;
         }
         self.conn.as_mut().ok_or_else(|| {
             SnapshotError::Connect(sluice_protocol::Error::Invalid {
@@ -278,38 +291,6 @@ impl Snapshotter {
                 reason: "not open".into(),
             })
         })
-    }
-
-    /// The server's binlog end now.
-    async fn binlog_end(&mut self, table: &str) -> Result<Pos, SnapshotError> {
-        let old = self.old_status_statement;
-        let table = table.to_string();
-        let conn = self.conn().await?;
-        let rs = if old {
-            conn.query("SHOW MASTER STATUS").await
-        } else {
-            match conn.query("SHOW BINARY LOG STATUS").await {
-                Ok(rs) => Ok(rs),
-                Err(sluice_protocol::Error::Server(_)) => {
-                    self.old_status_statement = true;
-                    self.conn().await?.query("SHOW MASTER STATUS").await
-                }
-                Err(e) => Err(e),
-            }
-        }
-        .map_err(|source| SnapshotError::Query {
-            table: table.clone(),
-            during: "reading the binlog position",
-            source,
-        })?;
-        match (rs.get_str(0, 0), rs.get_str(0, 1).and_then(|p| p.parse().ok())) {
-            (Some(f), Some(p)) => Ok((f, p)),
-            _ => Err(SnapshotError::Query {
-                table,
-                during: "reading the binlog position",
-                source: sluice_protocol::Error::Invalid { what: "SHOW MASTER STATUS", reason: "no position".into() },
-            }),
-        }
     }
 
     /// At a transaction boundary of the stream (resume point `resume`): what to do now. Reads
@@ -431,6 +412,7 @@ impl Snapshotter {
         }
         self.plan = None;
         self.pending = None;
+        self.read_ahead = None;
         self.limit = self.cfg.chunk_size;
     }
 
@@ -485,10 +467,7 @@ impl Snapshotter {
         let mut tries = 0;
         loop {
             tries += 1;
-            let started = Instant::now();
-            let r = self.read_chunk(i, plan).await;
-            self.read_time += started.elapsed();
-            let e = match r {
+            let e = match self.read_chunk(i, plan).await {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -530,60 +509,72 @@ impl Snapshotter {
         }
     }
 
-    /// Reads the next chunk of table `i` between two watermarks.
+    /// Reads the next chunk of table `i` between two watermarks: takes the one read ahead when
+    /// there is one for the table, else reads it now.
     async fn read_chunk(&mut self, i: usize, plan: &TablePlan) -> Result<(), SnapshotError> {
-        let after = self.progress.tables.get(i).and_then(|t| t.last_key.clone());
-        // one more row than the chunk holds says whether it is the last
-        let sql = plan.chunk_sql(after.as_deref(), self.limit + 1);
-        let low = self.binlog_end(&plan.name).await?;
-        let (limit, max_bytes) = (self.limit, usize::try_from(self.cfg.chunk_max_bytes).unwrap_or(usize::MAX));
-        let name = plan.name.clone();
-        let conn = self.conn().await?;
-        let q = |source| SnapshotError::Query { table: name.clone(), during: "reading a chunk", source };
-        let prepared = conn.prepare(&sql).await.map_err(q)?;
-        let mut rows = conn.execute(&prepared).await.map_err(q)?;
-        let columns: Arc<[ColumnDefinition]> = rows.columns().into();
-        check_columns(plan, &columns)?;
-        let (mut kept, mut bytes, mut more) = (Vec::new(), 0usize, false);
-        while let Some(packet) = rows.next_row().await.map_err(q)? {
-            if kept.len() >= limit || (bytes >= max_bytes && !kept.is_empty()) {
-                // past the chunk (or its bytes): the rest is read again by the next chunk
-                more = true;
-                continue;
-            }
-            bytes += packet.len();
-            kept.push(packet);
-        }
-        conn.close_statement(&prepared).await.map_err(q)?;
-        let high = self.binlog_end(&plan.name).await?;
-        // the next chunk asks for about as many rows as fit the byte budget
-        self.limit = if bytes >= max_bytes && kept.len() < limit {
-            kept.len().max(1)
-        } else {
-            (self.limit * 2).min(self.cfg.chunk_size)
+        let waited = Instant::now();
+        let (read, took) = match self.read_ahead.take() {
+            Some(mut ahead) if ahead.table == i => match (&mut ahead.task).await {
+                Ok((conn, old_status, read, took)) => {
+                    self.conn = Some(conn);
+                    self.old_status_statement = old_status;
+                    (read, took)
+                }
+                // the task panicked: its connection is gone, the chunk is read again now
+                Err(e) => {
+                    tracing::warn!(table = %plan.name, error = %e, "Snapshot: reading a chunk ahead failed; reading it now");
+                    self.read_now(i, plan).await
+                }
+            },
+            _ => self.read_now(i, plan).await,
         };
-        let mut pending = Pending {
-            table: i,
-            low,
-            high,
-            rows: Vec::with_capacity(kept.len()),
-            by_identity: None,
-            columns,
-            last_key: after,
-            last: !more,
-        };
-        // only the last row is decoded now (for the next chunk's start); the rows are indexed by
-        // key only if the stream changes the table inside the window (see `observe_row`)
-        if let Some(packet) = kept.last() {
-            let (mut raw, mut values) = (Vec::new(), Vec::new());
-            parse_row(plan, &pending.columns, packet, &mut raw, &mut values)?;
-            let key: Option<Vec<String>> =
-                plan.key().iter().map(|&k| values.get(k).and_then(|v| v.as_ref()).and_then(sql_literal)).collect();
-            pending.last_key = key.or(pending.last_key);
-        }
-        pending.rows = kept.into_iter().map(Some).collect();
+        self.read_time += took;
+        self.wait_time += waited.elapsed();
+        let (pending, next_limit) = read?;
+        self.limit = next_limit.min(self.cfg.chunk_size);
         self.pending = Some(pending);
         Ok(())
+    }
+
+    /// Reads the next chunk of table `i` now, on the snapshot's connection.
+    async fn read_now(&mut self, i: usize, plan: &TablePlan) -> (Result<(Pending, usize), SnapshotError>, Duration) {
+        let started = Instant::now();
+        let ask = self.ask(i);
+        let mut old_status = self.old_status_statement;
+        let read = match self.conn().await {
+            Ok(conn) => read_chunk(conn, &mut old_status, plan, ask).await,
+            Err(e) => Err(e),
+        };
+        self.old_status_statement = old_status;
+        (read, started.elapsed())
+    }
+
+    /// What the next chunk of table `i` asks for, from its committed progress.
+    fn ask(&self, i: usize) -> ChunkAsk {
+        ChunkAsk {
+            table: i,
+            after: self.progress.tables.get(i).and_then(|t| t.last_key.clone()),
+            limit: self.limit,
+            max_bytes: usize::try_from(self.cfg.chunk_max_bytes).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Starts reading the chunk after `chunk` (not its table's last) on the snapshot's
+    /// connection, for the pipeline to take at its next [`Snapshotter::next`]; see [`ReadAhead`].
+    fn read_ahead(&mut self, chunk: &ReadyChunk) {
+        if chunk.last {
+            return;
+        }
+        let Some(mut conn) = self.conn.take() else { return };
+        let ask = ChunkAsk { after: chunk.last_key.clone(), ..self.ask(chunk.table) };
+        let plan = Arc::clone(&chunk.plan);
+        let mut old_status = self.old_status_statement;
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let read = read_chunk(&mut conn, &mut old_status, &plan, ask).await;
+            (conn, old_status, read, started.elapsed())
+        });
+        self.read_ahead = Some(ReadAhead { table: chunk.table, task });
     }
 
     /// The pending chunk as rows to publish, its progress noted.
@@ -593,7 +584,7 @@ impl Snapshotter {
         let total = p.rows.len();
         let rows: Vec<Bytes> = p.rows.into_iter().flatten().collect();
         let first = self.progress.tables.get(p.table).is_some_and(|t| t.rows == 0);
-        Some(ReadyChunk {
+        let chunk = ReadyChunk {
             dropped: total - rows.len(),
             plan,
             columns: p.columns,
@@ -603,7 +594,9 @@ impl Snapshotter {
             first,
             table: p.table,
             last_key: p.last_key,
-        })
+        };
+        self.read_ahead(&chunk);
+        Some(chunk)
     }
 
     /// `chunk`'s rows were published (`published` of them): its progress is the table's.
@@ -688,6 +681,7 @@ impl Snapshotter {
         tracing::info!(table = %plan.name, at = %format!("{file}:{offset}"), "Snapshot: a statement may change the table being read; reading its chunk and definition again");
         self.pending = None;
         self.plan = None;
+        self.read_ahead = None;
         if self.one_pass_at.is_some() {
             // taken again with the new definition
             self.one_pass_at = None;
@@ -787,8 +781,9 @@ impl Snapshotter {
 
     /// Every table is done: says so once.
     fn finished(&mut self) {
-        if self.conn.is_some() {
+        if std::mem::take(&mut self.reading) {
             self.conn = None;
+            self.read_ahead = None;
             self.log_progress(true);
             let skipped = self.progress.tables.iter().filter(|t| t.state == TableState::Skipped).count();
             tracing::info!(
@@ -797,6 +792,7 @@ impl Snapshotter {
                 skipped,
                 seconds = self.started.elapsed().as_secs(),
                 read_seconds = (self.read_time.as_secs_f64() * 100.0).round() / 100.0,
+                read_wait_seconds = (self.wait_time.as_secs_f64() * 100.0).round() / 100.0,
                 "Snapshot finished"
             );
         }
@@ -830,6 +826,121 @@ impl Snapshotter {
             time_left = %left,
             "Snapshot progress"
         );
+    }
+}
+
+/// The server's binlog end now, on `conn` (`old_status`: the server knows only `SHOW MASTER
+/// STATUS`; learnt on the first refusal of the newer statement).
+async fn binlog_end(conn: &mut Connection, old_status: &mut bool, table: &str) -> Result<Pos, SnapshotError> {
+    let rs = if *old_status {
+        conn.query("SHOW MASTER STATUS").await
+    } else {
+        match conn.query("SHOW BINARY LOG STATUS").await {
+            Ok(rs) => Ok(rs),
+            Err(sluice_protocol::Error::Server(_)) => {
+                *old_status = true;
+                conn.query("SHOW MASTER STATUS").await
+            }
+            Err(e) => Err(e),
+        }
+    }
+    .map_err(|source| SnapshotError::Query {
+        table: table.to_string(),
+        during: "reading the binlog position",
+        source,
+    })?;
+    match (rs.get_str(0, 0), rs.get_str(0, 1).and_then(|p| p.parse().ok())) {
+        (Some(f), Some(p)) => Ok((f, p)),
+        _ => Err(SnapshotError::Query {
+            table: table.to_string(),
+            during: "reading the binlog position",
+            source: sluice_protocol::Error::Invalid { what: "SHOW MASTER STATUS", reason: "no position".into() },
+        }),
+    }
+}
+
+/// What to read a chunk with: where it starts and how much it may hold.
+#[derive(Debug, Clone)]
+struct ChunkAsk {
+    /// Index of the table in the progress.
+    table: usize,
+    /// The key of the last row read before (None: the table's first chunk).
+    after: Option<Vec<String>>,
+    /// Rows at most.
+    limit: usize,
+    /// Bytes of row packets past which the chunk ends early (`chunk_max_bytes`).
+    max_bytes: usize,
+}
+
+/// Reads one chunk of `plan`'s table on `conn` between two watermarks; returns it and how many
+/// rows the next chunk asks for (about as many as fit the byte budget).
+async fn read_chunk(
+    conn: &mut Connection,
+    old_status: &mut bool,
+    plan: &TablePlan,
+    ask: ChunkAsk,
+) -> Result<(Pending, usize), SnapshotError> {
+    let ChunkAsk { table, after, limit, max_bytes } = ask;
+    // one more row than the chunk holds says whether it is the last
+    let sql = plan.chunk_sql(after.as_deref(), limit + 1);
+    let low = binlog_end(conn, old_status, &plan.name).await?;
+    let q = |source| SnapshotError::Query { table: plan.name.clone(), during: "reading a chunk", source };
+    let prepared = conn.prepare(&sql).await.map_err(q)?;
+    let mut rows = conn.execute(&prepared).await.map_err(q)?;
+    let columns: Arc<[ColumnDefinition]> = rows.columns().into();
+    check_columns(plan, &columns)?;
+    let (mut kept, mut bytes, mut more) = (Vec::new(), 0usize, false);
+    while let Some(packet) = rows.next_row().await.map_err(q)? {
+        if kept.len() >= limit || (bytes >= max_bytes && !kept.is_empty()) {
+            // past the chunk (or its bytes): the rest is read again by the next chunk
+            more = true;
+            continue;
+        }
+        bytes += packet.len();
+        kept.push(packet);
+    }
+    conn.close_statement(&prepared).await.map_err(q)?;
+    let high = binlog_end(conn, old_status, &plan.name).await?;
+    let next_limit = if bytes >= max_bytes && kept.len() < limit { kept.len().max(1) } else { limit * 2 };
+    let mut pending = Pending {
+        table,
+        low,
+        high,
+        rows: Vec::with_capacity(kept.len()),
+        by_identity: None,
+        columns,
+        last_key: after,
+        last: !more,
+    };
+    // only the last row is decoded now (for the next chunk's start); the rows are indexed by
+    // key only if the stream changes the table inside the window (see `observe_row`)
+    if let Some(packet) = kept.last() {
+        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        parse_row(plan, &pending.columns, packet, &mut raw, &mut values)?;
+        let key: Option<Vec<String>> =
+            plan.key().iter().map(|&k| values.get(k).and_then(|v| v.as_ref()).and_then(sql_literal)).collect();
+        pending.last_key = key.or(pending.last_key);
+    }
+    pending.rows = kept.into_iter().map(Some).collect();
+    Ok((pending, next_limit))
+}
+
+/// The next chunk of the table being read, read on the snapshot's connection by a task of its
+/// own while the pipeline publishes the chunk before it (the read and the publishing overlap
+/// instead of taking turns). Its window opens after the previous chunk's high watermark, which
+/// the stream has reached, and the pipeline takes it before it reads the stream on: no event
+/// of its window goes unseen. Dropped, it stops the read (the connection goes with it).
+struct ReadAhead {
+    table: usize,
+    task: tokio::task::JoinHandle<ReadAheadDone>,
+}
+
+/// What a [`ReadAhead`] gives back: the connection, the read, and how long it took.
+type ReadAheadDone = (Connection, bool, Result<(Pending, usize), SnapshotError>, Duration);
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

@@ -37,7 +37,8 @@ pub struct SnapshotSection {
     #[serde(skip)]
     pub mode_implied: Option<String>,
     /// Rows read per chunk. The stream waits for one chunk at most; a chunk's rows are held in
-    /// memory until the binlog passes the position at which they were read.
+    /// memory until the binlog passes the position at which they were read, and the next chunk
+    /// is read while one is published: up to two chunks in memory.
     #[serde(default = "default_chunk_size")]
     pub chunk_size: usize,
     /// A chunk ends early once its rows hold this many bytes (then the next chunk asks for
