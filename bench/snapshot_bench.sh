@@ -134,7 +134,7 @@ for round in $(seq "$runs"); do
         read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
         echo "snapshot-read:$label $round $read_s $rows 0" >>"$results"
         # of which the stream waited for (the rest overlapped with publishing the chunk before)
-        wait_s="$(grep -oE 'read_wait_seconds="?[0-9.]+' "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
+        wait_s="$(grep -oE 'read_wait_seconds="?[0-9.]+' "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"' || true)"
         [ -n "$wait_s" ] && echo "snapshot-wait:$label $round $wait_s $rows 0" >>"$results"
         # the same records from a plain transactional producer, committed as often (one checkpoint
         # record per Kafka transaction)
