@@ -90,10 +90,15 @@ b0="$(cpu_of "$broker_pid")"
 t0="$(date +%s.%N)"
 SLUICE_LOG=warn "${SLUICE_BIN:-$target/sluice}" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
 sluice_pid=$!
-( while kill -0 "$sluice_pid" 2>/dev/null; do grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/vmhwm"; sleep 0.5; done ) &
+# (written aside and renamed: a read never sees the file half-written)
+( while kill -0 "$sluice_pid" 2>/dev/null; do
+    grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/vmhwm.new" && [ -s "$out/vmhwm.new" ] \
+        && mv "$out/vmhwm.new" "$out/vmhwm"
+    sleep 0.5
+done ) &
 # the checkpoint passing the last transaction of the first file (which ends with a ROTATE) = done
 t1="$(python3 "$here/wait_checkpoint.py" "$BROKER" kbench "$first" "$((first_size - 64))")"
-peak="$(cat "$out/vmhwm" 2>/dev/null || echo 0)"
+peak="$(cat "$out/vmhwm" 2>/dev/null || true)"; peak="${peak:-0}"
 sluice_cpu="$(cpu_of "$sluice_pid")"
 sluice_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
