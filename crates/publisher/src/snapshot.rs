@@ -425,7 +425,9 @@ impl Snapshotter {
             return;
         }
         let Some(i) = self.progress.tables.iter().position(|t| t.table == name) else { return };
-        if self.plan.as_ref().is_some_and(|(pi, _)| *pi == i) || self.progress.tables[i].state == TableState::Pending {
+        // by its state, not by the plan: the statement's `observe_statement` has just dropped
+        // the plan of the table being read
+        if matches!(self.progress.tables[i].state, TableState::Pending | TableState::Running) {
             self.table_gone(i);
         }
         if let Some(t) = self.progress.tables.get_mut(i).filter(|t| t.state == TableState::Skipped) {
@@ -1032,5 +1034,46 @@ impl OnePassRows<'_> {
             during: "reading the table",
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshotter whose table `t` is being read (`rows` published), as after a restart
+    /// that resumed it; no connection is needed.
+    fn running(rows: u64) -> Snapshotter {
+        let mut table = crate::position::TableProgress::pending("db.t".into());
+        table.state = TableState::Running;
+        table.rows = rows;
+        let progress = SnapshotProgress { reason: "initial".into(), started_ms: 0, tables: vec![table] };
+        Snapshotter::new(&SnapshotSection::default(), ConnectOptions::new("127.0.0.1", 9, "nobody", ""), Some(progress))
+    }
+
+    /// The stream reaching `DROP TABLE` of the table being read ends its snapshot, also after
+    /// the statement's `observe_statement` dropped the plan (the pipeline's order).
+    #[test]
+    fn a_drop_reached_by_the_stream_ends_the_table_being_read() {
+        let mut s = running(1200);
+        s.observe_statement("DROP TABLE `db`.`t`", true, "mysql-bin.000001", 400);
+        s.emptied("db.t", "DROP TABLE");
+        let t = &s.progress().expect("a snapshot").tables[0];
+        assert_eq!(t.state, TableState::Skipped);
+        assert_eq!(
+            t.note.as_deref(),
+            Some(
+                "dropped (DROP TABLE) after 1200 rows were published; its truncate record cleared them from its topic"
+            )
+        );
+        // a TRUNCATE leaves it to go on: what is left to read is what the table holds now
+        let mut s = running(5);
+        s.emptied("db.t", "TRUNCATE TABLE");
+        assert_eq!(s.progress().expect("a snapshot").tables[0].state, TableState::Running);
+        // a table already done stays done
+        let mut s = running(5);
+        s.progress.tables[0].state = TableState::Done;
+        s.emptied("db.t", "DROP TABLE");
+        assert_eq!(s.progress().expect("a snapshot").tables[0].state, TableState::Done);
     }
 }
