@@ -149,7 +149,10 @@ pub struct Snapshotter {
     read_time: Duration,
     /// Of that, the time the stream waited for a chunk (the rest overlapped with publishing).
     wait_time: Duration,
-    /// A connection was opened since the last "Snapshot finished": say it when all is done.
+    /// A round of the snapshot runs in this process (resumed, requested, or a connection was
+    /// opened for it) and its end was not said yet: "Snapshot finished" is said once when all
+    /// is done, also when it ends without a read here (a table dropped before the resumed
+    /// snapshot read again).
     reading: bool,
     rows_at_start: u64,
     /// The identity buffer reused for every row checked against the pending chunk.
@@ -200,6 +203,7 @@ impl Snapshotter {
     /// `connect`.
     pub fn new(cfg: &SnapshotSection, connect: ConnectOptions, progress: Option<SnapshotProgress>) -> Snapshotter {
         let progress = progress.unwrap_or_default();
+        let reading = progress.is_active();
         let rows_at_start = progress.tables.iter().map(|t| t.rows).sum();
         Snapshotter {
             limit: cfg.chunk_size,
@@ -219,7 +223,7 @@ impl Snapshotter {
             started: Instant::now(),
             read_time: Duration::ZERO,
             wait_time: Duration::ZERO,
-            reading: false,
+            reading,
             rows_at_start,
             scratch: Vec::new(),
         }
@@ -263,6 +267,7 @@ impl Snapshotter {
             self.wait_time = Duration::ZERO;
         }
         let added = self.progress.request(tables);
+        self.reading |= !added.is_empty();
         if fresh {
             // the rate counts this round's rows, not those of tables read before
             self.rows_at_start = self.progress.tables.iter().map(|t| t.rows).sum();
@@ -1060,6 +1065,11 @@ mod tests {
         s.emptied("db.t", "DROP TABLE");
         let t = &s.progress().expect("a snapshot").tables[0];
         assert_eq!(t.state, TableState::Skipped);
+        let t = t.clone();
+        // its end is said although this process read nothing of it
+        assert!(s.reading, "a resumed snapshot says when it is finished");
+        s.finished();
+        assert!(!s.reading, "said once");
         assert_eq!(
             t.note.as_deref(),
             Some(
