@@ -127,6 +127,18 @@ fn magnitude_digits(m: &[u64; 4], buf: &mut [u8; 80]) -> usize {
     const CHUNK: u64 = 10_000_000_000_000_000_000; // 10^19, the largest power of ten in a u64
     let mut m = *m;
     let mut pos = buf.len();
+    // Nearly every DECIMAL column (precision up to 19) fits the low limb: its digits need no
+    // 128-bit division (a call into compiler-rt per limb and chunk).
+    if let [mut r, 0, 0, 0] = m {
+        while r != 0 {
+            pos -= 1;
+            if let Some(b) = buf.get_mut(pos) {
+                *b = b'0' + (r % 10) as u8;
+            }
+            r /= 10;
+        }
+        return pos;
+    }
     while m != [0; 4] {
         // divide by 10^19, most significant limb first
         let mut rem: u128 = 0;
@@ -293,20 +305,30 @@ impl Decimal {
         let start = magnitude_digits(&self.magnitude, &mut buf);
         let digits = buf.get(start..).unwrap_or(&[]);
         let scale = usize::from(self.scale);
-        if self.negative {
-            out.push(b'-');
-        }
-        // Pad with leading zeros to at least one integer digit.
+        // Built in an array and appended in one copy (a push per digit checks the capacity
+        // per digit). Pad with leading zeros to at least one integer digit.
         let width = digits.len().max(scale + 1);
         let int_len = width - scale;
         let pad = width - digits.len();
-        let zeros = std::iter::repeat_n(b'0', pad);
-        for (i, d) in zeros.chain(digits.iter().copied()).enumerate() {
-            if i == int_len {
-                out.push(b'.');
-            }
-            out.push(d);
+        let mut text = [b'0'; 96];
+        let mut len = 0;
+        if let (true, Some(t)) = (self.negative, text.first_mut()) {
+            *t = b'-';
+            len = 1;
         }
+        for (i, d) in std::iter::repeat_n(b'0', pad).chain(digits.iter().copied()).enumerate() {
+            if i == int_len {
+                if let Some(t) = text.get_mut(len) {
+                    *t = b'.';
+                }
+                len += 1;
+            }
+            if let Some(t) = text.get_mut(len) {
+                *t = d;
+            }
+            len += 1;
+        }
+        out.extend_from_slice(text.get(..len).unwrap_or(&text));
     }
 }
 

@@ -201,25 +201,97 @@ fn write_frac(out: &mut Vec<u8>, micros: u32, fsp: u8) {
     if fsp == 0 {
         return;
     }
-    let fsp = u32::from(fsp.min(6));
+    let fsp = usize::from(fsp.min(6));
+    if micros < 1_000_000 {
+        // all six digits at once, then the first `fsp` of them (truncating, as the division
+        // below does): a copy of a fixed size is a move, one of `fsp` bytes a call to memcpy
+        let mut b = [b'.', 0, 0, 0, 0, 0, 0];
+        let mut m = micros;
+        for d in b.iter_mut().skip(1).rev() {
+            *d = b'0' + (m % 10) as u8;
+            m /= 10;
+        }
+        out.extend_from_slice(&b);
+        out.truncate(out.len() - (6 - fsp));
+        return;
+    }
     out.push(b'.');
-    write_padded(out, micros / 10u32.pow(6 - fsp), fsp as usize);
+    write_padded(out, micros / 10u32.pow(6 - fsp as u32), fsp);
+}
+
+/// A DATE's `YYYY-MM-DD` into `b` (10 bytes), when its fields fit their widths.
+fn date_digits(b: &mut [u8], year: u16, month: u8, day: u8) -> bool {
+    if year >= 10_000 || month >= 100 || day >= 100 {
+        return false;
+    }
+    let y = u32::from(year);
+    let digits = [
+        y / 1000,
+        y / 100 % 10,
+        y / 10 % 10,
+        y % 10,
+        u32::from(month / 10),
+        u32::from(month % 10),
+        u32::from(day / 10),
+        u32::from(day % 10),
+    ];
+    for (slot, d) in [0, 1, 2, 3, 5, 6, 8, 9].into_iter().zip(digits) {
+        if let Some(c) = b.get_mut(slot) {
+            *c = b'0' + d as u8;
+        }
+    }
+    for slot in [4, 7] {
+        if let Some(c) = b.get_mut(slot) {
+            *c = b'-';
+        }
+    }
+    true
+}
+
+/// A DATE as its `Display` form.
+fn write_date(out: &mut Vec<u8>, year: u16, month: u8, day: u8) {
+    let mut b = [0u8; 10];
+    if date_digits(&mut b, year, month, day) {
+        out.extend_from_slice(&b);
+        return;
+    }
+    write_padded(out, u32::from(year), 4);
+    out.push(b'-');
+    write_padded(out, u32::from(month), 2);
+    out.push(b'-');
+    write_padded(out, u32::from(day), 2);
 }
 
 /// A DATETIME as its `Display` form with `sep` between date and time (`' '`, or `'T'` for
-/// ISO 8601).
+/// ISO 8601). The digits go into one array and out in one copy: a DATETIME column costs
+/// one bounds-checked append instead of eleven.
 fn write_datetime(out: &mut Vec<u8>, dt: &DateTime, sep: u8) {
-    write_padded(out, u32::from(dt.year), 4);
-    out.push(b'-');
-    write_padded(out, u32::from(dt.month), 2);
-    out.push(b'-');
-    write_padded(out, u32::from(dt.day), 2);
-    out.push(sep);
-    write_padded(out, u32::from(dt.hour), 2);
-    out.push(b':');
-    write_padded(out, u32::from(dt.minute), 2);
-    out.push(b':');
-    write_padded(out, u32::from(dt.second), 2);
+    let mut b = [0u8; 19];
+    if dt.hour < 100 && dt.minute < 100 && dt.second < 100 && date_digits(&mut b, dt.year, dt.month, dt.day) {
+        let time = [
+            sep,
+            b'0' + dt.hour / 10,
+            b'0' + dt.hour % 10,
+            b':',
+            b'0' + dt.minute / 10,
+            b'0' + dt.minute % 10,
+            b':',
+            b'0' + dt.second / 10,
+            b'0' + dt.second % 10,
+        ];
+        if let Some(t) = b.get_mut(10..) {
+            t.copy_from_slice(&time);
+        }
+        out.extend_from_slice(&b);
+    } else {
+        write_date(out, dt.year, dt.month, dt.day);
+        out.push(sep);
+        write_padded(out, u32::from(dt.hour), 2);
+        out.push(b':');
+        write_padded(out, u32::from(dt.minute), 2);
+        out.push(b':');
+        write_padded(out, u32::from(dt.second), 2);
+    }
     write_frac(out, dt.micros, dt.fsp);
 }
 
@@ -277,11 +349,7 @@ pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column, scratch:
         Value::Year(y) => write_json_num(out, *y),
         Value::Date(d) => {
             out.push(b'"');
-            write_padded(out, u32::from(d.year), 4);
-            out.push(b'-');
-            write_padded(out, u32::from(d.month), 2);
-            out.push(b'-');
-            write_padded(out, u32::from(d.day), 2);
+            write_date(out, d.year, d.month, d.day);
             out.push(b'"');
         }
         Value::Time(t) => {
@@ -541,6 +609,27 @@ mod tests {
             let mut out = Vec::new();
             write_value_json(&mut out, v, &c, &mut String::new());
             assert_eq!(String::from_utf8(out).unwrap(), value_json(v, &c).to_string(), "{v:?}");
+        }
+    }
+
+    /// The digit writers give `Display`'s text for every width a field can take, including
+    /// values no server writes (a year of five digits, an hour of three, micros past a
+    /// second) that a damaged binlog could still hold.
+    #[test]
+    fn temporal_digits_match_display() {
+        let c = col();
+        for year in [0u16, 5, 999, 2024, 9999, 12345] {
+            for (hour, micros) in [(0u8, 0u32), (9, 5), (23, 120), (99, 999_999), (100, 1_000_005)] {
+                for fsp in 0..=6u8 {
+                    let dt = DateTime { year, month: 1, day: 31, hour, minute: 5, second: 7, micros, fsp };
+                    let date = sluice_binlog::temporal::Date { year, month: 12, day: fsp };
+                    for v in [Value::DateTime(dt), Value::Date(date)] {
+                        let mut out = Vec::new();
+                        write_value_json(&mut out, &v, &c, &mut String::new());
+                        assert_eq!(String::from_utf8(out).unwrap(), value_json(&v, &c).to_string(), "{v:?}");
+                    }
+                }
+            }
         }
     }
 

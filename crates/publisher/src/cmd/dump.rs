@@ -242,8 +242,6 @@ struct Dumper<W: Write> {
     start_gtid: Option<GtidState>,
     /// The current transaction is one of those.
     skip_tx: bool,
-    /// The JSON line being written, reused from row to row.
-    line: Vec<u8>,
     /// Scratch text for base64, reused.
     scratch: String,
 }
@@ -433,7 +431,6 @@ pub fn run(mut args: DumpArgs) -> Exit {
         start_gtid,
         shown,
         skip_tx: false,
-        line: Vec::new(),
         scratch: String::new(),
     };
     let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
@@ -932,7 +929,6 @@ impl<W: Write> Dumper<W> {
             );
         }
         let header = &ev.event.header;
-        let mut line = std::mem::take(&mut self.line);
         let mut scratch = std::mem::take(&mut self.scratch);
         let lines = (self.args.format == Format::Json)
             .then(|| json::RowLines::new(rows.kind, table, header, ev.file, ev.offset, self.tx.gtid.as_deref()));
@@ -949,9 +945,9 @@ impl<W: Write> Dumper<W> {
             let res = match self.args.format {
                 Format::Json => {
                     if let Some(l) = &lines {
-                        l.write(&mut line, idx, &row, &table.columns, &mut scratch);
+                        l.write(self.spool.line(), idx, &row, &table.columns, &mut scratch);
                     }
-                    self.spool.push_bytes(&line).map_err(Failure::from)
+                    self.spool.end_line().map_err(Failure::from)
                 }
                 Format::Sql => sql::redo(rows.kind, table, &row)
                     .map_err(Failure::Sql)
@@ -965,7 +961,6 @@ impl<W: Write> Dumper<W> {
             }
             idx += 1;
         };
-        self.line = line;
         self.scratch = scratch;
         result
     }

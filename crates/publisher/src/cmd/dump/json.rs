@@ -54,9 +54,8 @@ impl RowLines {
         RowLines { prefix, middle, keys: json_keys(&table.columns) }
     }
 
-    /// Writes row `idx`'s line into `line` (cleared first), up to `"xid":`.
+    /// Appends row `idx`'s line to `line`, up to `"xid":`.
     pub fn write(&self, line: &mut Vec<u8>, idx: usize, row: &RowChange<'_>, columns: &[Column], scratch: &mut String) {
-        line.clear();
         line.extend_from_slice(&self.prefix);
         write_json_num(line, idx);
         line.extend_from_slice(&self.middle);
