@@ -98,7 +98,9 @@ print()
 py = rate.get("python-mysql-replication")
 for mode in ("decode", "dump"):
     vs_py = f"{rate[mode] / py:.1f}x python-mysql-replication (goal >= 10x)" if py else "python skipped"
-    print(f"{mode}: {vs_py}; the raw drain is {rate['drain'] / rate[mode]:.2f}x faster (goal <= 2x)")
+    # the decoder's goal is issue 3's, the dump's issue 24's
+    goal = "2x" if mode == "decode" else "3x"
+    print(f"{mode}: {vs_py}; the raw drain is {rate['drain'] / rate[mode]:.2f}x faster (goal <= {goal})")
 counts = {r["rows"] for m in ("decode", "dump", "python-mysql-replication") for r in by.get(m, [])}
 if len(counts) != 1:
     print(f"ROW COUNTS DIFFER: {sorted(counts)}")
