@@ -451,7 +451,10 @@ impl KafkaSink {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     Err((e, _)) => {
-                        let err = classify(&format!("producing a truncate record to {topic}"), &e);
+                        let err = self
+                            .refusal(&e)
+                            .await
+                            .unwrap_or_else(|| classify(&format!("producing a truncate record to {topic}"), &e));
                         if err.disposition() == Disposition::Restart {
                             self.abort_after(&err).await?;
                         }
@@ -488,11 +491,7 @@ impl KafkaSink {
                 Err((e, _)) => {
                     // a record the broker refused earlier in this transaction puts it in an
                     // error state, which every later send reports: the refusal explains it
-                    let err = self
-                        .producer
-                        .context()
-                        .take_refused()
-                        .unwrap_or_else(|| classify(&format!("producing to {topic}"), &e));
+                    let err = self.refusal(&e).await.unwrap_or_else(|| classify(&format!("producing to {topic}"), &e));
                     if err.disposition() == Disposition::Restart {
                         self.abort_after(&err).await?;
                     }
@@ -500,6 +499,26 @@ impl KafkaSink {
                 }
             }
         }
+    }
+
+    /// The record the broker refused for good, when one explains `e`. A refusal puts the
+    /// transaction in an error state at once, but its delivery report reaches the context a
+    /// moment later (on rust-rdkafka's polling thread): a send that fails with the state
+    /// (`Local: Erroneous state`) waits for the reports still due, up to two seconds, so that
+    /// the refused table and key stop Sluice instead of an abortable error restarting it into
+    /// the same refusal.
+    async fn refusal(&self, e: &RdKafkaError) -> Option<Error> {
+        let ctx = self.producer.context();
+        if e.rdkafka_error_code() == Some(RDKafkaErrorCode::State) {
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while self.producer.in_flight_count() > 0 && std::time::Instant::now() < deadline {
+                if let Some(refused) = ctx.take_refused() {
+                    return Some(refused);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        ctx.take_refused()
     }
 
     /// Waits for the commit in flight (if any), then begins the next transaction and sends the
@@ -511,7 +530,7 @@ impl KafkaSink {
         if let Err(e) = r {
             self.held.clear();
             // a record the broker refused for good explains the failed commit best
-            let err = self.producer.context().take_refused().unwrap_or_else(|| classify(what, &e));
+            let err = self.refusal(&e).await.unwrap_or_else(|| classify(what, &e));
             if err.disposition() == Disposition::Restart {
                 self.abort_after(&err).await?;
             }
