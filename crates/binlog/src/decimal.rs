@@ -262,6 +262,20 @@ impl Decimal {
     /// [`Decimal::to_unscaled_be_bytes`] without allocating: written into `buf`, returned as the
     /// slice of it that holds them.
     pub fn unscaled_be<'b>(&self, buf: &'b mut [u8; UNSCALED_BE_MAX]) -> &'b [u8] {
+        // Nearly every DECIMAL column's values fit an i64: their two's complement bytes come
+        // from the bit length, without negating and stripping 33 bytes one at a time.
+        if let ([_, 0, 0, 0], Ok(v)) = (self.magnitude, i64::try_from(self.magnitude[0])) {
+            let v = if self.negative { -v } else { v };
+            // the value's bits plus a sign bit, in whole bytes (at least one)
+            let bits = 64 - if v < 0 { v.leading_ones() } else { v.leading_zeros() } + 1;
+            let n = (bits as usize).div_ceil(8);
+            let be = v.to_be_bytes();
+            let (dst, src) = (buf.get_mut(..n), be.get(8 - n..));
+            if let (Some(dst), Some(src)) = (dst, src) {
+                dst.copy_from_slice(src);
+                return buf.get(..n).unwrap_or(&[]);
+            }
+        }
         // Big-endian magnitude with one spare leading zero byte for the sign bit.
         buf[0] = 0;
         for (chunk, limb) in buf[1..].chunks_exact_mut(8).zip(self.magnitude.iter().rev()) {
@@ -467,6 +481,21 @@ pub(crate) mod tests {
         assert_eq!(d.to_unscaled_be_bytes(), vec![0x00, 0x80]);
         let d: Decimal = "0.00".parse().unwrap();
         assert_eq!(d.to_unscaled_be_bytes(), vec![0x00]);
+    }
+
+    /// The fast path for values that fit an i64 and the general one agree at every byte
+    /// boundary of the two's complement, and past i64 where the general one takes over.
+    #[test]
+    fn unscaled_bytes_at_the_boundaries() {
+        let mut edges: Vec<i128> = vec![0, i128::from(i64::MAX), -i128::from(i64::MAX), i128::from(u64::MAX), 1 << 70];
+        for shift in [7, 8, 15, 16, 31, 32, 55, 56, 62, 63] {
+            let p = 1i128 << shift;
+            edges.extend([p - 1, p, p + 1, -p - 1, -p, -p + 1]);
+        }
+        for v in edges {
+            let d: Decimal = v.to_string().parse().unwrap();
+            assert_eq!(d.to_unscaled_be_bytes(), minimal_i128(v), "{v}");
+        }
     }
 
     fn minimal_i128(v: i128) -> Vec<u8> {
