@@ -636,10 +636,15 @@ impl<W: Write> Dumper<W> {
             schemas.set_lower_case_table_names(src.lower_case_table_names());
             self.schemas = Some(schemas);
             let mut summary = Summary::default();
+            // One listener for the whole dump: a listener made anew for each event missed every
+            // signal that came while an event was being printed (nearly all the time of a busy
+            // dump), and once tokio handles the signal nothing else stops the process.
+            let interrupted = crate::process::shutdown_signal();
+            tokio::pin!(interrupted);
             let result = loop {
                 let next = tokio::select! {
                     ev = src.next_event() => ev,
-                    _ = crate::process::shutdown_signal() => {
+                    () = &mut interrupted => {
                         tracing::info!("Interrupted; stopping at the last complete transaction");
                         break Ok(());
                     }

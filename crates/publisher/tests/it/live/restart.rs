@@ -102,3 +102,51 @@ fn server_restart_mid_stream() {
     // the resume point is the server's end
     assert_eq!(run.resume_file_pos(), db.master_status(), "{}", run.stderr);
 }
+
+/// SIGTERM (or Ctrl-C) stops a busy `sluice dump --source` at the end of the transaction it
+/// is printing, with the resume flags. The listener used to be made anew for every event, so a
+/// signal that came while an event was being printed (nearly all the time) was lost and the
+/// dump went on to the end.
+#[test]
+fn a_signal_stops_a_busy_dump_at_a_transaction_boundary() {
+    let Some(db) = Server::start("live-dump-signal", &[]) else { return };
+    let mut sql = String::from(
+        "SET SESSION max_recursive_iterations = 10000; CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40));",
+    );
+    for k in 0..40 {
+        sql.push_str(&format!(
+            "INSERT INTO shop.t SELECT {k} * 5000 + n, CONCAT('value number ', n) FROM \
+             (WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 5000) SELECT n FROM s) AS s;"
+        ));
+    }
+    db.sql_text(&sql);
+    let out_path = db.datadir().join("dump-signal.out");
+    let url = db.url("root");
+    let mut child = support::sluice_cmd()
+        .args(["dump", "--source", &url, "--tls", "disabled", "--from", "earliest"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // busy: some rows out, far from all
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&out_path).map_or(0, |m| m.len()) < 200_000 {
+        assert!(Instant::now() < deadline, "the dump printed nothing");
+        assert!(child.try_wait().unwrap().is_none(), "the dump ended before the signal");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("Interrupted; stopping at the last complete transaction"), "{stderr}");
+    assert!(stderr.contains("resume with --start-gtid"), "{stderr}");
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(rows.len() < 200_000, "stopped early: {} of 200,000 rows", rows.len());
+    // whole transactions only: every line has its xid, and the last transaction is complete
+    assert!(rows.iter().filter(|r| r["type"] == "INSERT").all(|r| r["xid"].is_u64()), "{}", rows.len());
+    let inserts = rows.iter().filter(|r| r["type"] == "INSERT").count();
+    assert_eq!(inserts % 5000, 0, "{inserts} rows: a transaction cut short");
+}
