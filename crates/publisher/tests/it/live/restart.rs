@@ -142,11 +142,21 @@ fn a_signal_stops_a_busy_dump_at_a_transaction_boundary() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("Interrupted; stopping at the last complete transaction"), "{stderr}");
     assert!(stderr.contains("resume with --start-gtid"), "{stderr}");
-    let text = std::fs::read_to_string(&out_path).unwrap();
-    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let first = support::Run {
+        code: out.status.code(),
+        stdout: std::fs::read_to_string(&out_path).unwrap(),
+        stderr: stderr.into_owned(),
+    };
+    let rows: Vec<_> = first.rows().into_iter().filter(|r| r["type"] == "INSERT").collect();
     assert!(rows.len() < 200_000, "stopped early: {} of 200,000 rows", rows.len());
-    // whole transactions only: every line has its xid, and the last transaction is complete
-    assert!(rows.iter().filter(|r| r["type"] == "INSERT").all(|r| r["xid"].is_u64()), "{}", rows.len());
-    let inserts = rows.iter().filter(|r| r["type"] == "INSERT").count();
-    assert_eq!(inserts % 5000, 0, "{inserts} rows: a transaction cut short");
+    // whole transactions only, in order: the first N of the 40, every line with its xid
+    assert!(rows.iter().all(|r| r["xid"].is_u64()), "a line without its xid");
+    assert_eq!(rows.len() % 5000, 0, "{} rows: a transaction cut short", rows.len());
+    let printed = ids(&rows);
+    assert_eq!(printed, (1..=printed.len() as i64).collect::<Vec<_>>());
+    // the resume flags it printed give exactly the rest
+    let (file, pos) = first.resume_file_pos();
+    let rest = support::dump(&db, &["--start-file", &file, "--start-position", &pos.to_string()]).ok();
+    let rest: Vec<_> = rest.rows().into_iter().filter(|r| r["type"] == "INSERT").collect();
+    assert_eq!(ids(&rest), ((printed.len() as i64 + 1)..=200_000).collect::<Vec<_>>());
 }
