@@ -7,7 +7,7 @@
 #   (b) the decoder alone (live_stream.rs decode: every event through EventDecoder with CRC32
 #       verified, every value of every row image decoded, nothing rendered);
 #   (c) `sluice dump --source ... --start-file F --stop-position SIZE > /dev/null` (JSON lines
-#       rendered and written);
+#       rendered and written), as it runs by default and with `--threads 1`;
 #   (d) python-mysql-replication's BinLogStreamReader reading every value of every row
 #       (bench/live_bench_pmr.py; `pip install mysql-replication pymysql` when missing), stopped at
 #       the same ROTATE.
@@ -52,12 +52,18 @@ for i in $(seq 1 "$runs"); do
     echo "live_bench: round $i of $runs" >&2
     "$target/examples/live_stream" drain 127.0.0.1 "$port" root "$first" >> "$results"
     "$target/examples/live_stream" decode 127.0.0.1 "$port" root "$first" >> "$results"
-    t0="$(now)"
-    "$target/sluice" dump --source "mysql://root@127.0.0.1:$port" --tls disabled --start-file "$first" \
-        --stop-position "$size" >/dev/null 2>"$SLUICE_WORK/live_bench.sluice.err"
-    t1="$(now)"
-    n="$(grep -oE '[0-9]+ rows' "$SLUICE_WORK/live_bench.sluice.err" | head -n 1 | cut -d' ' -f1)"
-    echo "{\"mode\":\"dump\",\"rows\":$n,\"secs\":$(echo "$t1 - $t0" | bc -l)}" >> "$results"
+    # the dump as it runs by default (JSON lines written on a thread per core, at most 4), and
+    # with every line written on the reading thread
+    for mode in dump dump-1; do
+        threads=()
+        [ "$mode" = dump-1 ] && threads=(--threads 1)
+        t0="$(now)"
+        "$target/sluice" dump --source "mysql://root@127.0.0.1:$port" --tls disabled --start-file "$first" \
+            --stop-position "$size" "${threads[@]}" >/dev/null 2>"$SLUICE_WORK/live_bench.sluice.err"
+        t1="$(now)"
+        n="$(grep -oE '[0-9]+ rows' "$SLUICE_WORK/live_bench.sluice.err" | head -n 1 | cut -d' ' -f1)"
+        echo "{\"mode\":\"$mode\",\"rows\":$n,\"secs\":$(echo "$t1 - $t0" | bc -l)}" >> "$results"
+    done
 done
 if [ "${BENCH_SKIP_PYTHON:-0}" != 1 ]; then
     echo "live_bench: python-mysql-replication (a few minutes)" >&2
@@ -82,7 +88,8 @@ rate = {}
 names = {
     "drain": "raw drain (events counted, nothing decoded)",
     "decode": "decode only (CRC32 + every value decoded, nothing rendered)",
-    "dump": "sluice dump --source > /dev/null (JSON lines)",
+    "dump": "sluice dump --source > /dev/null (JSON lines; default --threads)",
+    "dump-1": "the same with --threads 1 (every line written on the reading thread)",
     "python-mysql-replication": "python-mysql-replication (every value read)",
 }
 for mode, name in names.items():
@@ -96,12 +103,12 @@ for mode, name in names.items():
     print(f"| {name} | {secs:.2f} | {n:,} | {n / secs:,.0f} | {stream_bytes / 1e6 / secs:,.0f} | {all_s} |")
 print()
 py = rate.get("python-mysql-replication")
-for mode in ("decode", "dump"):
+for mode in ("decode", "dump", "dump-1"):
     vs_py = f"{rate[mode] / py:.1f}x python-mysql-replication (goal >= 10x)" if py else "python skipped"
     # the decoder's goal is issue 3's, the dump's issue 24's
     goal = "2x" if mode == "decode" else "3x"
     print(f"{mode}: {vs_py}; the raw drain is {rate['drain'] / rate[mode]:.2f}x faster (goal <= {goal})")
-counts = {r["rows"] for m in ("decode", "dump", "python-mysql-replication") for r in by.get(m, [])}
+counts = {r["rows"] for m in ("decode", "dump", "dump-1", "python-mysql-replication") for r in by.get(m, [])}
 if len(counts) != 1:
     print(f"ROW COUNTS DIFFER: {sorted(counts)}")
     sys.exit(1)

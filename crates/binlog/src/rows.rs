@@ -95,7 +95,7 @@ pub struct RowsEvent<'a> {
     /// Flags (`STMT_END_F`, ...).
     pub flags: u16,
     /// v2 extra data (NDB info, partition info), raw.
-    pub extra_data: &'a [u8],
+    pub extra_data: Cow<'a, [u8]>,
     /// Column count as the event states it.
     pub column_count: usize,
     present_before: Cow<'a, [u8]>,
@@ -151,9 +151,9 @@ impl<'a> RowsEvent<'a> {
         );
         let extra_data = if v2 {
             let n = r.u16("rows extra data length")?;
-            r.take(usize::from(n).saturating_sub(2), "rows extra data")?
+            Cow::Borrowed(r.take(usize::from(n).saturating_sub(2), "rows extra data")?)
         } else {
-            &[]
+            Cow::Borrowed(&[][..])
         };
         let table = tables(table_id).ok_or(Error::UnknownTable { table_id })?;
         let n = r.lenenc_int("rows column count")?;
@@ -192,6 +192,30 @@ impl<'a> RowsEvent<'a> {
             after_count,
             rows,
         })
+    }
+
+    /// A copy that owns its bytes, to outlive the buffer the event was read into (`sluice dump`
+    /// hands events to threads that render them while the next ones are read).
+    pub fn detached(&self) -> RowsEvent<'static> {
+        let own = |b: &Cow<'a, [u8]>| Cow::Owned(b.to_vec());
+        RowsEvent {
+            kind: self.kind,
+            event_type: self.event_type,
+            table: Arc::clone(&self.table),
+            flags: self.flags,
+            extra_data: own(&self.extra_data),
+            column_count: self.column_count,
+            present_before: own(&self.present_before),
+            present_after: own(&self.present_after),
+            before_count: self.before_count,
+            after_count: self.after_count,
+            rows: own(&self.rows),
+        }
+    }
+
+    /// Bytes of the row images (after decompression).
+    pub fn rows_bytes(&self) -> usize {
+        self.rows.len()
     }
 
     /// True when this is the last rows event of its statement.
@@ -522,5 +546,27 @@ mod tests {
             let e = ev.rows().next().unwrap().unwrap_err().to_string();
             assert!(e.contains("db.t") && e.contains("column 1") && e.contains("INT"), "{what}: {e}");
         }
+    }
+
+    /// A detached event reads the same rows after the buffer it was parsed from is gone.
+    #[test]
+    fn a_detached_event_outlives_its_buffer() {
+        let table = one_int_table();
+        let detached = {
+            // UPDATE v2: extra data of 2 bytes (its length only), both images present, 7 -> NULL
+            let body: Vec<u8> = vec![1, 0, 0, 0, 0, 0, 1, 0, 2, 0, 1, 0x01, 0x01, 0x00, 7, 0, 0, 0, 0x01];
+            let ev =
+                RowsEvent::parse(EventType::UpdateRowsV2, &body, 8, &|_| Some(Arc::clone(&table)), |_| unreachable!())
+                    .unwrap();
+            let d = ev.detached();
+            drop(ev);
+            drop(body);
+            d
+        };
+        let rows: Vec<_> = detached.rows().collect::<Result<_>>().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].before.as_ref().unwrap().values, vec![Some(Value::Int(7))]);
+        assert_eq!(rows[0].after.as_ref().unwrap().values, vec![Some(Value::Null)]);
+        assert_eq!((detached.kind, detached.flags), (RowsKind::Update, 1));
     }
 }

@@ -8,6 +8,7 @@
 mod json;
 mod spool;
 mod sql;
+mod workers;
 
 use std::collections::HashSet;
 use std::io::{self, BufWriter, Write};
@@ -17,7 +18,7 @@ use clap::{Args, ValueEnum};
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::Event;
 use sluice_binlog::file::BinlogReader;
-use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
+use sluice_binlog::rows::{RowChange, RowsEvent};
 use sluice_binlog::temporal::days_from_civil;
 use sluice_binlog::transaction::{gtid_of, GtidState, ResumePoint, Step, TransactionTracker};
 use sluice_binlog::walk::Located;
@@ -30,6 +31,7 @@ use crate::position::StartFrom;
 use crate::schema::{RowEffect, SchemaHistory};
 use crate::source::{Endpoint, ReplicationSource, SourceConfig, SourceError, SourceEvent};
 use spool::{ReverseSpool, TxSpool};
+use workers::{Counts, Done, Event as RenderEvent, Pool, Taken, WorkerGone};
 
 /// Output format of `sluice dump`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -114,6 +116,11 @@ pub struct DumpArgs {
     /// Largest decompressed transaction payload or compressed event accepted, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     max_decompressed_mib: u64,
+
+    /// Threads writing JSON lines while the events are read (default: the machine's cores, at
+    /// most 4; 1 writes them on the reading thread). The output is the same for any number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: Option<u16>,
 }
 
 /// Live-source options of `sluice dump`.
@@ -212,9 +219,7 @@ struct TxContext {
 #[derive(Default)]
 struct Summary {
     events: u64,
-    inserts: u64,
-    updates: u64,
-    deletes: u64,
+    rows: Counts,
     /// Tables emptied by a statement (TRUNCATE, DROP TABLE, ...).
     truncates: u64,
 }
@@ -244,6 +249,10 @@ struct Dumper<W: Write> {
     skip_tx: bool,
     /// Scratch text for base64, reused.
     scratch: String,
+    /// The counts of the file (or live stream) being dumped.
+    summary: Summary,
+    /// JSON lines rendered on worker threads (None: on this one).
+    pool: Option<Pool>,
 }
 
 /// The way on after a checksum mismatch: the decoder names no flag of this command, so the
@@ -262,6 +271,13 @@ enum Failure {
     Sql(sql::SqlError),
     Source(SourceError),
     Usage(String),
+    Internal(WorkerGone),
+}
+
+impl From<WorkerGone> for Failure {
+    fn from(e: WorkerGone) -> Self {
+        Failure::Internal(e)
+    }
 }
 
 impl From<io::Error> for Failure {
@@ -415,6 +431,21 @@ pub fn run(mut args: DumpArgs) -> Exit {
         return Exit::Usage;
     }
     let filter = TableFilter::new(args.databases.clone(), args.tables.clone());
+    // JSON rows render on workers while the reading thread reads on; SQL and `--events` on it
+    let threads = args
+        .threads
+        .map_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(4), usize::from);
+    let pool = if args.format == Format::Json && !args.events && threads > 1 {
+        match Pool::new(threads) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "Cannot start threads to write JSON lines; writing them on one");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let stdout = io::stdout().lock();
     let mut d = Dumper {
         args,
@@ -432,6 +463,8 @@ pub fn run(mut args: DumpArgs) -> Exit {
         shown,
         skip_tx: false,
         scratch: String::new(),
+        summary: Summary::default(),
+        pool,
     };
     let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
     let result = result.and_then(|()| d.finish());
@@ -451,6 +484,11 @@ pub fn run(mut args: DumpArgs) -> Exit {
         Err(Failure::Usage(msg)) => {
             tracing::error!("{msg}");
             Exit::Usage
+        }
+        Err(Failure::Internal(e)) => {
+            let _ = d.out.flush();
+            tracing::error!("{e}");
+            Exit::Failure
         }
         Err(Failure::Source(e)) => {
             let _ = d.out.flush();
@@ -508,8 +546,9 @@ impl<W: Write> Dumper<W> {
             .map_err(Failure::Input)?;
             let start = if i == 0 { self.args.start_position } else { None };
             let stop = if i == last { self.args.stop_position } else { None };
-            let mut summary = Summary::default();
-            let res = self.run_file(&mut reader, start, stop, &mut summary);
+            self.summary = Summary::default();
+            let res = self.run_file(&mut reader, start, stop);
+            let summary = std::mem::take(&mut self.summary);
             if let Err(Failure::Output(e)) = &res {
                 if crate::console::is_closed_pipe(e) {
                     // the reader has what it wanted (`| head`): no summary of a cut-off dump
@@ -528,10 +567,10 @@ impl<W: Write> Dumper<W> {
                  unknown events skipped{}{}",
                 reader.name(),
                 summary.events,
-                summary.inserts + summary.updates + summary.deletes,
-                summary.inserts,
-                summary.updates,
-                summary.deletes,
+                summary.rows.total(),
+                summary.rows.inserts,
+                summary.rows.updates,
+                summary.rows.deletes,
                 summary.truncates,
                 stats.unknown_events,
                 unknown,
@@ -635,7 +674,7 @@ impl<W: Write> Dumper<W> {
             let mut schemas = SchemaHistory::fresh(loaded, &[]);
             schemas.set_lower_case_table_names(src.lower_case_table_names());
             self.schemas = Some(schemas);
-            let mut summary = Summary::default();
+            self.summary = Summary::default();
             // One listener for the whole dump: a listener made anew for each event missed every
             // signal that came while an event was being printed (nearly all the time of a busy
             // dump), and once tokio handles the signal nothing else stops the process.
@@ -656,8 +695,8 @@ impl<W: Write> Dumper<W> {
                         }) {
                             break Ok(());
                         }
-                        summary.events += 1;
-                        if let Err(e) = self.handle(&ev, step, false, &mut summary) {
+                        self.summary.events += 1;
+                        if let Err(e) = self.handle(&ev, step, false) {
                             break Err(e);
                         }
                         // keep output timely when following
@@ -667,28 +706,32 @@ impl<W: Write> Dumper<W> {
                     }
                     Ok(Some(SourceEvent::Reconnected { at })) => {
                         tracing::info!(resume = %at, "Resuming after the last complete transaction");
-                        self.discard_transaction();
+                        if let Err(e) = self.discard_transaction() {
+                            break Err(e);
+                        }
                     }
                     Ok(None) => break Ok(()),
                     Err(e) => break Err(Failure::Source(e)),
                 }
             };
             // an incomplete transaction at the end is not printed: it is streamed again on resume
-            self.discard_transaction();
+            let discarded = self.discard_transaction();
+            let result = result.and(discarded);
             if let Err(Failure::Output(e)) = &result {
                 if crate::console::is_closed_pipe(e) {
                     return result;
                 }
             }
             let resume = src.resume_point();
+            let summary = &self.summary;
             crate::eline!(
                 "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} tables emptied",
                 self.source_url().map(|u| u.to_string()).unwrap_or_default(),
                 summary.events,
-                summary.inserts + summary.updates + summary.deletes,
-                summary.inserts,
-                summary.updates,
-                summary.deletes,
+                summary.rows.total(),
+                summary.rows.inserts,
+                summary.rows.updates,
+                summary.rows.deletes,
                 summary.truncates
             );
             crate::eline!("sluice dump: resume with {}", resume_flags(resume));
@@ -706,13 +749,15 @@ impl<W: Write> Dumper<W> {
         Ok(())
     }
 
-    fn run_file(
-        &mut self,
-        reader: &mut BinlogReader,
-        start: Option<u64>,
-        stop: Option<u64>,
-        summary: &mut Summary,
-    ) -> Result<(), Failure> {
+    fn run_file(&mut self, reader: &mut BinlogReader, start: Option<u64>, stop: Option<u64>) -> Result<(), Failure> {
+        let result = self.walk_file(reader, start, stop);
+        // the rows still rendering come before whatever ended the walk; an error among them
+        // is the first one
+        self.drain()?;
+        result
+    }
+
+    fn walk_file(&mut self, reader: &mut BinlogReader, start: Option<u64>, stop: Option<u64>) -> Result<(), Failure> {
         loop {
             let Some(ev) = reader.next_event().map_err(Failure::Input)? else {
                 if let Some(s) = start.filter(|&s| s >= reader.position()) {
@@ -725,7 +770,7 @@ impl<W: Write> Dumper<W> {
                 }
                 return Ok(());
             };
-            summary.events += 1;
+            self.summary.events += 1;
             if stop.is_some_and(|s| ev.offset >= s && !ev.in_payload)
                 || self
                     .args
@@ -743,14 +788,14 @@ impl<W: Write> Dumper<W> {
             let skip = start.is_some_and(|s| ev.offset < s)
                 || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t)
                 || self.skip_tx;
-            self.handle(&ev, step, skip, summary)?;
+            self.handle(&ev, step, skip)?;
             if step.is_boundary() {
                 self.skip_tx = false;
             }
         }
     }
 
-    fn handle(&mut self, ev: &Located<'_>, step: Step, skip: bool, summary: &mut Summary) -> Result<(), Failure> {
+    fn handle(&mut self, ev: &Located<'_>, step: Step, skip: bool) -> Result<(), Failure> {
         if self.args.events && !skip {
             self.print_event(ev)?;
         }
@@ -809,7 +854,7 @@ impl<W: Write> Dumper<W> {
                     self.end_transaction(None)?;
                 }
                 for (database, table, by) in emptied {
-                    self.emptied(ev, &database, &table, by, summary)?;
+                    self.emptied(ev, &database, &table, by)?;
                 }
             }
             Step::Inside | Step::Outside => {
@@ -819,10 +864,10 @@ impl<W: Write> Dumper<W> {
                             // printed with the event above; counted here
                             for r in rows.rows() {
                                 r.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, ev.event.header.event_type)))?;
-                                count(rows.kind, summary);
+                                self.summary.rows.add(rows.kind, 1);
                             }
                         } else {
-                            self.rows(ev, rows, summary)?;
+                            self.rows(ev, rows)?;
                         }
                     }
                 }
@@ -834,15 +879,9 @@ impl<W: Write> Dumper<W> {
     /// A statement emptied `database.table` without row events (TRUNCATE, DROP TABLE, ...):
     /// JSON prints a `TRUNCATE` line, SQL a `TRUNCATE TABLE`, and flashback says it cannot undo
     /// it (the rows were never logged), in the output and on stderr.
-    fn emptied(
-        &mut self,
-        ev: &Located<'_>,
-        database: &str,
-        table: &str,
-        by: &str,
-        summary: &mut Summary,
-    ) -> Result<(), Failure> {
-        summary.truncates += 1;
+    fn emptied(&mut self, ev: &Located<'_>, database: &str, table: &str, by: &str) -> Result<(), Failure> {
+        self.drain()?;
+        self.summary.truncates += 1;
         let name = format!("{}.{}", crate::render::ident(database), crate::render::ident(table));
         let at = format!("{}:{}", ev.file, ev.offset);
         match self.args.format {
@@ -878,6 +917,19 @@ impl<W: Write> Dumper<W> {
     }
 
     fn end_transaction(&mut self, xid: Option<u64>) -> Result<(), Failure> {
+        // Rows still rendering: the end goes in line after them, and the reading thread reads
+        // on. A dump that follows the server writes each transaction as it ends instead: the
+        // next event, which would take the mark back, may be a long time coming.
+        if let Some(pool) = self.pool.as_mut().filter(|p| !p.is_idle() && !self.args.live.follow) {
+            pool.commit(xid)?;
+            return Ok(());
+        }
+        self.drain()?;
+        self.write_transaction(xid)
+    }
+
+    /// Writes the lines held for the transaction that ended (with its `xid`, if any).
+    fn write_transaction(&mut self, xid: Option<u64>) -> Result<(), Failure> {
         if !self.spool.is_empty() {
             match self.args.format {
                 Format::Json => {
@@ -902,12 +954,54 @@ impl<W: Write> Dumper<W> {
 
     /// Drops what is held of the open transaction: after a reconnect the source sends it again
     /// from its start.
-    fn discard_transaction(&mut self) {
+    fn discard_transaction(&mut self) -> Result<(), Failure> {
+        // the transactions that ended before it are written; what is rendering of it is dropped
+        self.drain()?;
         self.spool.clear();
         self.flashback.discard_current();
+        Ok(())
     }
 
-    fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>, summary: &mut Summary) -> Result<(), Failure> {
+    /// Takes back every rendered event (into the spool) and transaction end (written out), in
+    /// order.
+    fn drain(&mut self) -> Result<(), Failure> {
+        self.settle(true)
+    }
+
+    /// Takes back what is rendered, in order, up to the first event still rendering (`wait`:
+    /// every one, waiting for them).
+    fn settle(&mut self, wait: bool) -> Result<(), Failure> {
+        while let Some(pool) = &mut self.pool {
+            match pool.take(wait)? {
+                None => break,
+                Some(Taken::Rows(done)) => self.take_done(done)?,
+                Some(Taken::Commit(xid)) => self.write_transaction(xid)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A rendered event's lines into the spool and its rows into the counts; its error, if
+    /// it stopped early, after the lines it did render.
+    fn take_done(&mut self, done: Done) -> Result<(), Failure> {
+        let c = done.counts;
+        self.summary.rows.inserts += c.inserts;
+        self.summary.rows.updates += c.updates;
+        self.summary.rows.deletes += c.deletes;
+        self.spool.append(done.block)?;
+        match done.error {
+            Some((e, event_no)) => {
+                // The dump ends here: the events read past it while it rendered are not the
+                // dump's, and what the workers rendered of them is dropped with them.
+                self.summary.events = event_no;
+                self.pool = None;
+                Err(Failure::Input(e))
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>) -> Result<(), Failure> {
         // live, without column metadata: decode with the tracked definition (checked against
         // the TABLE_MAP); when there is none that fits, positionally, as from a file
         let mut named = rows.table.has_column_names;
@@ -934,56 +1028,53 @@ impl<W: Write> Dumper<W> {
             );
         }
         let header = &ev.event.header;
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let lines = (self.args.format == Format::Json)
-            .then(|| json::RowLines::new(rows.kind, table, header, ev.file, ev.offset, self.tx.gtid.as_deref()));
+        if self.args.format == Format::Json {
+            let lines = json::RowLines::new(rows.kind, table, header, ev.file, ev.offset, self.tx.gtid.as_deref());
+            let size = rows.rows_bytes();
+            let event_no = self.summary.events;
+            // A huge event (a long BLOB) renders here, after those ahead of it: copying it for a
+            // worker would hold it twice and gain nothing.
+            if !self.pool.as_ref().is_some_and(|p| p.takes(size)) {
+                self.drain()?;
+                let mut block = self.spool.empty_block();
+                let mut counts = Counts::default();
+                let at = (ev.file, ev.offset);
+                let r = workers::render(&rows, &lines, &mut block, at, &mut counts, &mut self.scratch);
+                return self.take_done(Done { block, counts, error: r.err().map(|e| (e, event_no)) });
+            }
+            self.settle(false)?;
+            let event =
+                RenderEvent { rows: rows.detached(), lines, file: ev.file.to_string(), offset: ev.offset, event_no };
+            if let Some(pool) = &mut self.pool {
+                let spool = &mut self.spool;
+                pool.add(event, || spool.empty_block())?;
+            }
+            return Ok(());
+        }
         // one RowChange for the event, refilled per row: no allocation per row
         let mut row = RowChange { before: None, after: None };
         let mut iter = rows.rows();
-        let mut idx = 0usize;
-        let result = loop {
-            let Some(res) = iter.next_into(&mut row) else { break Ok(()) };
-            if let Err(e) = res {
-                break Err(Failure::Input(e.at(ev.file, ev.offset, header.event_type)));
+        loop {
+            let Some(res) = iter.next_into(&mut row) else { return Ok(()) };
+            res.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, header.event_type)))?;
+            self.summary.rows.add(rows.kind, 1);
+            if self.args.format == Format::Sql {
+                let stmt = sql::redo(rows.kind, table, &row).map_err(Failure::Sql)?;
+                self.spool.push(&stmt)?;
+            } else {
+                let stmt = sql::undo(rows.kind, table, &row).map_err(Failure::Sql)?;
+                self.flashback.push(&stmt)?;
             }
-            count(rows.kind, summary);
-            let res = match self.args.format {
-                Format::Json => {
-                    if let Some(l) = &lines {
-                        l.write(self.spool.line(), idx, &row, &table.columns, &mut scratch);
-                    }
-                    self.spool.end_line().map_err(Failure::from)
-                }
-                Format::Sql => sql::redo(rows.kind, table, &row)
-                    .map_err(Failure::Sql)
-                    .and_then(|stmt| self.spool.push(&stmt).map_err(Failure::from)),
-                Format::Flashback => sql::undo(rows.kind, table, &row)
-                    .map_err(Failure::Sql)
-                    .and_then(|stmt| self.flashback.push(&stmt).map_err(Failure::from)),
-            };
-            if let Err(e) = res {
-                break Err(e);
-            }
-            idx += 1;
-        };
-        self.scratch = scratch;
-        result
+        }
     }
 
     fn print_event(&mut self, ev: &Located<'_>) -> Result<(), Failure> {
+        self.drain()?;
         let line = json::event_json(ev).map_err(Failure::Input)?;
         // io::Error::from keeps an I/O cause's kind (a closed pipe stays a closed pipe)
         serde_json::to_writer(&mut self.out, &line).map_err(io::Error::from)?;
         self.out.write_all(b"\n")?;
         Ok(())
-    }
-}
-
-fn count(kind: RowsKind, s: &mut Summary) {
-    match kind {
-        RowsKind::Write => s.inserts += 1,
-        RowsKind::Update | RowsKind::PartialUpdate => s.updates += 1,
-        RowsKind::Delete => s.deletes += 1,
     }
 }
 

@@ -49,47 +49,118 @@ fn spill_file() -> io::Result<File> {
     })
 }
 
+/// Lines written one after another into one buffer, each followed by a newline, with where
+/// each ends: the unit `sluice dump` renders a rows event into (on a worker thread or its own)
+/// and hands to the [`TxSpool`] whole, so no line is copied on its way.
+#[derive(Default)]
+pub struct Block {
+    buf: Vec<u8>,
+    /// Where each line ends (its newline's offset in `buf`): flushing copies the lines out by
+    /// these instead of searching the bytes for newlines again.
+    ends: Vec<usize>,
+}
+
+impl Block {
+    /// The buffer to write the next line into (appending only; no newline): [`Block::end_line`]
+    /// then closes it.
+    pub fn line(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Closes the line written through [`Block::line`].
+    pub fn end_line(&mut self) {
+        self.ends.push(self.buf.len());
+        self.buf.push(b'\n');
+    }
+
+    /// Lines held.
+    pub fn lines(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.ends.clear();
+    }
+}
+
+/// Emptied blocks kept for reuse: enough for the rendering threads' queues, so a dump
+/// allocates its buffers once rather than once per event.
+const SPARE_BLOCKS: usize = 64;
+
 /// JSON lines of the open transaction, each missing its final `"xid": N}` part.
 #[derive(Default)]
 pub struct TxSpool {
-    mem: Vec<u8>,
-    /// Where each line held in `mem` ends (its newline's offset): flushing copies the lines
-    /// out by these instead of searching the bytes for newlines again.
-    ends: Vec<usize>,
+    /// The lines held in memory, in order.
+    blocks: Vec<Block>,
+    /// Bytes in `blocks`.
+    held: usize,
     file: Option<File>,
     lines: u64,
+    spare: Vec<Block>,
 }
 
 impl TxSpool {
     /// Adds a line (without newline; it must not contain one, as serialized JSON never does).
     pub fn push(&mut self, line: &str) -> io::Result<()> {
-        self.line().extend_from_slice(line.as_bytes());
-        self.end_line()
+        let mut b = match self.blocks.pop() {
+            Some(b) => {
+                self.held -= b.bytes();
+                self.lines -= b.lines() as u64;
+                b
+            }
+            None => self.empty_block(),
+        };
+        b.line().extend_from_slice(line.as_bytes());
+        b.end_line();
+        self.append(b)
     }
 
-    /// The buffer to write the next line into, in place (appending only; no newline):
-    /// [`TxSpool::end_line`] then closes it. Writing the line here, rather than building it
-    /// elsewhere and pushing it, saves a copy of every byte `sluice dump` prints.
-    pub fn line(&mut self) -> &mut Vec<u8> {
-        &mut self.mem
+    /// An empty block to render lines into, reusing the buffers of lines flushed earlier.
+    pub fn empty_block(&mut self) -> Block {
+        self.spare.pop().unwrap_or_default()
     }
 
-    /// Closes the line written through [`TxSpool::line`], moving what is held to the spill
-    /// file once it passes [`MEMORY_LIMIT`].
-    pub fn end_line(&mut self) -> io::Result<()> {
-        self.ends.push(self.mem.len());
-        self.mem.push(b'\n');
-        self.lines += 1;
-        if self.mem.len() > MEMORY_LIMIT {
+    /// Takes `block`'s lines after those held, moving what is held to the spill file once it
+    /// passes [`MEMORY_LIMIT`].
+    pub fn append(&mut self, block: Block) -> io::Result<()> {
+        if block.lines() == 0 {
+            self.recycle(block);
+            return Ok(());
+        }
+        self.held += block.bytes();
+        self.lines += block.lines() as u64;
+        self.blocks.push(block);
+        if self.held > MEMORY_LIMIT {
             let f = match &mut self.file {
                 Some(f) => f,
                 None => self.file.insert(spill_file()?),
             };
-            f.write_all(&self.mem)?;
-            self.mem.clear();
-            self.ends.clear();
+            for b in &self.blocks {
+                f.write_all(&b.buf)?;
+            }
+            self.release_blocks();
         }
         Ok(())
+    }
+
+    fn recycle(&mut self, mut block: Block) {
+        if self.spare.len() < SPARE_BLOCKS {
+            block.clear();
+            self.spare.push(block);
+        }
+    }
+
+    fn release_blocks(&mut self) {
+        for b in std::mem::take(&mut self.blocks) {
+            self.recycle(b);
+        }
+        self.held = 0;
     }
 
     /// True when nothing is held.
@@ -99,8 +170,7 @@ impl TxSpool {
 
     /// Drops everything held.
     pub fn clear(&mut self) {
-        self.mem.clear();
-        self.ends.clear();
+        self.release_blocks();
         self.file = None;
         self.lines = 0;
     }
@@ -122,19 +192,23 @@ impl TxSpool {
         let mut suffix_nl = Vec::with_capacity(suffix.len() + 1);
         suffix_nl.extend_from_slice(suffix.as_bytes());
         suffix_nl.push(b'\n');
-        let mut slices = Vec::with_capacity(VECTORED_LINES.min(self.ends.len()) * 2);
-        let mut start = 0;
-        for ends in self.ends.chunks(VECTORED_LINES) {
-            slices.clear();
-            for &end in ends {
-                slices.push(IoSlice::new(self.mem.get(start..end).unwrap_or(&[])));
+        // The slices run across blocks: a block (one rows event) is often smaller than the
+        // buffer, and a write per block would be copied into it.
+        let mut slices = Vec::with_capacity(VECTORED_LINES * 2);
+        for b in &self.blocks {
+            let mut start = 0;
+            for &end in &b.ends {
+                slices.push(IoSlice::new(b.buf.get(start..end).unwrap_or(&[])));
                 slices.push(IoSlice::new(&suffix_nl));
                 start = end + 1;
+                if slices.len() == VECTORED_LINES * 2 {
+                    write_all_vectored(out, &mut slices)?;
+                    slices.clear();
+                }
             }
-            write_all_vectored(out, &mut slices)?;
         }
-        self.mem.clear();
-        self.ends.clear();
+        write_all_vectored(out, &mut slices)?;
+        self.release_blocks();
         self.lines = 0;
         Ok(())
     }

@@ -151,3 +151,55 @@ fn impossible_ranges_and_damaged_input_are_said() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// JSON lines are rendered on worker threads (`--threads`) and handed back in order: the output,
+/// the summaries and the exit code are the same for any number of threads, on good input and
+/// on input whose rows stop decoding in the middle of an event (where the lines before the bad
+/// row are printed and the dump stops with a data error naming the event).
+#[test]
+fn the_output_is_the_same_on_any_number_of_threads() {
+    let file = binlog();
+    let bytes = std::fs::read(&file).unwrap();
+    // An UPDATE_ROWS event of 8,214 bytes at 16,916 holds two rows: its second half set to
+    // 0xFF makes lengths run past the event's end.
+    let (at, size) = (16_916usize, 8_214usize);
+    assert_eq!(bytes[at + 4], 24, "the UPDATE_ROWS event moved: the recorded binlog changed");
+    let mut bad = bytes.clone();
+    bad[at + size / 2..at + size - 4].fill(0xFF);
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged.000002");
+    std::fs::write(&damaged, &bad).unwrap();
+    // 47,273 rows of 16 tables in 1,462 events: many events in flight at once
+    let sakila = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../binlog/tests/data/fixtures/mysql/mysql-binlog-connector-java/mysql-bin.sakila.gz");
+    let (f, d, s) = (file.to_str().unwrap(), damaged.to_str().unwrap(), sakila.to_str().unwrap());
+    for (inputs, code) in [(vec![f, s, f], 0), (vec![s, "--no-verify-checksum", d, f], 65)] {
+        let run = |threads: &str| {
+            let out = sluice().args(["dump", "--threads", threads]).args(&inputs).output().unwrap();
+            // log lines start with their time
+            let err = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .map(|l| if l.starts_with("20") { l.split_once(' ').map_or(l, |(_, rest)| rest) } else { l })
+                .collect::<Vec<_>>()
+                .join("\n");
+            (out.status.code(), out.stdout, err)
+        };
+        let (one_code, one_out, one_err) = run("1");
+        assert_eq!(one_code, Some(code), "{inputs:?}: {one_err}");
+        let lines = one_out.iter().filter(|&&b| b == b'\n').count();
+        assert!(lines > 47_273, "{inputs:?}: {lines} lines");
+        if code == 65 {
+            assert!(one_err.contains("damaged.000002") && one_err.contains("16916"), "{one_err}");
+        }
+        for threads in ["2", "3", "7"] {
+            let (c, out, err) = run(threads);
+            assert_eq!(c, one_code, "{threads} threads, {inputs:?}: {err}");
+            assert!(out == one_out, "{threads} threads, {inputs:?}: the output differs from one thread's");
+            assert_eq!(err, one_err, "{threads} threads, {inputs:?}");
+        }
+    }
+    // a value out of range is refused by clap, naming the flag
+    let out = sluice().args(["dump", "--threads", "0", f]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+}
