@@ -406,16 +406,52 @@ pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column, scratch:
 
 /// Each column's JSON object key with its colon (`"name":`), written once per table or event
 /// rather than escaped again for every row image.
-pub fn json_keys(columns: &[Column]) -> Vec<Vec<u8>> {
+pub fn json_keys(columns: &[Column]) -> Vec<JsonKey> {
     columns
         .iter()
         .map(|c| {
             let mut k = Vec::with_capacity(c.name.as_ref().map_or(8, |n| n.len() + 3));
             write_json_str(&mut k, &c.display_name());
             k.push(b':');
-            k
+            JsonKey::new(k)
         })
         .collect()
+}
+
+/// A column's JSON key, `"name":`. A short one (nearly all) is kept in a fixed-size array
+/// and appended as one fixed-size copy and a truncation, which the compiler writes inline,
+/// instead of a call to `memcpy` for a dozen bytes: a dump of 1.4 M rows appends 30 M keys.
+pub struct JsonKey {
+    short: [u8; JsonKey::SHORT],
+    len: usize,
+    long: Vec<u8>,
+}
+
+impl JsonKey {
+    const SHORT: usize = 32;
+
+    fn new(key: Vec<u8>) -> JsonKey {
+        let mut short = [0u8; Self::SHORT];
+        match short.get_mut(..key.len()) {
+            Some(head) => {
+                head.copy_from_slice(&key);
+                JsonKey { short, len: key.len(), long: Vec::new() }
+            }
+            None => JsonKey { short, len: key.len(), long: key },
+        }
+    }
+
+    /// Appends the key to `out`.
+    #[inline]
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        if self.len <= Self::SHORT {
+            let start = out.len();
+            out.extend_from_slice(&self.short);
+            out.truncate(start + self.len);
+        } else {
+            out.extend_from_slice(&self.long);
+        }
+    }
 }
 
 /// Appends a row image as a JSON object keyed by column name, as [`image_json`] builds it;
@@ -424,7 +460,7 @@ pub fn write_image_json(
     out: &mut Vec<u8>,
     values: &[Option<Value<'_>>],
     columns: &[Column],
-    keys: &[Vec<u8>],
+    keys: &[JsonKey],
     scratch: &mut String,
 ) {
     out.push(b'{');
@@ -435,7 +471,7 @@ pub fn write_image_json(
                 out.push(b',');
             }
             first = false;
-            out.extend_from_slice(key);
+            key.append_to(out);
             write_value_json(out, v, col, scratch);
         }
     }
@@ -615,6 +651,26 @@ mod tests {
     /// The digit writers give `Display`'s text for every width a field can take, including
     /// values no server writes (a year of five digits, an hour of three, micros past a
     /// second) that a damaged binlog could still hold.
+    /// Keys short and long (past the fixed-size array, and one whose escaping makes it so)
+    /// append exactly the bytes `write_json_str` gives, after whatever `out` already holds.
+    #[test]
+    fn json_keys_append_exactly() {
+        for name in ["id", "", "x".repeat(29).as_str(), "y".repeat(30).as_str(), "é\"quoted\"\\".repeat(4).as_str()] {
+            let mut want = b"{\"a\":1,".to_vec();
+            write_json_str(&mut want, name);
+            want.push(b':');
+            let key = {
+                let mut k = Vec::new();
+                write_json_str(&mut k, name);
+                k.push(b':');
+                JsonKey::new(k)
+            };
+            let mut out = b"{\"a\":1,".to_vec();
+            key.append_to(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(want).unwrap(), "{name:?}");
+        }
+    }
+
     #[test]
     fn temporal_digits_match_display() {
         let c = col();

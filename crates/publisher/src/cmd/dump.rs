@@ -253,6 +253,7 @@ struct Dumper<W: Write> {
     summary: Summary,
     /// JSON lines rendered on worker threads (None: on this one).
     pool: Option<Pool>,
+    keys: json::KeysCache,
 }
 
 /// The way on after a checksum mismatch: the decoder names no flag of this command, so the
@@ -465,6 +466,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
         scratch: String::new(),
         summary: Summary::default(),
         pool,
+        keys: json::KeysCache::default(),
     };
     let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
     let result = result.and_then(|()| d.finish());
@@ -1029,7 +1031,9 @@ impl<W: Write> Dumper<W> {
         }
         let header = &ev.event.header;
         if self.args.format == Format::Json {
-            let lines = json::RowLines::new(rows.kind, table, header, ev.file, ev.offset, self.tx.gtid.as_deref());
+            let keys = self.keys.keys(table);
+            let lines =
+                json::RowLines::new(rows.kind, table, keys, header, ev.file, ev.offset, self.tx.gtid.as_deref());
             let size = rows.rows_bytes();
             let event_no = self.summary.events;
             // A huge event (a long BLOB) renders here, after those ahead of it: copying it for a
