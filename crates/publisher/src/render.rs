@@ -325,16 +325,23 @@ fn write_f32_json(out: &mut Vec<u8>, f: f32) {
     write_f64_json(out, shortest, || f.to_string());
 }
 
-fn write_b64_str(out: &mut Vec<u8>, bytes: &[u8], scratch: &mut String) {
-    scratch.clear();
-    base64::engine::general_purpose::STANDARD.encode_string(bytes, scratch);
+fn write_b64_str(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Encoded in place: base64 needs no escaping, so the text is neither built apart nor
+    // copied nor scanned (and `encode_slice` is the engine's fast path; `encode_string`
+    // goes through its chunked encoder).
     out.push(b'"');
-    out.extend_from_slice(scratch.as_bytes());
+    let start = out.len();
+    out.resize(start + base64::encoded_len(bytes.len(), true).unwrap_or(0), 0);
+    let written = out
+        .get_mut(start..)
+        .and_then(|dst| base64::engine::general_purpose::STANDARD.encode_slice(bytes, dst).ok())
+        .unwrap_or(0);
+    out.truncate(start + written);
     out.push(b'"');
 }
 
 /// Appends one value as JSON: the text [`value_json`] gives, without building it.
-pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column, scratch: &mut String) {
+pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Int(i) => write_int_json(out, *i < 0, i.unsigned_abs()),
@@ -383,11 +390,11 @@ pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column, scratch:
             // bytes that are not valid in the column's charset: keep them, exactly
             Err(_) => {
                 out.extend_from_slice(b"{\"base64\":");
-                write_b64_str(out, bytes, scratch);
+                write_b64_str(out, bytes);
                 out.push(b'}');
             }
         },
-        Value::Bytes(b) => write_b64_str(out, b, scratch),
+        Value::Bytes(b) => write_b64_str(out, b),
         Value::Enum(i) => match enum_name_str(col, *i) {
             Some(name) => write_json_str(out, name),
             None => write_json_num(out, *i),
@@ -456,13 +463,7 @@ impl JsonKey {
 
 /// Appends a row image as a JSON object keyed by column name, as [`image_json`] builds it;
 /// `keys` comes from [`json_keys`] over the same columns.
-pub fn write_image_json(
-    out: &mut Vec<u8>,
-    values: &[Option<Value<'_>>],
-    columns: &[Column],
-    keys: &[JsonKey],
-    scratch: &mut String,
-) {
+pub fn write_image_json(out: &mut Vec<u8>, values: &[Option<Value<'_>>], columns: &[Column], keys: &[JsonKey]) {
     out.push(b'{');
     let mut first = true;
     for ((col, key), v) in columns.iter().zip(keys).zip(values) {
@@ -472,7 +473,7 @@ pub fn write_image_json(
             }
             first = false;
             key.append_to(out);
-            write_value_json(out, v, col, scratch);
+            write_value_json(out, v, col);
         }
     }
     out.push(b'}');
@@ -643,7 +644,7 @@ mod tests {
         ];
         for v in &values {
             let mut out = Vec::new();
-            write_value_json(&mut out, v, &c, &mut String::new());
+            write_value_json(&mut out, v, &c);
             assert_eq!(String::from_utf8(out).unwrap(), value_json(v, &c).to_string(), "{v:?}");
         }
     }
@@ -681,7 +682,7 @@ mod tests {
                     let date = sluice_binlog::temporal::Date { year, month: 12, day: fsp };
                     for v in [Value::DateTime(dt), Value::Date(date)] {
                         let mut out = Vec::new();
-                        write_value_json(&mut out, &v, &c, &mut String::new());
+                        write_value_json(&mut out, &v, &c);
                         assert_eq!(String::from_utf8(out).unwrap(), value_json(&v, &c).to_string(), "{v:?}");
                     }
                 }

@@ -247,8 +247,6 @@ struct Dumper<W: Write> {
     start_gtid: Option<GtidState>,
     /// The current transaction is one of those.
     skip_tx: bool,
-    /// Scratch text for base64, reused.
-    scratch: String,
     /// The counts of the file (or live stream) being dumped.
     summary: Summary,
     /// JSON lines rendered on worker threads (None: on this one).
@@ -463,7 +461,6 @@ pub fn run(mut args: DumpArgs) -> Exit {
         start_gtid,
         shown,
         skip_tx: false,
-        scratch: String::new(),
         summary: Summary::default(),
         pool,
         keys: json::KeysCache::default(),
@@ -1043,7 +1040,7 @@ impl<W: Write> Dumper<W> {
                 let mut block = self.spool.empty_block();
                 let mut counts = Counts::default();
                 let at = (ev.file, ev.offset);
-                let r = workers::render(&rows, &lines, &mut block, at, &mut counts, &mut self.scratch);
+                let r = workers::render(&rows, &lines, &mut block, at, &mut counts);
                 return self.take_done(Done { block, counts, error: r.err().map(|e| (e, event_no)) });
             }
             self.settle(false)?;

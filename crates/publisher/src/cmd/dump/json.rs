@@ -83,7 +83,7 @@ impl RowLines {
     }
 
     /// Appends row `idx`'s line to `line`, up to `"xid":`.
-    pub fn write(&self, line: &mut Vec<u8>, idx: usize, row: &RowChange<'_>, columns: &[Column], scratch: &mut String) {
+    pub fn write(&self, line: &mut Vec<u8>, idx: usize, row: &RowChange<'_>, columns: &[Column]) {
         line.extend_from_slice(&self.prefix);
         write_json_num(line, idx);
         line.extend_from_slice(&self.middle);
@@ -92,7 +92,7 @@ impl RowLines {
                 line.extend_from_slice(b",\"after\":");
             }
             match image {
-                Some(img) => write_image_json(line, &img.values, columns, &self.keys, scratch),
+                Some(img) => write_image_json(line, &img.values, columns, &self.keys),
                 None => line.extend_from_slice(b"null"),
             }
         }

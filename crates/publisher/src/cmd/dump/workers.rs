@@ -90,7 +90,6 @@ pub fn render(
     block: &mut Block,
     (file, offset): (&str, u64),
     counts: &mut Counts,
-    scratch: &mut String,
 ) -> Result<(), BinlogError> {
     // The lines are about three times the bytes of the row images: one allocation, not a
     // series of doublings each copying what was written
@@ -105,7 +104,7 @@ pub fn render(
             Some(Err(e)) => break Err(e.at(file, offset, rows.event_type)),
             Some(Ok(())) => {}
         }
-        lines.write(block.line(), n as usize, &row, &rows.table.columns, scratch);
+        lines.write(block.line(), n as usize, &row, &rows.table.columns);
         block.end_line();
         n += 1;
     };
@@ -120,11 +119,11 @@ struct Batch {
     bytes: usize,
 }
 
-fn render_batch(batch: Batch, scratch: &mut String) -> Done {
+fn render_batch(batch: Batch) -> Done {
     let Batch { events, mut block, .. } = batch;
     let mut counts = Counts::default();
     for ev in &events {
-        if let Err(e) = render(&ev.rows, &ev.lines, &mut block, (&ev.file, ev.offset), &mut counts, scratch) {
+        if let Err(e) = render(&ev.rows, &ev.lines, &mut block, (&ev.file, ev.offset), &mut counts) {
             return Done { block, counts, error: Some((e, ev.event_no)) };
         }
     }
@@ -178,9 +177,8 @@ impl Pool {
             let (batches, batch_rx) = sync_channel::<Batch>(DEPTH);
             let (done_tx, done) = sync_channel::<Done>(DEPTH);
             let thread = std::thread::Builder::new().name(format!("sluice-render-{i}")).spawn(move || {
-                let mut scratch = String::new();
                 while let Ok(batch) = batch_rx.recv() {
-                    if done_tx.send(render_batch(batch, &mut scratch)).is_err() {
+                    if done_tx.send(render_batch(batch)).is_err() {
                         break;
                     }
                 }
