@@ -649,9 +649,6 @@ mod tests {
         }
     }
 
-    /// The digit writers give `Display`'s text for every width a field can take, including
-    /// values no server writes (a year of five digits, an hour of three, micros past a
-    /// second) that a damaged binlog could still hold.
     /// Keys short and long (past the fixed-size array, and one whose escaping makes it so)
     /// append exactly the bytes `write_json_str` gives, after whatever `out` already holds.
     #[test]
@@ -672,6 +669,9 @@ mod tests {
         }
     }
 
+    /// The digit writers give `Display`'s text for every width a field can take, including
+    /// values no server writes (a year of five digits, an hour of three, micros past a
+    /// second) that a damaged binlog could still hold.
     #[test]
     fn temporal_digits_match_display() {
         let c = col();

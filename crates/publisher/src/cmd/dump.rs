@@ -983,10 +983,7 @@ impl<W: Write> Dumper<W> {
     /// A rendered event's lines into the spool and its rows into the counts; its error, if
     /// it stopped early, after the lines it did render.
     fn take_done(&mut self, done: Done) -> Result<(), Failure> {
-        let c = done.counts;
-        self.summary.rows.inserts += c.inserts;
-        self.summary.rows.updates += c.updates;
-        self.summary.rows.deletes += c.deletes;
+        self.summary.rows.add_all(&done.counts);
         self.spool.append(done.block)?;
         match done.error {
             Some((e, event_no)) => {
@@ -1070,7 +1067,6 @@ impl<W: Write> Dumper<W> {
     }
 
     fn print_event(&mut self, ev: &Located<'_>) -> Result<(), Failure> {
-        self.drain()?;
         let line = json::event_json(ev).map_err(Failure::Input)?;
         // io::Error::from keeps an I/O cause's kind (a closed pipe stays a closed pipe)
         serde_json::to_writer(&mut self.out, &line).map_err(io::Error::from)?;

@@ -93,6 +93,9 @@ impl Block {
 /// allocates its buffers once rather than once per event.
 const SPARE_BLOCKS: usize = 64;
 
+/// A block holding more room than this is freed rather than kept (one that held a long BLOB).
+const SPARE_MAX_BYTES: usize = 1 << 20;
+
 /// JSON lines of the open transaction, each missing its final `"xid": N}` part.
 #[derive(Default)]
 pub struct TxSpool {
@@ -150,7 +153,7 @@ impl TxSpool {
     }
 
     fn recycle(&mut self, mut block: Block) {
-        if self.spare.len() < SPARE_BLOCKS {
+        if self.spare.len() < SPARE_BLOCKS && block.buf.capacity() <= SPARE_MAX_BYTES {
             block.clear();
             self.spare.push(block);
         }

@@ -37,6 +37,9 @@ const BATCH_BYTES: usize = 64 << 10;
 /// Bytes of row images in flight at most: a burst of large events waits for the ones ahead.
 const IN_FLIGHT_BYTES: usize = 32 << 20;
 
+/// Room reserved in a block up front at most.
+const RESERVE_MAX: usize = 1 << 20;
+
 /// Row changes by kind.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counts {
@@ -52,6 +55,12 @@ impl Counts {
             RowsKind::Update | RowsKind::PartialUpdate => self.updates += rows,
             RowsKind::Delete => self.deletes += rows,
         }
+    }
+
+    pub fn add_all(&mut self, other: &Counts) {
+        self.inserts += other.inserts;
+        self.updates += other.updates;
+        self.deletes += other.deletes;
     }
 
     pub fn total(&self) -> u64 {
@@ -92,8 +101,9 @@ pub fn render(
     counts: &mut Counts,
 ) -> Result<(), BinlogError> {
     // The lines are about three times the bytes of the row images: one allocation, not a
-    // series of doublings each copying what was written
-    block.line().reserve(rows.rows_bytes().saturating_mul(4));
+    // series of doublings each copying what was written. Capped: a long BLOB's lines grow as
+    // they are written rather than reserving four times the row up front.
+    block.line().reserve(rows.rows_bytes().saturating_mul(4).min(RESERVE_MAX));
     // one RowChange for the event, refilled per row: no allocation per row
     let mut row = RowChange { before: None, after: None };
     let mut iter = rows.rows();
