@@ -322,13 +322,24 @@ fn tear(path: &Path) {
     f.write_all(&half).unwrap();
 }
 
-/// Waits until the archive in `files` holds each of `names` whole (as many bytes as the server's).
+/// Whether the archive's `index.json` (its text, when there is one) lists each of `names`
+/// complete: the archiver writes the index after the file (in a store, after the upload), and
+/// `sluice check` and `sluice run` trust the index, not the file's size.
+fn index_lists_complete(index: Option<&[u8]>, names: &[String]) -> bool {
+    let Some(index) = index else { return false };
+    let Ok(Json::Array(entries)) = serde_json::from_slice::<Json>(index) else { return false };
+    names.iter().all(|f| entries.iter().any(|e| e["file"] == f.as_str() && e["complete"] == true))
+}
+
+/// Waits until the archive in `files` holds each of `names` whole (as many bytes as the
+/// server's) and its index says so.
 fn wait_archived(server: &support::Server, files: &Path, names: &[String], log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !names.iter().all(|f| {
         std::fs::metadata(files.join(f)).map_or(0, |m| m.len())
             == std::fs::metadata(server.datadir().join(f)).map_or(1, |m| m.len())
-    }) {
+    }) || !index_lists_complete(std::fs::read(files.join("index.json")).ok().as_deref(), names)
+    {
         assert!(Instant::now() < deadline, "the archive did not take {names:?}:\n{}", support::kafka::log_text(log));
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -425,7 +436,8 @@ fn catch_up(name: &str, in_store: bool) {
             while !names.iter().all(|f| {
                 b.get(&format!("{prefix}/{f}")).map(|v| v.len() as u64)
                     == std::fs::metadata(server.datadir().join(f)).ok().map(|m| m.len())
-            }) {
+            }) || !index_lists_complete(b.get(&format!("{prefix}/index.json")).as_deref(), names)
+            {
                 assert!(
                     Instant::now() < deadline,
                     "not uploaded: {names:?}\n{}",
