@@ -380,6 +380,17 @@ fn utf32(bytes: &[u8], charset: &'static str) -> Result<String, TextError> {
     Ok(out)
 }
 
+/// Whether bytes below 0x80 in `collation`'s charset are the ASCII characters they are in
+/// UTF-8: true for every charset but `binary` and the UCS-2/UTF-16/UTF-32 family. For such a
+/// charset, [`decode_text`] returns ASCII bytes as they are, so a caller that has seen they are
+/// ASCII may use them without it.
+pub fn ascii_compatible(collation: Option<u16>) -> bool {
+    !matches!(
+        collation.and_then(charset_of),
+        Some(Charset::Binary | Charset::Ucs2 | Charset::Utf16 | Charset::Utf16le | Charset::Utf32)
+    )
+}
+
 /// Decodes a column's bytes as text in the charset of `collation`.
 ///
 /// Unknown collations and `None` (the server did not log charsets) are read as UTF-8.
@@ -421,6 +432,17 @@ pub fn decode_text(bytes: &[u8], collation: Option<u16>) -> Result<Cow<'_, str>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ascii_compatible` says exactly when `decode_text` gives ASCII bytes back as they are.
+    #[test]
+    fn ascii_compatible_agrees_with_decode_text() {
+        let ascii: Vec<u8> = (0u8..0x80).collect();
+        let text = std::str::from_utf8(&ascii).unwrap();
+        for c in (0..=2048u16).map(Some).chain([None]) {
+            let same = matches!(decode_text(&ascii, c), Ok(ref t) if t == text);
+            assert_eq!(ascii_compatible(c), same, "collation {c:?}");
+        }
+    }
 
     #[test]
     fn ids() {
