@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use base64::Engine as _;
 use serde_json::{json, Value as Json};
-use sluice_binlog::charset::decode_text;
+use sluice_binlog::charset::{ascii_compatible, decode_text};
 use sluice_binlog::column::Column;
 use sluice_binlog::temporal::DateTime;
 use sluice_binlog::Value;
@@ -129,7 +129,7 @@ pub fn image_json(values: &[Option<Value<'_>>], columns: &[Column]) -> Json {
 pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
     // serde_json escapes `"`, `\\` and the control characters below 0x20, nothing else: text
     // without them (nearly all of it) is copied as it is, the rest goes through serde_json.
-    if !needs_escape(s.as_bytes()) {
+    if !has_special_byte(s.as_bytes(), false) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -140,12 +140,15 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// True when `bytes` holds a byte JSON must escape: `"`, `\\` or a control character below
-/// 0x20. Eight bytes at a time (SWAR: a byte of `x - 0x01..01` borrows, setting its top bit,
-/// only where `x` held a zero byte or one below the subtrahend), then the tail bytewise.
-fn needs_escape(bytes: &[u8]) -> bool {
+/// True when `bytes` holds a byte JSON must escape (`"`, `\\` or a control character below
+/// 0x20), or, with `non_ascii`, one above 0x7f. Eight bytes at a time (SWAR: a byte of
+/// `x - 0x01..01` borrows, setting its top bit, only where `x` held a zero byte or one below
+/// the subtrahend), then the tail bytewise.
+#[inline]
+fn has_special_byte(bytes: &[u8], non_ascii: bool) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
+    let top = if non_ascii { HIGH } else { 0 };
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
         let x = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
@@ -154,11 +157,11 @@ fn needs_escape(bytes: &[u8]) -> bool {
         let quote = q.wrapping_sub(ONES) & !q;
         let b = x ^ (ONES * u64::from(b'\\'));
         let backslash = b.wrapping_sub(ONES) & !b;
-        if (below_space | quote | backslash) & HIGH != 0 {
+        if ((below_space | quote | backslash) & HIGH) | (x & top) != 0 {
             return true;
         }
     }
-    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\' || (non_ascii && b >= 0x80))
 }
 
 /// Appends an integer or float through serde_json (itoa / ryu, as `Json::to_string` does).
@@ -385,6 +388,13 @@ pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column) {
             }
             out.push(b'"');
         }
+        // most text is ASCII needing no escapes: one scan says so, and it is copied as it is
+        Value::Text { bytes, collation } if !has_special_byte(bytes, true) && ascii_compatible(*collation) => {
+            out.reserve(bytes.len() + 2);
+            out.push(b'"');
+            out.extend_from_slice(bytes);
+            out.push(b'"');
+        }
         Value::Text { bytes, collation } => match decode_text(bytes, *collation) {
             Ok(s) => write_json_str(out, &s),
             // bytes that are not valid in the column's charset: keep them, exactly
@@ -411,13 +421,15 @@ pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column) {
     }
 }
 
-/// Each column's JSON object key with its colon (`"name":`), written once per table or event
-/// rather than escaped again for every row image.
+/// Each column's JSON object key with a comma before it and a colon after (`,"name":`),
+/// written once per table or event rather than escaped again for every row image (the comma
+/// spares a separate append per value; [`write_image_json`] makes the first one the `{`).
 pub fn json_keys(columns: &[Column]) -> Vec<JsonKey> {
     columns
         .iter()
         .map(|c| {
-            let mut k = Vec::with_capacity(c.name.as_ref().map_or(8, |n| n.len() + 3));
+            let mut k = Vec::with_capacity(c.name.as_ref().map_or(8, |n| n.len() + 4));
+            k.push(b',');
             write_json_str(&mut k, &c.display_name());
             k.push(b':');
             JsonKey::new(k)
@@ -425,7 +437,7 @@ pub fn json_keys(columns: &[Column]) -> Vec<JsonKey> {
         .collect()
 }
 
-/// A column's JSON key, `"name":`. A short one (nearly all) is kept in a fixed-size array
+/// A column's JSON key, `,"name":`. A short one (nearly all) is kept in a fixed-size array
 /// and appended as one fixed-size copy and a truncation, which the compiler writes inline,
 /// instead of a call to `memcpy` for a dozen bytes: a dump of 1.4 M rows appends 30 M keys.
 pub struct JsonKey {
@@ -464,17 +476,17 @@ impl JsonKey {
 /// Appends a row image as a JSON object keyed by column name, as [`image_json`] builds it;
 /// `keys` comes from [`json_keys`] over the same columns.
 pub fn write_image_json(out: &mut Vec<u8>, values: &[Option<Value<'_>>], columns: &[Column], keys: &[JsonKey]) {
-    out.push(b'{');
-    let mut first = true;
+    let open = out.len();
     for ((col, key), v) in columns.iter().zip(keys).zip(values) {
         if let Some(v) = v {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
             key.append_to(out);
             write_value_json(out, v, col);
         }
+    }
+    // every key came with a comma before it: the first one's is where the object opens
+    match out.get_mut(open) {
+        Some(first) => *first = b'{',
+        None => out.push(b'{'),
     }
     out.push(b'}');
 }
@@ -636,6 +648,17 @@ mod tests {
             Value::Decimal("-12.30".parse().unwrap()),
             Value::Text { bytes: b"a\"b", collation: Some(45) },
             Value::Text { bytes: b"\xff\xfe", collation: Some(45) },
+            // ASCII copied as it is, in every charset where ASCII is ASCII, and not otherwise
+            Value::Text { bytes: b"plain ascii, long enough for a word or two", collation: Some(8) },
+            Value::Text { bytes: b"plain", collation: None },
+            Value::Text { bytes: b"ascii in binary", collation: Some(63) },
+            Value::Text { bytes: b"\x00a\x00b", collation: Some(35) },
+            Value::Text { bytes: b"a\x00b\x00", collation: Some(56) },
+            Value::Text { bytes: b"abcd", collation: Some(60) },
+            Value::Text { bytes: b"tab\there and a \\ too, past eight", collation: Some(8) },
+            Value::Text { bytes: b"caf\xe9 latin1 past eight bytes", collation: Some(8) },
+            Value::Text { bytes: b"\x7f del", collation: Some(33) },
+            Value::Text { bytes: b"", collation: Some(8) },
             Value::Bytes(b"\x00\x01bin".as_slice().into()),
             Value::Bit { value: 5, bits: 3 },
             Value::Enum(0),
@@ -646,6 +669,19 @@ mod tests {
             let mut out = Vec::new();
             write_value_json(&mut out, v, &c);
             assert_eq!(String::from_utf8(out).unwrap(), value_json(v, &c).to_string(), "{v:?}");
+        }
+        // whole images: every column, some absent, none
+        let columns: Vec<Column> = (0..values.len()).map(|i| Column::new(i, ColumnType::Long, 0, true)).collect();
+        let keys = json_keys(&columns);
+        let all: Vec<Option<Value<'_>>> = values.iter().cloned().map(Some).collect();
+        let some: Vec<Option<Value<'_>>> =
+            values.iter().enumerate().map(|(i, v)| (i % 3 == 1).then(|| v.clone())).collect();
+        let none: Vec<Option<Value<'_>>> = vec![None; values.len()];
+        for image in [&all, &some, &none] {
+            let mut out = b"{\"before\":".to_vec();
+            write_image_json(&mut out, image, &columns, &keys);
+            let want = format!("{{\"before\":{}", image_json(image, &columns));
+            assert_eq!(String::from_utf8(out).unwrap(), want);
         }
     }
 
@@ -658,12 +694,12 @@ mod tests {
             write_json_str(&mut want, name);
             want.push(b':');
             let key = {
-                let mut k = Vec::new();
+                let mut k = vec![b','];
                 write_json_str(&mut k, name);
                 k.push(b':');
                 JsonKey::new(k)
             };
-            let mut out = b"{\"a\":1,".to_vec();
+            let mut out = b"{\"a\":1".to_vec();
             key.append_to(&mut out);
             assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(want).unwrap(), "{name:?}");
         }
