@@ -251,9 +251,32 @@ impl<'a> RowsEvent<'a> {
         after_of: Option<&RowImage<'r>>,
         values: &mut Vec<Option<Value<'r>>>,
     ) -> Result<()> {
-        let table = &self.table;
         clear_values(values);
-        values.reserve(table.columns.len());
+        // Each value is decoded into its slot in place (columns absent from the image, and
+        // those past `column_count`, stay `None`). Pushed, a value was put together on the
+        // stack from narrow stores and copied out with wide loads, a store-forwarding stall
+        // on every value (a tenth of a dump's time).
+        values.resize_with(self.table.columns.len(), || None);
+        self.walk_image(r, present, present_count, after_of, |i, value| {
+            if let Some(slot) = values.get_mut(i) {
+                put(slot, value);
+            }
+        })
+    }
+
+    /// Decodes one row image, handing each present column's index and value to `f` in column
+    /// order: **where a row image's bytes become values**, for [`RowsIter::next_into`] (which
+    /// collects them) and [`RowsIter::next_with`] (which does not).
+    #[inline(always)]
+    fn walk_image<'r>(
+        &'r self,
+        r: &mut Reader<'r>,
+        present: &[u8],
+        present_count: usize,
+        after_of: Option<&RowImage<'r>>,
+        mut f: impl FnMut(usize, Value<'r>),
+    ) -> Result<()> {
+        let table = &self.table;
         // PARTIAL_UPDATE after images start with value options and the partial-JSON bits
         let mut partial_bits: Option<&[u8]> = None;
         if self.kind == RowsKind::PartialUpdate && after_of.is_some() {
@@ -263,37 +286,29 @@ impl<'a> RowsEvent<'a> {
             }
         }
         let nulls = r.take(present_count.div_ceil(8), "row NULL bitmap")?;
+        let columns = table.columns.get(..self.column_count).unwrap_or(&table.columns);
         // The common case, a full image without partial JSON: every column present, so the
         // n-th value goes to the n-th column and the NULL bitmap is indexed by column.
-        //
-        // Each value is decoded into its slot in place. Pushed, a value was put together on
-        // the stack from narrow stores and copied out with wide loads, a store-forwarding
-        // stall on every value (a tenth of a dump's time).
         if present_count == self.column_count && partial_bits.is_none() {
-            let columns = table.columns.get(..self.column_count).unwrap_or(&table.columns);
-            values.resize_with(table.columns.len(), || None);
-            for (i, (col, slot)) in columns.iter().zip(values.iter_mut()).enumerate() {
+            for (i, col) in columns.iter().enumerate() {
                 if bit_lsb(nulls, i) {
-                    put(slot, Value::Null);
+                    f(i, Value::Null);
                     continue;
                 }
                 let start = r.position();
                 match decode_value(r, col) {
-                    Ok(value) => put(slot, value),
+                    Ok(value) => f(i, value),
                     Err(e) => return Err(column_error(table, i, col, start, e)),
                 }
             }
             return Ok(());
         }
-        // Filled in column order (columns absent from the image, and those past
-        // `column_count`, stay `None`).
         let mut k = 0; // index among present columns
         let mut json_k = 0; // index among JSON columns
                             // With a full row image (the default) every column is present: the bitmap is not
                             // consulted per column. JSON columns are counted only for a partial-JSON image.
         let all_present = present_count == self.column_count;
-        values.resize_with(table.columns.len(), || None);
-        for (i, (col, slot)) in table.columns.iter().zip(values.iter_mut()).enumerate().take(self.column_count) {
+        for (i, col) in columns.iter().enumerate() {
             let partial = match partial_bits {
                 Some(b) if col.ty == ColumnType::Json => {
                     json_k += 1;
@@ -307,7 +322,7 @@ impl<'a> RowsEvent<'a> {
             let is_null = bit_lsb(nulls, k);
             k += 1;
             if is_null {
-                put(slot, Value::Null);
+                f(i, Value::Null);
                 continue;
             }
             let start = r.position();
@@ -317,9 +332,18 @@ impl<'a> RowsEvent<'a> {
                 decode_value(r, col)
             }
             .map_err(|e| column_error(table, i, col, start, e))?;
-            put(slot, value);
+            f(i, value);
         }
         Ok(())
+    }
+
+    /// The columns-present bitmap of the before or after images, and how many it sets.
+    fn present(&self, before: bool) -> (&[u8], usize) {
+        if before {
+            (&self.present_before, self.before_count)
+        } else {
+            (&self.present_after, self.after_count)
+        }
     }
 
     /// Decodes the image at `r` into `slot`, reusing the vector already there.
@@ -330,8 +354,7 @@ impl<'a> RowsEvent<'a> {
         after_of: Option<&RowImage<'r>>,
         slot: &mut Option<RowImage<'r>>,
     ) -> Result<()> {
-        let (present, count) =
-            if before { (&*self.present_before, self.before_count) } else { (&*self.present_after, self.after_count) };
+        let (present, count) = self.present(before);
         let img = slot.get_or_insert_with(|| RowImage { values: Vec::new() });
         let res = self.read_image_into(r, present, count, after_of, &mut img.values);
         if res.is_err() {
@@ -359,25 +382,28 @@ fn column_error(table: &TableMap, i: usize, col: &Column, start: usize, e: Error
 /// variants that own memory are dropped here; the rest hold nothing to free and are
 /// forgotten (which is safe: forgetting releases no memory and runs no code).
 fn clear_values(values: &mut Vec<Option<Value<'_>>>) {
-    for v in values.drain(..) {
-        if v.as_ref().is_some_and(owns_memory) {
-            drop(v);
-        } else {
-            std::mem::forget(v);
-        }
+    for v in values.drain(..).flatten() {
+        release(v);
     }
 }
 
 /// Fills a slot [`clear_values`] left empty. `*slot = Some(v)` would call `Value`'s drop glue
-/// on the `None` it replaces, out of line; what it replaced is released as there instead.
+/// on the `None` it replaces, out of line; what it replaced is released instead.
 #[inline]
 fn put<'r>(slot: &mut Option<Value<'r>>, v: Value<'r>) {
     if let Some(old) = slot.replace(v) {
-        if owns_memory(&old) {
-            drop(old);
-        } else {
-            std::mem::forget(old);
-        }
+        release(old);
+    }
+}
+
+/// Drops a value that owns memory and forgets one that does not, without the drop glue's
+/// out-of-line call (see [`clear_values`]).
+#[inline]
+fn release(v: Value<'_>) {
+    if owns_memory(&v) {
+        drop(v);
+    } else {
+        std::mem::forget(v);
     }
 }
 
@@ -455,6 +481,59 @@ impl<'r> RowsIter<'r> {
                 .read_image_slot(r, true, None, &mut change.before)
                 .and_then(|()| ev.read_image_slot(r, false, change.before.as_ref(), &mut change.after)),
         };
+        let res = self.settle(start, res);
+        if res.is_err() {
+            change.before = None;
+            change.after = None;
+        }
+        Some(res)
+    }
+
+    /// Reads the next row change, handing its images to `visitor` value by value as they are
+    /// decoded, without collecting them: what a caller that turns each value into something
+    /// else at once (`sluice dump`'s JSON) needs, and cheaper than [`RowsIter::next_into`],
+    /// whose values go through a vector. Returns `None` after the last row; stops after the
+    /// first error, as the iterator does: the visitor may then have seen part of the change.
+    pub fn next_with(&mut self, visitor: &mut impl ImageVisitor<'r>) -> Option<Result<()>> {
+        if self.done || self.r.is_empty() {
+            return None;
+        }
+        let ev = self.ev;
+        if ev.kind == RowsKind::PartialUpdate {
+            // a partial JSON after image applies to the before image's values: collected
+            let mut change = RowChange { before: None, after: None };
+            return self.next_into(&mut change).map(|res| {
+                res.map(|()| {
+                    for (before, image) in [(true, change.before), (false, change.after)] {
+                        if let Some(image) = image {
+                            visitor.image(before);
+                            for (i, value) in image.values.into_iter().enumerate() {
+                                if let Some(value) = value {
+                                    visitor.value(i, value);
+                                }
+                            }
+                        }
+                    }
+                })
+            });
+        }
+        let start = self.r.position();
+        let r = &mut self.r;
+        let mut image = |r: &mut Reader<'r>, before: bool| {
+            visitor.image(before);
+            let (present, count) = ev.present(before);
+            ev.walk_image(r, present, count, None, |i, value| visitor.value(i, value))
+        };
+        let res = match ev.kind {
+            RowsKind::Write => image(r, false),
+            RowsKind::Delete => image(r, true),
+            RowsKind::Update | RowsKind::PartialUpdate => image(r, true).and_then(|()| image(r, false)),
+        };
+        Some(self.settle(start, res))
+    }
+
+    /// A row change's outcome, read from `start`: an error stops the walk.
+    fn settle(&mut self, start: usize, res: Result<()>) -> Result<()> {
         // A row change that reads no bytes (no column present in its images) would be
         // returned forever: every image the server writes holds at least its NULL bitmap
         // byte, so bytes left behind such a change are malformed row data, not more rows.
@@ -473,11 +552,19 @@ impl<'r> RowsIter<'r> {
         });
         if res.is_err() {
             self.done = true;
-            change.before = None;
-            change.after = None;
         }
-        Some(res)
+        res
     }
+}
+
+/// Receives a row change's images value by value from [`RowsIter::next_with`].
+pub trait ImageVisitor<'r> {
+    /// An image starts: the before image (`before`) or the after image; an UPDATE's before
+    /// image comes first.
+    fn image(&mut self, before: bool);
+    /// A value of the image begun last: its column's index and the value, in column order
+    /// (columns the image leaves out are skipped; SQL NULL is [`Value::Null`]).
+    fn value(&mut self, column: usize, value: Value<'r>);
 }
 
 impl<'r> Iterator for RowsIter<'r> {

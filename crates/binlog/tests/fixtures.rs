@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use sluice_binlog::decoder::{DecoderOptions, EventDecoder};
 use sluice_binlog::event::Event;
 use sluice_binlog::file::BinlogReader;
-use sluice_binlog::Error;
+use sluice_binlog::rows::{ImageVisitor, RowChange};
+use sluice_binlog::{Error, Value};
 
 /// What walking a file saw.
 #[derive(Debug, Default)]
@@ -40,12 +41,25 @@ fn walk(path: &Path) -> (Walk, Option<Error>) {
                 let name = ev.event.event.type_name();
                 *w.by_type.entry(if ev.in_payload { format!("  {name}") } else { name.to_string() }).or_default() += 1;
                 if let Event::Rows(rows) = &ev.event.event {
+                    // the visitor sees what the iterator collects, and fails where it does
+                    let mut visits = rows.rows();
                     for row in rows.rows() {
+                        let mut seen = Images::default();
+                        let visited = visits.next_with(&mut seen);
                         match row {
-                            Ok(_) => w.rows += 1,
-                            Err(e) => return (w, Some(e.at(ev.file, ev.offset, ev.event.header.event_type))),
+                            Ok(change) => {
+                                assert!(matches!(visited, Some(Ok(()))), "{}:{}: {visited:?}", ev.file, ev.offset);
+                                assert_eq!(seen.0, images_of(&change), "{}:{}", ev.file, ev.offset);
+                                w.rows += 1;
+                            }
+                            Err(e) => {
+                                let visited = visited.and_then(Result::err).map(|e| e.to_string());
+                                assert_eq!(visited, Some(e.to_string()), "{}:{}", ev.file, ev.offset);
+                                return (w, Some(e.at(ev.file, ev.offset, ev.event.header.event_type)));
+                            }
                         }
                     }
+                    assert!(visits.next_with(&mut Images::default()).is_none());
                 }
             }
             Ok(None) => break,
@@ -57,6 +71,31 @@ fn walk(path: &Path) -> (Walk, Option<Error>) {
     }
     w.unknown = rd.decoder().stats().unknown_events;
     (w, None)
+}
+
+/// A row change's images as [`RowsIter::next_with`] hands them over: before or after, and the
+/// present columns' indexes and values.
+#[derive(Default)]
+struct Images<'r>(Vec<(bool, Vec<(usize, Value<'r>)>)>);
+
+impl<'r> ImageVisitor<'r> for Images<'r> {
+    fn image(&mut self, before: bool) {
+        self.0.push((before, Vec::new()));
+    }
+    fn value(&mut self, column: usize, value: Value<'r>) {
+        self.0.last_mut().expect("a value before any image").1.push((column, value));
+    }
+}
+
+/// A collected row change in the form [`Images`] holds.
+fn images_of<'r>(change: &RowChange<'r>) -> Vec<(bool, Vec<(usize, Value<'r>)>)> {
+    [(true, &change.before), (false, &change.after)]
+        .into_iter()
+        .filter_map(|(before, image)| {
+            let values = image.as_ref()?.values.iter().enumerate();
+            Some((before, values.filter_map(|(i, v)| Some((i, v.clone()?))).collect()))
+        })
+        .collect()
 }
 
 /// Files broken by design, with the offset their error must name and a piece of its text.

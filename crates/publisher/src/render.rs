@@ -473,17 +473,19 @@ impl JsonKey {
     }
 }
 
-/// Appends a row image as a JSON object keyed by column name, as [`image_json`] builds it;
-/// `keys` comes from [`json_keys`] over the same columns.
-pub fn write_image_json(out: &mut Vec<u8>, values: &[Option<Value<'_>>], columns: &[Column], keys: &[JsonKey]) {
-    let open = out.len();
-    for ((col, key), v) in columns.iter().zip(keys).zip(values) {
-        if let Some(v) = v {
-            key.append_to(out);
-            write_value_json(out, v, col);
-        }
+/// Appends column `i`'s member, `,"name":value`, to the object being written (`keys` from
+/// [`json_keys`] over `columns`; an index past them is no column, and nothing is written).
+#[inline]
+pub fn write_member(out: &mut Vec<u8>, columns: &[Column], keys: &[JsonKey], i: usize, value: &Value<'_>) {
+    if let (Some(col), Some(key)) = (columns.get(i), keys.get(i)) {
+        key.append_to(out);
+        write_value_json(out, value, col);
     }
-    // every key came with a comma before it: the first one's is where the object opens
+}
+
+/// Ends an object whose members [`write_member`] appended from `open` on: every member came
+/// with a comma before it, and the first one's is where the object opens.
+pub fn end_object(out: &mut Vec<u8>, open: usize) {
     match out.get_mut(open) {
         Some(first) => *first = b'{',
         None => out.push(b'{'),
@@ -574,6 +576,17 @@ pub fn ident(name: &str) -> String {
 mod tests {
     use super::*;
     use sluice_binlog::ColumnType;
+
+    /// A row image as a JSON object, through the writers `sluice dump` uses.
+    fn write_image_json(out: &mut Vec<u8>, values: &[Option<Value<'_>>], columns: &[Column], keys: &[JsonKey]) {
+        let open = out.len();
+        for (i, v) in values.iter().enumerate() {
+            if let Some(v) = v {
+                write_member(out, columns, keys, i, v);
+            }
+        }
+        end_object(out, open);
+    }
 
     fn col() -> Column {
         Column::new(0, ColumnType::Long, 0, true)

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value as Json};
 use sluice_binlog::column::Column;
 use sluice_binlog::event::Event;
-use sluice_binlog::rows::{RowChange, RowsKind};
+use sluice_binlog::rows::{ImageVisitor, RowsIter, RowsKind};
 use sluice_binlog::walk::Located;
-use sluice_binlog::{Error as BinlogError, EventHeader, TableMap};
+use sluice_binlog::{Error as BinlogError, EventHeader, TableMap, Value};
 
-use crate::render::{image_json, json_keys, write_image_json, write_json_num, write_json_str, JsonKey};
+use crate::render::{end_object, image_json, json_keys, write_json_num, write_json_str, write_member, JsonKey};
 
 /// The JSON lines of one rows event. A line's fields, in the order earlier releases and
 /// `--events` use: type, database, table, timestamp, ts, position {file, offset, row},
@@ -19,6 +19,7 @@ use crate::render::{image_json, json_keys, write_image_json, write_json_num, wri
 /// same for every row of the event; `xid` comes last and is written when the transaction ends
 /// (the line is held open after `"xid":` until then, see `spool::TxSpool`).
 pub struct RowLines {
+    kind: RowsKind,
     prefix: Vec<u8>,
     middle: Vec<u8>,
     keys: Arc<[JsonKey]>,
@@ -79,24 +80,71 @@ impl RowLines {
             None => middle.extend_from_slice(b"null"),
         }
         middle.extend_from_slice(b",\"before\":");
-        RowLines { prefix, middle, keys }
+        RowLines { kind, prefix, middle, keys }
     }
 
-    /// Appends row `idx`'s line to `line`, up to `"xid":`.
-    pub fn write(&self, line: &mut Vec<u8>, idx: usize, row: &RowChange<'_>, columns: &[Column]) {
+    /// Appends the line of row `idx`, the next row change of `rows`, to `line`, up to
+    /// `"xid":`. Each value is written as it is decoded, not collected first. Returns what
+    /// [`RowsIter::next_with`] returns; when that is not a row, `line` is as it was.
+    pub fn write_next<'r>(
+        &self,
+        line: &mut Vec<u8>,
+        idx: usize,
+        rows: &mut RowsIter<'r>,
+        columns: &[Column],
+    ) -> Option<Result<(), BinlogError>> {
+        let start = line.len();
         line.extend_from_slice(&self.prefix);
         write_json_num(line, idx);
         line.extend_from_slice(&self.middle);
-        for (i, image) in [&row.before, &row.after].into_iter().enumerate() {
-            if i == 1 {
-                line.extend_from_slice(b",\"after\":");
-            }
-            match image {
-                Some(img) => write_image_json(line, &img.values, columns, &self.keys),
-                None => line.extend_from_slice(b"null"),
-            }
+        if self.kind == RowsKind::Write {
+            line.extend_from_slice(b"null,\"after\":");
         }
-        line.extend_from_slice(b",\"xid\":");
+        let mut images = Images { line, columns, keys: &self.keys, open: None };
+        let res = rows.next_with(&mut images);
+        if let Some(Ok(())) = res {
+            images.close();
+            if self.kind == RowsKind::Delete {
+                line.extend_from_slice(b",\"after\":null");
+            }
+            line.extend_from_slice(b",\"xid\":");
+        } else {
+            line.truncate(start);
+        }
+        res
+    }
+}
+
+/// A line's `before` and `after` objects, written as the row's values are decoded.
+struct Images<'a> {
+    line: &'a mut Vec<u8>,
+    columns: &'a [Column],
+    keys: &'a [JsonKey],
+    /// Where the object being written starts.
+    open: Option<usize>,
+}
+
+impl Images<'_> {
+    /// Ends the object being written; false when there is none.
+    fn close(&mut self) -> bool {
+        let Some(open) = self.open.take() else { return false };
+        end_object(self.line, open);
+        true
+    }
+}
+
+impl<'r> ImageVisitor<'r> for Images<'_> {
+    fn image(&mut self, before: bool) {
+        // an UPDATE's after image follows its before image
+        if !before && self.close() {
+            self.line.extend_from_slice(b",\"after\":");
+        }
+        self.open = Some(self.line.len());
+    }
+
+    #[inline]
+    fn value(&mut self, column: usize, value: Value<'r>) {
+        write_member(self.line, self.columns, self.keys, column, &value);
     }
 }
 

@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 
-use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
+use sluice_binlog::rows::{RowsEvent, RowsKind};
 use sluice_binlog::Error as BinlogError;
 
 use super::json::RowLines;
@@ -104,17 +104,14 @@ pub fn render(
     // series of doublings each copying what was written. Capped: a long BLOB's lines grow as
     // they are written rather than reserving four times the row up front.
     block.line().reserve(rows.rows_bytes().saturating_mul(4).min(RESERVE_MAX));
-    // one RowChange for the event, refilled per row: no allocation per row
-    let mut row = RowChange { before: None, after: None };
     let mut iter = rows.rows();
     let mut n = 0u64;
     let result = loop {
-        match iter.next_into(&mut row) {
+        match lines.write_next(block.line(), n as usize, &mut iter, &rows.table.columns) {
             None => break Ok(()),
             Some(Err(e)) => break Err(e.at(file, offset, rows.event_type)),
             Some(Ok(())) => {}
         }
-        lines.write(block.line(), n as usize, &row, &rows.table.columns);
         block.end_line();
         n += 1;
     };
