@@ -62,7 +62,8 @@ for i in $(seq 1 "$runs"); do
             --stop-position "$size" "${threads[@]}" >/dev/null 2>"$SLUICE_WORK/live_bench.sluice.err"
         t1="$(now)"
         n="$(grep -oE '[0-9]+ rows' "$SLUICE_WORK/live_bench.sluice.err" | head -n 1 | cut -d' ' -f1)"
-        echo "{\"mode\":\"$mode\",\"rows\":$n,\"secs\":$(echo "$t1 - $t0" | bc -l)}" >> "$results"
+        # printf, not bc's text: bc writes 0.92 as .92, which is not JSON
+        printf '{"mode":"%s","rows":%s,"secs":%.4f}\n' "$mode" "$n" "$(echo "$t1 - $t0" | bc -l)" >> "$results"
     done
 done
 if [ "${BENCH_SKIP_PYTHON:-0}" != 1 ]; then
