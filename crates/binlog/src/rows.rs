@@ -303,10 +303,11 @@ impl<'a> RowsEvent<'a> {
             }
             return Ok(());
         }
+        // Any other image: the columns-present bitmap says which columns have a value, and
+        // the NULL bitmap is indexed among those. With a full image (a partial-JSON one) the
+        // bitmap is not consulted per column; JSON columns are counted only for partial JSON.
         let mut k = 0; // index among present columns
         let mut json_k = 0; // index among JSON columns
-                            // With a full row image (the default) every column is present: the bitmap is not
-                            // consulted per column. JSON columns are counted only for a partial-JSON image.
         let all_present = present_count == self.column_count;
         for (i, col) in columns.iter().enumerate() {
             let partial = match partial_bits {

@@ -423,7 +423,7 @@ pub fn write_value_json(out: &mut Vec<u8>, v: &Value<'_>, col: &Column) {
 
 /// Each column's JSON object key with a comma before it and a colon after (`,"name":`),
 /// written once per table or event rather than escaped again for every row image (the comma
-/// spares a separate append per value; [`write_image_json`] makes the first one the `{`).
+/// spares a separate append per value; [`end_object`] makes the first one the `{`).
 pub fn json_keys(columns: &[Column]) -> Vec<JsonKey> {
     columns
         .iter()
