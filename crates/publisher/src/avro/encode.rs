@@ -7,7 +7,7 @@
 use apache_avro::types::Value as Avro;
 #[cfg(any(test, debug_assertions))]
 use apache_avro::Schema;
-use sluice_binlog::charset::decode_text;
+use sluice_binlog::charset::{ascii_compatible, decode_text};
 use sluice_binlog::decimal::UNSCALED_BE_MAX;
 use sluice_binlog::rows::RowImage;
 use sluice_binlog::Value;
@@ -478,6 +478,12 @@ impl AvroEncoder {
                     head(out);
                     w::long(ts.micros(), out);
                 }
+            }
+            // most text is ASCII, which in any charset where ASCII is ASCII is its own UTF-8:
+            // one scan instead of the charset's decoder (a tenth of the pipeline's decoding)
+            (Kind::Text, Value::Text { bytes, collation }) if bytes.is_ascii() && ascii_compatible(*collation) => {
+                head(out);
+                w::bytes(bytes, out);
             }
             (Kind::Text, Value::Text { bytes, collation }) => {
                 let s = decode_text(bytes, *collation).map_err(|source| AvroError::Text {

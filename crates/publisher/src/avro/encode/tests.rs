@@ -365,6 +365,40 @@ fn strings_and_binaries() {
     assert!(matches!(e, AvroError::MissingMetadata { ref column, .. } if column == "mystery"), "{e}");
 }
 
+/// ASCII bytes are copied as they are only where ASCII is ASCII: the same bytes in UTF-16 or
+/// UTF-32 are other characters, and in any charset the result is what its decoder gives.
+#[test]
+fn ascii_text_is_copied_only_where_ascii_is_ascii() {
+    use ColumnType as T;
+    const UTF16: u16 = 54;
+    const UTF32: u16 = 60;
+    const SJIS: u16 = 13;
+    let tm = table(vec![
+        text("lat", T::VarChar, 20, LATIN1),
+        text("u16", T::VarChar, 40, UTF16),
+        text("u32", T::VarChar, 40, UTF32),
+        text("sjis", T::VarChar, 40, SJIS),
+        text("none", T::VarChar, 40, UTF8MB4),
+    ]);
+    let ts = schema(&tm);
+    let r = flat(
+        &ts,
+        vec![
+            Value::Text { bytes: b"plain \"ascii\"\n", collation: Some(LATIN1) },
+            // "hi" in UTF-16: every byte is ASCII, the text is not the bytes
+            Value::Text { bytes: b"\0h\0i", collation: Some(UTF16) },
+            Value::Text { bytes: b"\0\0\0A", collation: Some(UTF32) },
+            Value::Text { bytes: b"abc", collation: Some(SJIS) },
+            Value::Text { bytes: b"x", collation: None },
+        ],
+    );
+    assert_eq!(some(field(&r, "lat")), &Avro::String("plain \"ascii\"\n".into()));
+    assert_eq!(some(field(&r, "u16")), &Avro::String("hi".into()));
+    assert_eq!(some(field(&r, "u32")), &Avro::String("A".into()));
+    assert_eq!(some(field(&r, "sjis")), &Avro::String("abc".into()));
+    assert_eq!(some(field(&r, "none")), &Avro::String("x".into()));
+}
+
 #[test]
 fn enums_and_sets() {
     use ColumnType as T;
