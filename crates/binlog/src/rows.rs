@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::event_type::EventType;
 use crate::jsonb;
 use crate::table_map::{bit_lsb, TableMap};
-use crate::value::{decode_value, Value};
+use crate::value::{decode_value_with, Value};
 
 /// What a rows event does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,9 +296,9 @@ impl<'a> RowsEvent<'a> {
                     continue;
                 }
                 let start = r.position();
-                match decode_value(r, col) {
-                    Ok(value) => f(i, value),
-                    Err(e) => return Err(column_error(table, i, col, start, e)),
+                // `f` called in the arm that decodes the value: see decode_value_with
+                if let Err(e) = decode_value_with(r, col, |value| f(i, value)) {
+                    return Err(column_error(table, i, col, start, e));
                 }
             }
             return Ok(());
@@ -327,13 +327,14 @@ impl<'a> RowsEvent<'a> {
                 continue;
             }
             let start = r.position();
-            let value = if partial {
-                read_partial_json(r, col.meta, after_of.and_then(|b| b.values.get(i)).and_then(Option::as_ref))
+            if partial {
+                let value =
+                    read_partial_json(r, col.meta, after_of.and_then(|b| b.values.get(i)).and_then(Option::as_ref))
+                        .map_err(|e| column_error(table, i, col, start, e))?;
+                f(i, value);
             } else {
-                decode_value(r, col)
+                decode_value_with(r, col, |value| f(i, value)).map_err(|e| column_error(table, i, col, start, e))?;
             }
-            .map_err(|e| column_error(table, i, col, start, e))?;
-            f(i, value);
         }
         Ok(())
     }
