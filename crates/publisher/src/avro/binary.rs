@@ -8,25 +8,11 @@
 /// A `long` (also an `int`, a union branch index, a block count): zig-zag varint.
 pub(crate) fn long(n: i64, out: &mut Vec<u8>) {
     let mut z = ((n << 1) ^ (n >> 63)) as u64;
-    if z < 0x80 {
-        // most longs are union branches, counts and small numbers: one byte
-        out.push(z as u8);
-        return;
-    }
-    // the rest built in an array and appended in one copy (a push per byte checks the
-    // capacity each time)
-    let mut buf = [0u8; 10];
-    let mut len = 0;
-    for b in &mut buf {
-        len += 1;
-        if z < 0x80 {
-            *b = z as u8;
-            break;
-        }
-        *b = (z as u8) | 0x80;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
         z >>= 7;
     }
-    out.extend_from_slice(buf.get(..len).unwrap_or(&buf));
+    out.push(z as u8);
 }
 
 /// A count or index (never beyond `i64::MAX` in practice: lengths of in-memory data).
