@@ -49,7 +49,7 @@ use sluice_protocol::{BinaryRows, ConnectOptions, Connection};
 use crate::config::SnapshotSection;
 use crate::position::{binlog_order, ResumePoint, SnapshotProgress, TableState};
 use plan::{Method, TablePlan};
-use values::{identity, sql_literal, to_value};
+use values::{identity, sql_literal, to_value_with};
 
 /// A binlog position of the source server.
 type Pos = (String, u64);
@@ -1010,7 +1010,9 @@ pub fn parse_row<'p>(
     })?;
     values.clear();
     for (v, col) in raw.drain(..).zip(&plan.table_map.columns) {
-        values.push(Some(to_value(v, col).map_err(|source| SnapshotError::Value { table: table(), source })?));
+        // pushed in the arm that makes the value: see to_value_with
+        to_value_with(v, col, |value| values.push(Some(value)))
+            .map_err(|source| SnapshotError::Value { table: table(), source })?;
     }
     Ok(())
 }
