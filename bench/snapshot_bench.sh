@@ -17,7 +17,8 @@
 # Usage: bench/snapshot_bench.sh [ROWS] (default 1000000)
 # Env: SLUICE_WORK (default <repo>/.work), BENCH_RUNS (rounds, default 3), BENCH_NO_BUILD=1,
 # SLUICE_BINS ("label=path ...": sluice binaries measured side by side in each round, e.g. an older
-# commit's build against this one; default "sluice=<target>/release/sluice").
+# commit's build against this one; default "sluice=<target>/release/sluice"), BENCH_SNAPSHOT_TOML (lines
+# added to every contender's [snapshot] section, e.g. 'chunk_max_bytes = "4MiB"').
 # The table has the shape of the decoder benchmark's (bench/gen_bench_binlog.sh: 15 columns of 13 types).
 set -euo pipefail
 
@@ -101,6 +102,7 @@ url = "$REGISTRY_URL"
 include = ["snapbench.orders"]
 [snapshot]
 mode = "$2"
+${BENCH_SNAPSHOT_TOML:-}
 TOML
 }
 
