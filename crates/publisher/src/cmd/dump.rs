@@ -975,6 +975,7 @@ impl<W: Write> Dumper<W> {
                 None => break,
                 Some(Taken::Rows(done)) => self.take_done(done)?,
                 Some(Taken::Commit(xid)) => self.write_transaction(xid)?,
+                Some(Taken::Then(f)) => f(),
             }
         }
         Ok(())
@@ -997,6 +998,17 @@ impl<W: Write> Dumper<W> {
         }
     }
 
+    /// Logs a warning about the event at hand once the events before it are rendered and taken
+    /// back (at once without workers): a dump that stops at an earlier event whose rows do not
+    /// decode logs what `--threads 1` would, not what the reading thread met past it.
+    fn warn_in_order(&mut self, warn: workers::Deferred) -> Result<(), Failure> {
+        match self.pool.as_mut().filter(|p| !p.is_idle()) {
+            Some(pool) => pool.then(warn)?,
+            None => warn(),
+        }
+        Ok(())
+    }
+
     fn rows(&mut self, ev: &Located<'_>, rows: &RowsEvent<'_>) -> Result<(), Failure> {
         // live, without column metadata: decode with the tracked definition (checked against
         // the TABLE_MAP); when there is none that fits, positionally, as from a file
@@ -1009,7 +1021,9 @@ impl<W: Write> Dumper<W> {
                 }
                 Err(why) => {
                     if self.warned_positional.insert(rows.table.qualified_name()) {
-                        tracing::warn!("{why}; its columns are printed as @1..@N, with the binlog's own metadata");
+                        self.warn_in_order(Box::new(move || {
+                            tracing::warn!("{why}; its columns are printed as @1..@N, with the binlog's own metadata");
+                        }))?;
                     }
                     std::borrow::Cow::Borrowed(rows)
                 }
@@ -1018,10 +1032,13 @@ impl<W: Write> Dumper<W> {
         };
         let table = &rows.table;
         if self.args.format == Format::Json && !named && self.warned_positional.insert(table.qualified_name()) {
-            tracing::warn!(
-                table = %table.qualified_name(),
-                "The binlog has no column names for this table (binlog_row_metadata=MINIMAL or an older server); columns are printed as @1..@N"
-            );
+            let name = table.qualified_name();
+            self.warn_in_order(Box::new(move || {
+                tracing::warn!(
+                    table = %name,
+                    "The binlog has no column names for this table (binlog_row_metadata=MINIMAL or an older server); columns are printed as @1..@N"
+                );
+            }))?;
         }
         let header = &ev.event.header;
         if self.args.format == Format::Json {

@@ -137,18 +137,24 @@ fn render_batch(batch: Batch) -> Done {
     Done { block, counts, error: None }
 }
 
-/// What the reading thread gets back, in the order it sent them: rendered events, or the end
-/// of a transaction it marked after the events of that transaction.
+/// What the reading thread gets back, in the order it sent them: rendered events, the end
+/// of a transaction it marked after the events of that transaction, or something to do (a
+/// warning to log) once the events before it are taken back.
 pub enum Taken {
     Rows(Done),
     Commit(Option<u64>),
+    Then(Deferred),
 }
+
+/// Work the reading thread put in line after the events added before it.
+pub type Deferred = Box<dyn FnOnce() + Send>;
 
 /// A place in the order of answers.
 enum Slot {
     /// A batch, with its bytes of row images.
     Batch(usize),
     Commit(Option<u64>),
+    Then(Deferred),
 }
 
 struct Worker {
@@ -241,6 +247,18 @@ impl Pool {
         Ok(())
     }
 
+    /// Puts `then` in line after the events added so far: the reading thread runs it when it
+    /// takes it back. A warning about an event is logged this way, so that a dump that stops at
+    /// an earlier bad event does not log what the reading thread met past it.
+    ///
+    /// # Errors
+    /// A worker is gone (it panicked).
+    pub fn then(&mut self, then: Deferred) -> Result<(), WorkerGone> {
+        self.dispatch()?;
+        self.in_flight.push_back(Slot::Then(then));
+        Ok(())
+    }
+
     /// Sends the open batch to the next worker, once it has room.
     fn dispatch(&mut self) -> Result<(), WorkerGone> {
         let Some(bytes) = self.open.as_ref().map(|b| b.bytes) else { return Ok(()) };
@@ -281,11 +299,14 @@ impl Pool {
     fn receive(&mut self, wait: bool) -> Result<Option<Taken>, WorkerGone> {
         let bytes = match self.in_flight.front() {
             None => return Ok(None),
-            Some(&Slot::Commit(xid)) => {
-                self.in_flight.pop_front();
-                return Ok(Some(Taken::Commit(xid)));
-            }
             Some(&Slot::Batch(bytes)) => bytes,
+            Some(Slot::Commit(_) | Slot::Then(_)) => {
+                return Ok(match self.in_flight.pop_front() {
+                    Some(Slot::Commit(xid)) => Some(Taken::Commit(xid)),
+                    Some(Slot::Then(f)) => Some(Taken::Then(f)),
+                    _ => None,
+                });
+            }
         };
         let w = self.workers.get(self.next_taken).ok_or(WorkerGone)?;
         let done = if wait {

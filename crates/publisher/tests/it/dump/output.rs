@@ -203,3 +203,46 @@ fn the_output_is_the_same_on_any_number_of_threads() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
 }
+
+/// A dump of a binlog without column names (a MySQL 5.7 server's) that stops at a bad event
+/// logs the warnings `--threads 1` logs: one per table up to the bad event, none for the tables
+/// the reading thread met past it while the workers rendered (before the fix, 4-8 runs of 20
+/// logged one more). Each thread count runs several times: the reading thread's lead is a race.
+#[test]
+fn a_dump_stopped_by_a_bad_event_warns_as_one_thread_does() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../binlog/tests/data/fixtures/mysql/mysql-binlog-connector-java/mysql-bin.checksum-crc32");
+    let mut bytes = std::fs::read(&fixture).unwrap();
+    // the WRITE_ROWS event of 102 bytes at 4,555 (table simu_file_dev.folder): the length of
+    // its first row's VARCHAR (byte 38) set to 255, past the event's end; the rows fail to
+    // decode on a worker, while the reading thread reads on
+    let at = 4_555usize;
+    assert_eq!((bytes[at + 4], u32::from_le_bytes(bytes[at + 9..at + 13].try_into().unwrap())), (30, 102));
+    bytes[at + 38] = 0xFF;
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("mysql-bin.000001");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let run = |threads: &str| {
+        let out = sluice().args(["dump", "--no-verify-checksum", "--threads", threads]).arg(&damaged).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(|l| if l.starts_with("20") { l.split_once(' ').map_or(l, |(_, rest)| rest) } else { l })
+            .collect::<Vec<_>>()
+            .join("\n");
+        (out.status.code(), out.stdout, err)
+    };
+    let (code, out, err) = run("1");
+    assert_eq!(code, Some(65), "{err}");
+    assert!(err.contains("offset 4555") && err.contains("truncated VARCHAR: needed 255 bytes"), "{err}");
+    let warned = |t: &str| err.contains(&format!("table={t}"));
+    assert!(warned("simu_file_dev.folder"), "the bad event's own table is warned about first: {err}");
+    assert!(!warned("simu_affair_dev.affair_user"), "a table met only past the bad event: {err}");
+    for threads in ["2", "3", "7"] {
+        for round in 0..8 {
+            let (c, o, e) = run(threads);
+            assert_eq!(c, code, "{threads} threads, round {round}: {e}");
+            assert!(o == out, "{threads} threads, round {round}: the output differs from one thread's");
+            assert_eq!(e, err, "{threads} threads, round {round}");
+        }
+    }
+}
