@@ -733,6 +733,8 @@ pub struct ReadAhead {
     max: u32,
     reader: tokio::task::JoinHandle<()>,
     finished: bool,
+    /// What [`ReadAhead::ready`] received, for the next [`ReadAhead::next_event`].
+    pending: Option<Option<Result<Option<Bytes>>>>,
 }
 
 /// How much room the reader takes at a time.
@@ -768,7 +770,7 @@ impl BinlogStream {
                 }
             }
         });
-        ReadAhead { rx, room, max, reader, finished: false }
+        ReadAhead { rx, room, max, reader, finished: false, pending: None }
     }
 }
 
@@ -782,7 +784,11 @@ impl ReadAhead {
         if self.finished {
             return Ok(None);
         }
-        match self.rx.recv().await {
+        let next = match self.pending.take() {
+            Some(next) => next,
+            None => self.rx.recv().await,
+        };
+        match next {
             Some(r) => {
                 match &r {
                     Ok(Some(ev)) => {
@@ -802,6 +808,19 @@ impl ReadAhead {
                 })
             }
         }
+    }
+}
+
+impl ReadAhead {
+    /// Resolves once [`ReadAhead::next_event`] has something to give without waiting (an event,
+    /// an error or the end). Cancel-safe: dropped before it resolves, it takes nothing; so a
+    /// caller can wait for the stream and for a deadline of its own at once.
+    pub async fn ready(&mut self) {
+        if self.finished || self.pending.is_some() {
+            return;
+        }
+        let next = self.rx.recv().await;
+        self.pending = Some(next);
     }
 }
 

@@ -183,6 +183,12 @@ pub(crate) async fn send_schema_changes(
 pub trait ChangeSource {
     /// The next event (None: the stream ended).
     fn next_change(&mut self) -> impl std::future::Future<Output = Result<Option<SourceEvent<'_>>, SourceError>>;
+    /// Resolves once [`ChangeSource::next_change`] would not wait for the server. Cancel-safe
+    /// (dropped before it resolves, it takes nothing), so the pipeline can wait for the stream
+    /// and for its next commit's deadline at once. A source that cannot tell resolves at once.
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> {
+        std::future::ready(())
+    }
     /// The position after the last complete transaction.
     fn resume_point(&self) -> &ResumePoint;
     /// True while a transaction is open (no commit may happen then).
@@ -192,6 +198,10 @@ pub trait ChangeSource {
 impl ChangeSource for ReplicationSource {
     fn next_change(&mut self) -> impl std::future::Future<Output = Result<Option<SourceEvent<'_>>, SourceError>> {
         self.next_event()
+    }
+
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> {
+        ReplicationSource::ready(self)
     }
 
     fn resume_point(&self) -> &ResumePoint {
@@ -374,19 +384,26 @@ impl<'c> Pipeline<'c> {
                     self.snapshot_work(src.resume_point(), snap, sink).await?;
                 }
             }
-            match src.next_change().await? {
-                None => return Err(Error::Interrupted("the replication stream ended".into())),
-                Some(SourceEvent::Reconnected { at }) => {
-                    return Err(Error::Interrupted(format!("the replication connection was re-established at {at}")));
-                }
-                Some(SourceEvent::Event(ev, step)) => {
-                    if let Event::Heartbeat { .. } = ev.event.event {
-                        self.metrics.caught_up();
-                    } else {
-                        self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
+            // between transactions, a quiet stream waits no longer than the next commit's
+            // deadline or the stop (both handled below, at the boundary)
+            let event_due = src.in_transaction() || self.wait_for_stream(src, snap, sink, stop).await;
+            if event_due {
+                match src.next_change().await? {
+                    None => return Err(Error::Interrupted("the replication stream ended".into())),
+                    Some(SourceEvent::Reconnected { at }) => {
+                        return Err(Error::Interrupted(format!(
+                            "the replication connection was re-established at {at}"
+                        )));
                     }
-                    self.handle(&ev, step, snap, sink).await?;
-                    self.progress.tick(self.metrics);
+                    Some(SourceEvent::Event(ev, step)) => {
+                        if let Event::Heartbeat { .. } = ev.event.event {
+                            self.metrics.caught_up();
+                        } else {
+                            self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
+                        }
+                        self.handle(&ev, step, snap, sink).await?;
+                        self.progress.tick(self.metrics);
+                    }
                 }
             }
             if !src.in_transaction() {
@@ -408,6 +425,27 @@ impl<'c> Pipeline<'c> {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// Waits, between transactions, until the source has the next event (true), or until a
+    /// commit falls due by time or the stop is asked for (false). Without it a batch sent just
+    /// before the source went quiet waited for the server's next heartbeat (`source.heartbeat`,
+    /// 5 s) to commit, and so did a stop.
+    async fn wait_for_stream(
+        &self,
+        src: &mut impl ChangeSource,
+        snap: &Snapshotter,
+        sink: &KafkaSink,
+        stop: &Shutdown,
+    ) -> bool {
+        let moved = *src.resume_point() != self.committed || snap.progress() != self.committed_snapshot.as_ref();
+        let deadline = self.batch.deadline(sink.in_transaction(), moved);
+        tokio::select! {
+            biased;
+            () = src.ready() => true,
+            () = stop.requested() => false,
+            () = tokio::time::sleep_until(deadline.into()) => false,
         }
     }
 

@@ -528,6 +528,19 @@ impl ReplicationSource {
         Ok(())
     }
 
+    /// Resolves once [`ReplicationSource::next_event`] would not wait for the server: at once
+    /// inside an event's payload, while catching up from the archive (which reads files, not
+    /// the server) and without a stream (the next call connects); otherwise when the read-ahead
+    /// has the next event. Cancel-safe.
+    pub async fn ready(&mut self) {
+        if self.walker.has_inner() || self.catch_up.is_some() {
+            return;
+        }
+        if let Some(stream) = self.stream.as_mut() {
+            stream.ready().await;
+        }
+    }
+
     /// The next event, or `None` at the end of a non-following dump.
     ///
     /// # Errors

@@ -64,9 +64,56 @@ impl Batch {
         self.last_commit.elapsed() >= crate::position::LIVENESS_EVERY
     }
 
+    /// When a commit falls due by time alone, as [`Batch::full`] (`open`: records are
+    /// pending), [`Batch::idle_checkpoint_due`] (`moved`: the resume point moved since the last
+    /// commit) and [`Batch::liveness_due`] judge it. The pipeline waits for the stream no longer
+    /// than this: a quiet source must not keep a batch's records from its readers until the
+    /// next heartbeat.
+    pub fn deadline(&self, open: bool, moved: bool) -> Instant {
+        let liveness = self.last_commit + crate::position::LIVENESS_EVERY;
+        if open {
+            (self.started + self.max_delay).min(liveness)
+        } else if moved {
+            (self.last_commit + self.max_delay.max(Duration::from_secs(1))).min(liveness)
+        } else {
+            liveness
+        }
+    }
+
     /// A commit started: a new batch begins.
     pub fn committed(&mut self) {
         self.records = 0;
         self.last_commit = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(delay_ms: u64) -> Batch {
+        let k: KafkaSection =
+            toml::from_str(&format!("brokers = \"b:9092\"\nbatch_max_delay = \"{delay_ms}ms\"")).unwrap();
+        Batch::new(&k)
+    }
+
+    /// The deadline is when `full`, `idle_checkpoint_due` and `liveness_due` turn true, so the
+    /// pipeline's wait ends when a commit is due, and never before.
+    #[test]
+    fn the_deadline_is_when_a_commit_falls_due_by_time() {
+        let mut b = batch(200);
+        b.sent(1);
+        assert_eq!(b.deadline(true, true), b.started + Duration::from_millis(200));
+        assert_eq!(b.deadline(false, true), b.last_commit + Duration::from_secs(1), "at least 1 s between checkpoints");
+        assert_eq!(b.deadline(false, false), b.last_commit + crate::position::LIVENESS_EVERY);
+        let long = batch(60_000);
+        assert_eq!(long.deadline(true, true), long.last_commit + crate::position::LIVENESS_EVERY, "liveness first");
+
+        // the predicates agree at the deadline
+        let mut b = batch(30);
+        b.sent(1);
+        assert!(!b.full(0));
+        std::thread::sleep(b.deadline(true, false).saturating_duration_since(Instant::now()));
+        assert!(b.full(0));
     }
 }

@@ -53,6 +53,9 @@ struct Replay<'h> {
     stop_at_end: Option<ShutdownTrigger>,
     /// Called once, when the replay reaches the offset.
     hook: Option<(u64, Box<dyn FnOnce() + 'h>)>,
+    /// After its last event the source goes quiet, as a server with nothing to send: `ready`
+    /// never resolves (and no heartbeat comes).
+    quiet_at_end: bool,
 }
 
 impl<'h> Replay<'h> {
@@ -67,6 +70,7 @@ impl<'h> Replay<'h> {
             reconnect_at: None,
             stop_at_end,
             hook: None,
+            quiet_at_end: false,
         };
         while (r.next as u64) < from {
             let len = event_len(&r.bytes, r.next);
@@ -104,6 +108,15 @@ impl ChangeSource for Replay<'_> {
         let ev = walker.walk(&bytes[at..at + len], At::At(at as u64))?;
         let step = tracker.observe(&ev);
         Ok(Some(SourceEvent::Event(ev, step)))
+    }
+
+    fn ready(&mut self) -> impl std::future::Future<Output = ()> {
+        let quiet = self.quiet_at_end && self.next >= self.bytes.len();
+        async move {
+            if quiet {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     fn resume_point(&self) -> &ResumePoint {
@@ -349,6 +362,48 @@ async fn transactions_commit_whole_and_a_key_change_is_a_delete_and_a_create() {
     assert!(notes.iter().all(|(_, op)| op == "c"));
     let ids: std::collections::BTreeSet<i64> = notes.iter().map(|(id, _)| *id).collect();
     assert_eq!((ids.len(), ids.first(), ids.last()), (501, Some(&1), Some(&501)));
+}
+
+/// A batch still open when the source goes quiet commits by its `batch_max_delay`, not at the
+/// server's next heartbeat (5 s by default; this source sends none), and a stop asked for while
+/// the source is quiet ends the attempt at once, with a last checkpoint saying so. (Both waited
+/// for the next event before: the bench's final batch sat 5 s uncommitted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_source_commits_the_open_batch_by_its_deadline_and_stops_at_once() {
+    let mut h = Harness::new().await;
+    // one batch for the whole file: only its deadline can commit it
+    h.kafka.batch_max_records = 1_000_000;
+    h.kafka.batch_max_delay = Duration::from_millis(300);
+    let mut sink = KafkaSink::on_mock(&h.kafka, "src").await.unwrap();
+    let (trigger, stop) = Shutdown::manual();
+    let mut src = Replay::from(4, None);
+    src.quiet_at_end = true;
+    let h = &h;
+    let watch = async {
+        let started = std::time::Instant::now();
+        loop {
+            // (a blocking read of the mock: the attempt pauses meanwhile, which only delays it)
+            let at_end = tokio::task::block_in_place(|| h.checkpoints())
+                .iter()
+                .any(|c| (c.file.as_str(), c.position) == NEXT_FILE);
+            if at_end {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "the open batch never committed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        trigger.stop();
+        std::time::Instant::now()
+    };
+    let (result, stop_asked) = tokio::join!(h.attempt(&mut src, &mut sink, &stop), watch);
+    result.unwrap();
+    assert!(stop_asked.elapsed() < Duration::from_secs(2), "the stop took {:?}", stop_asked.elapsed());
+    let checkpoints = h.checkpoints();
+    let last = checkpoints.last().unwrap();
+    assert_eq!((last.file.as_str(), last.position), NEXT_FILE);
+    assert!(last.stopped_ms.is_some(), "the last commit says the stop");
+    let notes = h.ops("m.shop.notes").await;
+    assert_eq!(notes.len(), 501, "every record of the quiet batch");
 }
 
 /// A reconnect inside a transaction ends the attempt (a restart) with the open Kafka
