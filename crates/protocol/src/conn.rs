@@ -758,7 +758,9 @@ impl BinlogStream {
                     _ => 0,
                 };
                 while credit < need {
-                    let chunk = READ_AHEAD_CREDIT.max(need - credit).min(max);
+                    // never more than the room can ever give while the reader holds `credit`
+                    // (with a bound below two chunks it waited forever for the second)
+                    let chunk = READ_AHEAD_CREDIT.max(need - credit).min(max - credit);
                     // a closed semaphore: the ReadAhead is gone
                     let Ok(permits) = reader_room.acquire_many(chunk).await else { return };
                     permits.forget();
