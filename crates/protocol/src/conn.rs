@@ -811,9 +811,7 @@ impl ReadAhead {
             }
         }
     }
-}
 
-impl ReadAhead {
     /// Resolves once [`ReadAhead::next_event`] has something to give without waiting (an event,
     /// an error or the end). Cancel-safe: dropped before it resolves, it takes nothing; so a
     /// caller can wait for the stream and for a deadline of its own at once.

@@ -273,9 +273,8 @@ async fn read_ahead_gives_what_a_direct_read_gives() {
     assert!(got == direct, "the events differ");
     assert!(ahead.next_event().await.unwrap().is_none(), "the end stays the end");
 
-    let mut req = dump(203, "mysql-bin.999999");
-    req.non_blocking = true;
-    let mut ahead = native(&db).await.start_binlog_dump(req).await.unwrap().read_ahead(1 << 20);
+    let mut ahead =
+        native(&db).await.start_binlog_dump(dump(203, "mysql-bin.999999")).await.unwrap().read_ahead(1 << 20);
     ahead.ready().await;
     let e = ahead.next_event().await.unwrap_err();
     assert_eq!(e.server_error().map(|s| s.code), Some(1236), "{e:?}");

@@ -439,14 +439,18 @@ impl<'c> Pipeline<'c> {
         sink: &KafkaSink,
         stop: &Shutdown,
     ) -> bool {
-        let moved = *src.resume_point() != self.committed || snap.progress() != self.committed_snapshot.as_ref();
-        let deadline = self.batch.deadline(sink.in_transaction(), moved);
+        let deadline = self.batch.deadline(sink.in_transaction(), self.moved(src.resume_point(), snap));
         tokio::select! {
             biased;
             () = src.ready() => true,
             () = stop.requested() => false,
             () = tokio::time::sleep_until(deadline.into()) => false,
         }
+    }
+
+    /// True when the resume point or the snapshot's progress moved since the last commit.
+    fn moved(&self, resume: &ResumePoint, snap: &Snapshotter) -> bool {
+        *resume != self.committed || snap.progress() != self.committed_snapshot.as_ref()
     }
 
     /// A record's context: its `source` block (`transaction` left to the caller: only a row
@@ -492,8 +496,7 @@ impl<'c> Pipeline<'c> {
         let due = if sink.in_transaction() {
             force || self.batch.full(sink.transaction_bytes())
         } else {
-            let moved = *resume != self.committed || snap.progress() != self.committed_snapshot.as_ref();
-            (moved && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending()))
+            (self.moved(resume, snap) && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending()))
                 || self.batch.liveness_due()
         };
         if due {
