@@ -140,6 +140,16 @@ fn run_publishes_exactly_once_across_sigkill() {
         &log,
     );
     assert_eq!(reader.per_key("sluice.shop.orders", "note"), expected_orders, "exactly once across SIGKILL");
+    // The burst may have been committed whole before the kill, so the wait above can pass while
+    // the restarted instance is still connecting. Each connection attempt initializes its
+    // transactions anew and fences whoever did so before: started now, the second instance
+    // could lose that race and be the one fenced. It starts once the first streams.
+    wait_for(
+        60,
+        || support::try_http_get(metrics_port, "/readyz").is_ok_and(|(status, _)| status == 200),
+        "the restarted instance to stream",
+        &log,
+    );
 
     // A second instance with the same source name fences the first: the first stops with a
     // non-zero exit at its next Kafka call, the second publishes, nothing is doubled. (It
