@@ -1,4 +1,6 @@
-"""Prints `RECORDS AVG_KEY_BYTES AVG_VALUE_BYTES` of a topic as a read_committed consumer sees it, and with
+"""Prints `RECORDS AVG_KEY_BYTES AVG_VALUE_BYTES FIRST_MS LAST_MS` of a topic as a read_committed consumer sees it
+(FIRST_MS, LAST_MS: the earliest and latest record timestamps, when the producer sent them; 0 for
+an empty topic), and with
 `--dump FILE` writes its records there (each a u32 LE key length, the key, a u32 LE value length, the
 value; length 0xFFFFFFFF for none): what the plain producer of bench/kafka_bench.sh and
 bench/snapshot_bench.sh sends again in the same run (`plain_produce --records-from FILE`), so both
@@ -21,6 +23,7 @@ md = c.list_topics(topic, timeout=10)
 parts = sorted(md.topics[topic].partitions)
 c.assign([TopicPartition(topic, p, 0) for p in parts])
 n = kb = vb = 0
+first_ms = last_ms = None
 eof = set()
 while len(eof) < len(parts):
     m = c.poll(5)
@@ -30,6 +33,9 @@ while len(eof) < len(parts):
         eof.add(m.partition())
         continue
     n += 1
+    ts = m.timestamp()[1]
+    first_ms = ts if first_ms is None else min(first_ms, ts)
+    last_ms = ts if last_ms is None else max(last_ms, ts)
     key, value = m.key(), m.value()
     kb += len(key or b"")
     vb += len(value or b"")
@@ -39,4 +45,4 @@ while len(eof) < len(parts):
             dump.write(part or b"")
 if dump:
     dump.close()
-print(n, kb // max(n, 1), vb // max(n, 1))
+print(n, kb // max(n, 1), vb // max(n, 1), first_ms or 0, last_ms or 0)
