@@ -812,6 +812,12 @@ impl ReadAhead {
         }
     }
 
+    /// True when what [`ReadAhead::ready`] received is the stream's end or an error, not an
+    /// event: the stream gives nothing more.
+    pub fn ended(&self) -> bool {
+        matches!(self.pending, Some(None | Some(Err(_) | Ok(None))))
+    }
+
     /// Resolves once [`ReadAhead::next_event`] has something to give without waiting (an event,
     /// an error or the end). Cancel-safe: dropped before it resolves, it takes nothing; so a
     /// caller can wait for the stream and for a deadline of its own at once.

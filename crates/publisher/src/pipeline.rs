@@ -189,6 +189,11 @@ pub trait ChangeSource {
     fn ready(&mut self) -> impl std::future::Future<Output = ()> {
         std::future::ready(())
     }
+    /// True when what [`ChangeSource::ready`] saw is the connection failing or ending: the next
+    /// event comes only after a reconnect (and the reconnect restarts the attempt).
+    fn interrupted(&self) -> bool {
+        false
+    }
     /// The position after the last complete transaction.
     fn resume_point(&self) -> &ResumePoint;
     /// True while a transaction is open (no commit may happen then).
@@ -202,6 +207,10 @@ impl ChangeSource for ReplicationSource {
 
     fn ready(&mut self) -> impl std::future::Future<Output = ()> {
         ReplicationSource::ready(self)
+    }
+
+    fn interrupted(&self) -> bool {
+        ReplicationSource::interrupted(self)
     }
 
     fn resume_point(&self) -> &ResumePoint {
@@ -387,6 +396,14 @@ impl<'c> Pipeline<'c> {
             // between transactions, a quiet stream waits no longer than the next commit's
             // deadline or the stop (both handled below, at the boundary)
             let event_due = src.in_transaction() || self.wait_for_stream(src, snap, sink, stop).await;
+            if event_due && !src.in_transaction() && src.interrupted() {
+                // the connection failed or ended between transactions: what was read whole is
+                // committed before reconnecting, not aborted by the restart a reconnect makes
+                // and read again once the server is back (a crashed primary may be away for
+                // minutes, its last transactions already read)
+                sink.poll().await?;
+                self.maybe_commit(src.resume_point(), snap, sink, true).await?;
+            }
             if event_due {
                 match src.next_change().await? {
                     None => return Err(Error::Interrupted("the replication stream ended".into())),

@@ -541,6 +541,12 @@ impl ReplicationSource {
         }
     }
 
+    /// True when the stream [`ReplicationSource::ready`] waited for has ended or failed: the
+    /// next event comes only after reconnecting.
+    pub fn interrupted(&self) -> bool {
+        self.stream.as_ref().is_some_and(ReadAhead::ended)
+    }
+
     /// The next event, or `None` at the end of a non-following dump.
     ///
     /// # Errors
