@@ -510,12 +510,9 @@ impl<'c> Pipeline<'c> {
         sink: &mut KafkaSink,
         force: bool,
     ) -> Result<(), Error> {
-        let due = if sink.in_transaction() {
-            force || self.batch.full(sink.transaction_bytes())
-        } else {
-            (self.moved(resume, snap) && (force || self.batch.idle_checkpoint_due() || self.schemas.has_pending()))
-                || self.batch.liveness_due()
-        };
+        let (open, moved) = (sink.in_transaction(), self.moved(resume, snap));
+        let due = (force && (open || moved))
+            || self.batch.due(open, sink.transaction_bytes(), moved, self.schemas.has_pending());
         if due {
             self.commit(resume, snap, sink, false).await?;
             tracing::debug!(records = self.batch.records(), resume = %resume, "Committed a Kafka transaction");

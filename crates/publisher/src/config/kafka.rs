@@ -40,6 +40,8 @@ pub struct KafkaSection {
     /// with the default, p99 under 250 ms at 5,000 row changes/s; `"10ms"` is the low-latency
     /// setting (p99 35 ms there, `bench/README.md`, "Commit latency"), at the cost of a commit
     /// per batch of a few milliseconds' changes (more work for the broker's coordinator).
+    /// A running instance commits at least every 10 s (its sign of life for `sluice position
+    /// set`), so a longer value acts as 10 s: larger batches come from the two limits above.
     #[serde(default = "default_batch_delay", with = "humantime_serde")]
     pub batch_max_delay: Duration,
     /// Kafka `transaction.timeout.ms`: longer than the largest MySQL transaction takes to

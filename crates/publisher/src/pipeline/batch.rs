@@ -4,7 +4,9 @@
 //! pending, a checkpoint-only transaction is written every `max(batch_max_delay, 1 s)` when the
 //! resume point moved, so a restart does not re-read a long stretch of uncaptured binlog, and
 //! one every `LIVENESS_EVERY` (10 s) whatever happens, so `sluice position set` can tell a
-//! running instance from a stopped one.
+//! running instance from a stopped one (an open batch commits then too: a `batch_max_delay`
+//! above it acts as 10 s). [`Batch::due`] says when a commit is due, [`Batch::deadline`] when
+//! the pipeline, waiting for a quiet stream, must look again; they agree.
 
 use std::time::{Duration, Instant};
 
@@ -49,26 +51,37 @@ impl Batch {
     }
 
     /// True when the open batch (holding `bytes` of keys and values) is to commit now.
-    pub fn full(&self, bytes: u64) -> bool {
+    fn full(&self, bytes: u64) -> bool {
         self.records >= self.max_records || bytes >= self.max_bytes || self.started.elapsed() >= self.max_delay
     }
 
     /// True when a checkpoint-only transaction is due (nothing pending, the position moved).
-    pub fn idle_checkpoint_due(&self) -> bool {
+    fn idle_checkpoint_due(&self) -> bool {
         self.last_commit.elapsed() >= self.max_delay.max(Duration::from_secs(1))
     }
 
     /// True when the last commit is [`crate::position::LIVENESS_EVERY`] old: a checkpoint is
     /// due even with nothing new, as the instance's sign of life.
-    pub fn liveness_due(&self) -> bool {
+    fn liveness_due(&self) -> bool {
         self.last_commit.elapsed() >= crate::position::LIVENESS_EVERY
     }
 
-    /// When a commit falls due by time alone, as [`Batch::full`] (`open`: records are
-    /// pending), [`Batch::idle_checkpoint_due`] (`moved`: the resume point moved since the last
-    /// commit) and [`Batch::liveness_due`] judge it. The pipeline waits for the stream no longer
-    /// than this: a quiet source must not keep a batch's records from its readers until the
-    /// next heartbeat.
+    /// True when a commit is due at a transaction boundary: an open batch (`open`, holding
+    /// `bytes`) once [`Batch::full`], or at [`Batch::liveness_due`] (a batch that began just
+    /// before it, or a `batch_max_delay` above it, commits then too: a running instance commits
+    /// at least that often); with nothing open, a checkpoint once the resume point `moved` and
+    /// [`Batch::idle_checkpoint_due`] or `schemas` (schema changes wait for a commit), or at
+    /// liveness.
+    pub fn due(&self, open: bool, bytes: u64, moved: bool, schemas: bool) -> bool {
+        let by_state = if open { self.full(bytes) } else { moved && (self.idle_checkpoint_due() || schemas) };
+        by_state || self.liveness_due()
+    }
+
+    /// When a commit falls due by time alone, as [`Batch::due`] judges it (`open`: records are
+    /// pending; `moved`: the resume point moved since the last commit). The pipeline waits for
+    /// the stream no longer than this: a quiet source must not keep a batch's records from its
+    /// readers until the next heartbeat. (It must not come before [`Batch::due`] turns true
+    /// either: the wait would end at once, again and again, spinning a core.)
     pub fn deadline(&self, open: bool, moved: bool) -> Instant {
         let liveness = self.last_commit + crate::position::LIVENESS_EVERY;
         if open {
@@ -115,5 +128,39 @@ mod tests {
         assert!(!b.full(0));
         std::thread::sleep(b.deadline(true, false).saturating_duration_since(Instant::now()));
         assert!(b.full(0));
+    }
+
+    /// At its deadline a commit is due, in every state: a deadline that passes with nothing
+    /// due has the pipeline's wait end at once, over and over (with `batch_max_delay = "30s"`
+    /// a quiet stream spun a core from the liveness point, 10 s after the last commit, until
+    /// the batch's own deadline).
+    #[test]
+    fn a_commit_is_due_at_the_deadline() {
+        let past = |b: &mut Batch, by: Duration| {
+            b.last_commit -= by;
+            b.started -= by;
+        };
+        // an open batch with a delay above the liveness period: due at liveness
+        let mut long = batch(30_000);
+        long.sent(1);
+        past(&mut long, crate::position::LIVENESS_EVERY);
+        assert!(long.deadline(true, false) <= Instant::now());
+        assert!(long.due(true, 0, false, false), "due at liveness, though not full");
+        // an open batch begun just before liveness: due at liveness, before its own delay
+        let mut late = batch(200);
+        late.last_commit -= crate::position::LIVENESS_EVERY;
+        late.sent(1);
+        assert!(late.deadline(true, true) <= Instant::now() && !late.full(0));
+        assert!(late.due(true, 0, true, false));
+        // nothing open, the position moved: due after the idle checkpoint's second
+        let mut idle = batch(200);
+        past(&mut idle, Duration::from_secs(1));
+        assert!(idle.deadline(false, true) <= Instant::now());
+        assert!(idle.due(false, 0, true, false));
+        assert!(!idle.due(false, 0, false, false), "nothing moved: only liveness");
+        // and nothing is due before the deadline
+        let fresh = batch(200);
+        assert!(fresh.deadline(false, true) > Instant::now());
+        assert!(!fresh.due(false, 0, true, false) && !fresh.due(true, 0, true, false));
     }
 }
