@@ -138,10 +138,25 @@ first_ms = int(sys.argv[15])
 window = json.load(open(sys.argv[16]))
 w0, w1 = first_ms / 1000, window["checkpoint_ms"] / 1000
 samples = window["cpu"]
-def cpu_at(t):
+def sample_at(t):
     i = bisect.bisect_left([s[0] for s in samples], t)
-    return samples[min(i, len(samples) - 1)][1]
+    return samples[min(i, len(samples) - 1)]
+def cpu_at(t):
+    return sample_at(t)[1]
 wsecs, wcpu = w1 - w0, cpu_at(w1) - cpu_at(w0)
+# CPU by thread in the window: Sluice's pipeline (the main thread), its replication read (tokio's
+# workers) and librdkafka's broker threads, beside the plain producer's producing and broker threads
+def by_role(threads):
+    roles = {}
+    for name, secs in threads.items():
+        role = ("librdkafka broker" if name.startswith("rdk:broker") else
+                "read (tokio workers)" if name.startswith("tokio-rt") else
+                "pipeline (main)" if name in ("main", "plain_produce") else "other")
+        roles[role] = roles.get(role, 0.0) + secs
+    return roles
+t0, t1 = sample_at(w0)[2], sample_at(w1)[2]
+sluice_roles = by_role({n: t1.get(n, 0.0) - t0.get(n, 0.0) for n in t1})
+plain_roles = by_role(plain_txn.get("threads", {}))
 # the last data record may wait up to batch_max_delay for its commit while filtered events follow
 last_ms = int(sys.argv[17])
 print(f"records: {records:,} (row changes {changes:,} + tombstones), avg key {kb} B, avg value {vb} B")
@@ -158,6 +173,10 @@ print(f"| sluice run, its working window (first record to last commit) | {wsecs:
 print(f"working window against the plain transactional producer: {wsecs / plain_txn['secs']:.2f}x the wall time, "
       f"{wcpu / plain_txn['cpu_s']:.2f}x the CPU (end to end: {secs / plain_txn['secs']:.2f}x, {cpu / plain_txn['cpu_s']:.2f}x); "
       f"its records were sent within {(last_ms - first_ms) / 1000:.2f} s, the last committed {w1 - last_ms / 1000:.2f} s after it was sent")
+def roles_text(roles):
+    return ", ".join(f"{r} {s:.2f}" for r, s in sorted(roles.items(), key=lambda x: -x[1]))
+print(f"CPU s by thread in the working window: sluice: {roles_text(sluice_roles)}; "
+      f"plain transactional: {roles_text(plain_roles)}")
 print(f"sluice vs plain idempotent: {plain['rows_per_s'] / (records / secs):.2f}x slower; "
       f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MB")
 PY

@@ -10,8 +10,8 @@ That time comes late by this script's polling (a few hundred ms). `--window FILE
 as JSON to FILE, what a like-for-like comparison needs: `checkpoint_ms`, the timestamp librdkafka
 gave the first such checkpoint record when Sluice produced it (the last record of the Kafka
 transaction that covers the position, sent just before its commit), and `cpu`, the CPU seconds of
-process PID sampled every 20 ms as `[time, seconds]` pairs, so that the CPU Sluice spent between
-two instants can be read off.
+process PID sampled every 20 ms as `[time, seconds, {thread name: seconds}]` (the main thread as `main`), so that the CPU
+Sluice spent between two instants, in all and per thread, can be read off.
 """
 import json
 import os
@@ -32,13 +32,30 @@ samples = []
 done = threading.Event()
 
 
+def cpu_of(stat_path, hz):
+    """(command name, CPU seconds) of a /proc stat file."""
+    with open(stat_path) as f:
+        text = f.read()
+    comm = text[text.index("(") + 1:text.rindex(")")]
+    fields = text.rsplit(")", 1)[1].split()
+    return comm, (int(fields[11]) + int(fields[12])) / hz
+
+
 def sample_cpu():
     hz = os.sysconf("SC_CLK_TCK")
     while not done.is_set():
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            samples.append((time.time(), (int(fields[11]) + int(fields[12])) / hz))
+            now, (_, total) = time.time(), cpu_of(f"/proc/{pid}/stat", hz)
+            by_thread = {}
+            for task in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    comm, secs = cpu_of(f"/proc/{pid}/task/{task}/stat", hz)
+                except OSError:  # the thread ended
+                    continue
+                if task == str(pid):  # named after the binary, whatever its file is called
+                    comm = "main"
+                by_thread[comm] = by_thread.get(comm, 0.0) + secs
+            samples.append((now, total, by_thread))
         except OSError:  # the process is gone
             return
         time.sleep(0.02)

@@ -10,8 +10,8 @@
 //! With `--records-from` the records are the file's (`bench/topic_stats.py --dump`: the records
 //! Sluice published in the same run, so both contenders compress and partition the same bytes);
 //! otherwise RECORDS records of KEY_BYTES and VALUE_BYTES.
-//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C}` (C: this
-//! process's CPU seconds from the first record on), and with
+//! Prints one JSON line: `{"records": N, "secs": S, "rows_per_s": R, "cpu_s": C, "threads": {..}}` (C:
+//! this process's CPU seconds from the first record on; `threads`: the same by thread name), and with
 //! `--transactional` the p50/p99/max of the commit calls (`commit_ms`) and of each transaction from
 //! its first record to the commit's return (`txn_ms`): the broker's and the client's own floor for
 //! `bench/latency_bench.sh`. `--pace MS` waits MS milliseconds between transactions (a steady load
@@ -75,6 +75,7 @@ fn main() {
     let mut at = 0usize;
 
     let cpu_before = own_cpu_secs();
+    let threads_before = cpu_by_thread();
     let started = Instant::now();
     let mut in_txn = 0usize;
     let (mut commit_ms, mut txn_ms) = (Vec::new(), Vec::new());
@@ -135,11 +136,37 @@ fn main() {
     } else {
         String::new()
     };
+    let threads: Vec<String> = cpu_by_thread()
+        .into_iter()
+        .map(|(name, secs)| {
+            let before = threads_before.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s);
+            format!(r#""{name}": {:.2}"#, secs - before)
+        })
+        .collect();
     println!(
-        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}{latency}}}"#,
+        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}, "threads": {{{}}}{latency}}}"#,
         records as f64 / secs,
-        own_cpu_secs() - cpu_before
+        own_cpu_secs() - cpu_before,
+        threads.join(", ")
     );
+}
+
+/// CPU seconds so far of this process's threads, summed by thread name (the producing thread
+/// against librdkafka's broker threads: where the floor's time goes, beside Sluice's).
+fn cpu_by_thread() -> Vec<(String, f64)> {
+    let mut by: Vec<(String, f64)> = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = stat[open + 1..close].replace('"', "");
+        let f: Vec<f64> = stat[close + 1..].split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+        let secs = (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0;
+        match by.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, s)) => *s += secs,
+            None => by.push((name, secs)),
+        }
+    }
+    by
 }
 
 /// The next key or value of a `--records-from` file (`bench/topic_stats.py --dump`): a u32 LE
