@@ -218,6 +218,14 @@ impl<'a> RowsEvent<'a> {
         self.rows.len()
     }
 
+    /// At most the bytes of binary, text, geometry and vector values one row change of this
+    /// event holds, both images together: the row data's length, plus the trailing zeros of
+    /// BINARY(n) values, which the binlog strips and decoding puts back (at most 255 a column
+    /// per image). Cheap, for refusing a row too large to publish before converting it.
+    pub fn value_bytes_bound(&self) -> usize {
+        self.rows.len().saturating_add(2 * 255 * self.table.columns.len())
+    }
+
     /// True when this is the last rows event of its statement.
     pub fn is_statement_end(&self) -> bool {
         self.flags & STMT_END_F != 0
@@ -652,6 +660,38 @@ mod tests {
             let e = ev.rows().next().unwrap().unwrap_err().to_string();
             assert!(e.contains("db.t") && e.contains("column 1") && e.contains("INT"), "{what}: {e}");
         }
+    }
+
+    /// BINARY(255) values the binlog stores as one byte come back as 255: the event's bound
+    /// on its value bytes still holds for both images of an UPDATE.
+    #[test]
+    fn the_value_bytes_bound_covers_binary_padding() {
+        let mut col = Column::new(0, ColumnType::String, 255, false);
+        col.collation = Some(crate::charset::BINARY_COLLATION);
+        let table = Arc::new(TableMap {
+            table_id: 1,
+            flags: 0,
+            database: Arc::from("db"),
+            table: Arc::from("t"),
+            columns: vec![col],
+            has_column_names: false,
+            primary_key: None,
+        });
+        // UPDATE v1, both images present; each: no NULL, a 1-byte value
+        let body = [1, 0, 0, 0, 0, 0, 1, 0, 1, 0x01, 0x01, 0x00, 1, b'a', 0x00, 1, b'b'];
+        let ev = RowsEvent::parse(EventType::UpdateRowsV1, &body, 8, &|_| Some(Arc::clone(&table)), |_| unreachable!())
+            .unwrap();
+        let row = ev.rows().next().unwrap().unwrap();
+        let bytes: usize = [row.before.unwrap(), row.after.unwrap()]
+            .iter()
+            .flat_map(|img| img.values.iter().flatten())
+            .map(|v| match v {
+                Value::Bytes(b) => b.len(),
+                other => panic!("not bytes: {other:?}"),
+            })
+            .sum();
+        assert_eq!(bytes, 510);
+        assert!(bytes <= ev.value_bytes_bound(), "{bytes} > {}", ev.value_bytes_bound());
     }
 
     /// A detached event reads the same rows after the buffer it was parsed from is gone.

@@ -27,7 +27,9 @@ mod recorded_tests;
 
 use std::sync::Arc;
 
-pub use encode::{min_encoded_len, AvroEncoder, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
+pub use encode::{
+    min_encoded_len, AvroEncoder, Connector, EnvelopeParts, EventContext, Op, Snapshot, SourceInfo, TransactionInfo,
+};
 #[cfg(test)]
 pub use schema::ZeroDates;
 pub use schema::{field_name_collision, SchemaOptions, TableSchema};

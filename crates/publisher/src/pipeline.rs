@@ -36,7 +36,9 @@ use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
 use sluice_binlog::transaction::{gtid_of, Step};
 use sluice_binlog::walk::Located;
 
-use crate::avro::{AvroEncoder, AvroError, Connector, EventContext, Op, Snapshot, SourceInfo, TransactionInfo};
+use crate::avro::{
+    AvroEncoder, AvroError, Connector, EnvelopeParts, EventContext, Op, Snapshot, SourceInfo, TransactionInfo,
+};
 use crate::config::{KafkaSection, OutputSection, ValueMode};
 use crate::disposition::Disposition;
 use crate::filter::TableFilter;
@@ -754,6 +756,10 @@ impl<'c> Pipeline<'c> {
         let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
         // one RowChange for the event, refilled per row: no allocation per row
         let mut row = RowChange { before: None, after: None };
+        let value_bytes_bound = Some(rows.value_bytes_bound());
+        // the envelope's bytes that only `ctx.source.row` and the counters change: once here
+        let envelope = (self.settings.output.value_mode == ValueMode::Envelope)
+            .then(|| EnvelopeParts::new(&ctx, &t.schema.database, &t.schema.table));
         let mut iter = rows.rows();
         let (mut idx, mut records) = (0usize, 0usize);
         while let Some(res) = iter.next_into(&mut row) {
@@ -768,7 +774,14 @@ impl<'c> Pipeline<'c> {
                 tr.total_order = self.tx.total;
                 tr.data_collection_order = *per_table;
             }
-            let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx: &ctx };
+            let out = Out {
+                encoder: &self.encoder,
+                table: t,
+                output: self.settings.output,
+                ctx: &ctx,
+                value_bytes_bound,
+                envelope: envelope.as_ref(),
+            };
             let sent = out.change(sink, rows.kind, &row, &mut self.buffers).await.map_err(|e| match e {
                 // an operator needs to know where: the message names table and column
                 e @ (Error::Avro(_) | Error::Kafka(_) | Error::TooLarge { .. }) => {

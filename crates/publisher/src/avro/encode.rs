@@ -136,6 +136,93 @@ pub struct EventContext {
     pub ts_ms: i64,
 }
 
+/// The bytes of an envelope that every row of one rows event shares, written once for the
+/// event and copied into each of its records: `ts_ms` and `source` up to `row`, then `source`
+/// from `gtid` on and `transaction` up to its counters. Writing them field by field, a dozen
+/// small writes, took 4% of the pipeline's CPU per record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvelopeParts {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    transaction: bool,
+}
+
+impl EnvelopeParts {
+    /// The parts of `ctx`'s records of `database.table`. Only `ctx.source.row` and the
+    /// transaction's counters may change between records written with them.
+    pub fn new(ctx: &EventContext, database: &str, table: &str) -> EnvelopeParts {
+        let (mut head, mut tail) = (Vec::with_capacity(64), Vec::with_capacity(64));
+        envelope_head(ctx, &mut head);
+        envelope_tail(ctx, database, table, &mut tail);
+        EnvelopeParts { head, tail, transaction: ctx.transaction.is_some() }
+    }
+}
+
+/// The envelope after its images: `op`, `ts_ms`, `source`, `transaction` (with `parts`, the
+/// bytes they hold for `ctx` are copied rather than written).
+fn envelope_rest(
+    op: Op,
+    database: &str,
+    table: &str,
+    ctx: &EventContext,
+    parts: Option<&EnvelopeParts>,
+    out: &mut Vec<u8>,
+) {
+    w::string(op.code(), out);
+    match parts {
+        Some(p) => out.extend_from_slice(&p.head),
+        None => envelope_head(ctx, out),
+    }
+    w::long(i64::from(i32::try_from(ctx.source.row).unwrap_or(i32::MAX)), out);
+    match parts {
+        Some(p) => {
+            debug_assert_eq!(p.transaction, ctx.transaction.is_some(), "envelope parts of another context");
+            out.extend_from_slice(&p.tail);
+        }
+        None => envelope_tail(ctx, database, table, out),
+    }
+    if let Some(t) = &ctx.transaction {
+        w::long(t.total_order, out);
+        w::long(t.data_collection_order, out);
+    }
+}
+
+/// `ts_ms`, then schemas/source.avsc field by field up to `row`.
+fn envelope_head(ctx: &EventContext, out: &mut Vec<u8>) {
+    w::long(ctx.ts_ms, out);
+    let s = &ctx.source;
+    w::string(env!("CARGO_PKG_VERSION"), out);
+    w::string(s.connector.name(), out);
+    w::string(&s.name, out);
+    w::long(i64::from(s.server_id), out);
+    w::long(s.ts_ms, out);
+    w::string(&s.file, out);
+    w::long(i64::try_from(s.pos).unwrap_or(i64::MAX), out);
+}
+
+/// schemas/source.avsc after `row`, then schemas/transaction.avsc (in a union [null,
+/// Transaction]) up to its counters.
+fn envelope_tail(ctx: &EventContext, database: &str, table: &str, out: &mut Vec<u8>) {
+    let s = &ctx.source;
+    match s.gtid.as_deref() {
+        Some(g) => {
+            w::long(1, out);
+            w::string(g, out);
+        }
+        None => w::long(0, out),
+    }
+    w::string(database, out);
+    w::string(table, out);
+    w::string(s.snapshot.text(), out);
+    match &ctx.transaction {
+        Some(t) => {
+            w::long(1, out);
+            w::string(&t.id, out);
+        }
+        None => w::long(0, out),
+    }
+}
+
 /// A lower bound of the bytes `image`'s values take in any record: the lengths of its binary
 /// values (BLOB, BINARY, GEOMETRY, VECTOR) and of its text, counted as the fewest UTF-8 bytes
 /// the column's character set can become (a UTF-16 text may halve, a UTF-32 one quarter).
@@ -203,6 +290,8 @@ impl AvroEncoder {
     /// Appends the value envelope of a change.
     ///
     /// `before` is required for updates and deletes, `after` for creates, updates and reads.
+    /// `parts`: the envelope's bytes for `ctx` written beforehand (see [`EnvelopeParts`]), or
+    /// none to write them here.
     ///
     /// # Errors
     /// [`AvroError::Images`] when the images do not fit `op`; [`AvroError::Text`] for text
@@ -210,6 +299,7 @@ impl AvroEncoder {
     /// [`AvroError::EnumIndex`], [`AvroError::SetBits`], [`AvroError::PartialJson`],
     /// [`AvroError::AbsentColumn`] for values the schema cannot hold. `out` then holds a
     /// partial datum: the caller discards it.
+    #[allow(clippy::too_many_arguments)]
     pub fn write_value(
         &self,
         schema: &TableSchema,
@@ -217,6 +307,7 @@ impl AvroEncoder {
         before: Option<&RowImage<'_>>,
         after: Option<&RowImage<'_>>,
         ctx: &EventContext,
+        parts: Option<&EnvelopeParts>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         check_images(schema, op, before, after)?;
@@ -232,7 +323,7 @@ impl AvroEncoder {
                 None => w::long(0, out),
             }
         }
-        self.envelope_rest(op, &schema.database, &schema.table, ctx, out);
+        envelope_rest(op, &schema.database, &schema.table, ctx, parts, out);
         #[cfg(debug_assertions)]
         check_datum(schema, schema.value_schema(), out.get(start..).unwrap_or_default());
         Ok(())
@@ -244,43 +335,7 @@ impl AvroEncoder {
     pub fn write_truncate(&self, database: &str, table: &str, ctx: &EventContext, out: &mut Vec<u8>) {
         w::long(0, out);
         w::long(0, out);
-        self.envelope_rest(Op::Truncate, database, table, ctx, out);
-    }
-
-    /// The envelope after its images: `op`, `ts_ms`, `source`, `transaction`.
-    fn envelope_rest(&self, op: Op, database: &str, table: &str, ctx: &EventContext, out: &mut Vec<u8>) {
-        w::string(op.code(), out);
-        w::long(ctx.ts_ms, out);
-        // schemas/source.avsc, field by field
-        let s = &ctx.source;
-        w::string(env!("CARGO_PKG_VERSION"), out);
-        w::string(s.connector.name(), out);
-        w::string(&s.name, out);
-        w::long(i64::from(s.server_id), out);
-        w::long(s.ts_ms, out);
-        w::string(&s.file, out);
-        w::long(i64::try_from(s.pos).unwrap_or(i64::MAX), out);
-        w::long(i64::from(i32::try_from(s.row).unwrap_or(i32::MAX)), out);
-        match s.gtid.as_deref() {
-            Some(g) => {
-                w::long(1, out);
-                w::string(g, out);
-            }
-            None => w::long(0, out),
-        }
-        w::string(database, out);
-        w::string(table, out);
-        w::string(s.snapshot.text(), out);
-        // schemas/transaction.avsc, in a union [null, Transaction]
-        match &ctx.transaction {
-            Some(t) => {
-                w::long(1, out);
-                w::string(&t.id, out);
-                w::long(t.total_order, out);
-                w::long(t.data_collection_order, out);
-            }
-            None => w::long(0, out),
-        }
+        envelope_rest(Op::Truncate, database, table, ctx, None, out);
     }
 
     /// Appends the flattened value of a change: the after image (the before image for
@@ -632,7 +687,7 @@ impl AvroEncoder {
         ctx: &EventContext,
     ) -> Result<Avro> {
         let mut out = Vec::new();
-        self.write_value(schema, op, before, after, ctx, &mut out)?;
+        self.write_value(schema, op, before, after, ctx, None, &mut out)?;
         Ok(read_verified(schema, schema.value_schema(), &out))
     }
 

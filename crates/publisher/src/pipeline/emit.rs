@@ -11,7 +11,7 @@ use sluice_binlog::rows::{RowChange, RowImage, RowsKind};
 
 use super::tables::CachedTable;
 use super::Error;
-use crate::avro::{min_encoded_len, AvroEncoder, EventContext, Op, TableSchema};
+use crate::avro::{min_encoded_len, AvroEncoder, EnvelopeParts, EventContext, Op, TableSchema};
 use crate::config::{OutputSection, ValueMode};
 use crate::kafka::KafkaSink;
 use crate::registry::frame_header;
@@ -26,6 +26,12 @@ pub struct Out<'a> {
     pub output: &'a OutputSection,
     /// The change's `source` and `transaction` blocks.
     pub ctx: &'a EventContext,
+    /// At most the bytes of values a change's images hold, when known (a rows event's
+    /// [`RowsEvent::value_bytes_bound`](sluice_binlog::rows::RowsEvent::value_bytes_bound)):
+    /// below the limits, the images' sizes are not counted per record.
+    pub value_bytes_bound: Option<usize>,
+    /// `ctx`'s envelope bytes shared by the rows of its event, when written beforehand.
+    pub envelope: Option<&'a EnvelopeParts>,
 }
 
 /// Records above this size get a buffer of their own size, given back after sending.
@@ -115,12 +121,20 @@ impl Out<'_> {
         let s = &self.table.schema;
         // a row whose values alone exceed what Kafka takes stops here, before its record is
         // built (a 1 GiB BLOB would cost another gigabyte of Avro, then be refused)
-        let images = match self.output.value_mode {
-            ValueMode::Envelope => before.map_or(0, min_encoded_len) + after.map_or(0, min_encoded_len),
-            ValueMode::Flattened => after.map_or(0, min_encoded_len),
-        };
-        let floor = key.map_or(0, <[u8]>::len) + images;
         let max = sink.max_message_bytes();
+        let key_len = key.map_or(0, <[u8]>::len);
+        // counting the images' bytes is a pass over every value (2% of the pipeline's CPU):
+        // skipped when the event is too small for any of its rows to reach a limit below
+        let small = self.value_bytes_bound.is_some_and(|b| key_len.saturating_add(b) <= max.min(LARGE_RECORD));
+        let floor = if small {
+            0
+        } else {
+            key_len
+                + match self.output.value_mode {
+                    ValueMode::Envelope => before.map_or(0, min_encoded_len) + after.map_or(0, min_encoded_len),
+                    ValueMode::Flattened => after.map_or(0, min_encoded_len),
+                }
+        };
         if floor > max {
             let by = format!("the producer (message.max.bytes = {max})");
             return Err(self.named_too_large(floor, by, true, op, before, after));
@@ -132,7 +146,7 @@ impl Out<'_> {
         }
         frame_header(self.table.value_id, value);
         match self.output.value_mode {
-            ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, value)?,
+            ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, self.envelope, value)?,
             ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
         }
         sink.send(&self.table.topic, key, Some(value)).await.map_err(|e| self.too_large(e, op, before, after))?;

@@ -162,7 +162,14 @@ impl Pipeline<'_> {
             parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
             let img = image(&mut values);
             row_context(&mut ctx, i as u64, mark(chunk.first && i == 0, chunk.last && i + 1 == total));
-            let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx: &ctx };
+            let out = Out {
+                encoder: &self.encoder,
+                table: t,
+                output: self.settings.output,
+                ctx: &ctx,
+                value_bytes_bound: None,
+                envelope: None,
+            };
             let sent = out.read(sink, &img, &mut self.buffers).await?;
             self.batch.sent(sent);
             self.tally.records(sent as u64);
@@ -183,7 +190,14 @@ impl Pipeline<'_> {
         sink: &mut KafkaSink,
     ) -> Result<(), Error> {
         let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
-        let out = Out { encoder: &self.encoder, table: t, output: self.settings.output, ctx };
+        let out = Out {
+            encoder: &self.encoder,
+            table: t,
+            output: self.settings.output,
+            ctx,
+            value_bytes_bound: None,
+            envelope: None,
+        };
         let sent = out.read(sink, img, &mut self.buffers).await?;
         self.batch.sent(sent);
         self.tally.records(sent as u64);
