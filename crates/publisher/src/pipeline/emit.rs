@@ -126,15 +126,16 @@ impl Out<'_> {
         // counting the images' bytes is a pass over every value (2% of the pipeline's CPU):
         // skipped when the event is too small for any of its rows to reach a limit below
         let small = self.value_bytes_bound.is_some_and(|b| key_len.saturating_add(b) <= max.min(LARGE_RECORD));
-        let floor = if small {
-            0
-        } else {
+        let counted = || {
             key_len
                 + match self.output.value_mode {
                     ValueMode::Envelope => before.map_or(0, min_encoded_len) + after.map_or(0, min_encoded_len),
                     ValueMode::Flattened => after.map_or(0, min_encoded_len),
                 }
         };
+        // every test checks the bound the skip relies on
+        debug_assert!(!small || counted() <= max.min(LARGE_RECORD), "value_bytes_bound below the values' bytes");
+        let floor = if small { 0 } else { counted() };
         if floor > max {
             let by = format!("the producer (message.max.bytes = {max})");
             return Err(self.named_too_large(floor, by, true, op, before, after));

@@ -11,7 +11,8 @@ use sluice_binlog::TableMap;
 
 use super::emit::Out;
 use super::{Error, Pipeline, TruncateAt};
-use crate::avro::{EventContext, Snapshot};
+use crate::avro::{EnvelopeParts, EventContext, Snapshot};
+use crate::config::ValueMode;
 use crate::kafka::KafkaSink;
 use crate::position::ResumePoint;
 use crate::process::now_ms;
@@ -158,6 +159,9 @@ impl Pipeline<'_> {
         // the table's schemas once per chunk, not per row (a name built and hashed per row
         // was 2% of the snapshot's CPU); the loop below is `publish_row` with them at hand
         let t = self.tables.get_or_register(&plan.table_map, &self.settings, &mut self.registry, self.metrics).await?;
+        // the envelope's bytes of the chunk's rows but its first and last (marked apart)
+        let parts = (self.settings.output.value_mode == ValueMode::Envelope)
+            .then(|| EnvelopeParts::new(&ctx, &t.schema.database, &t.schema.table));
         for (i, packet) in chunk.rows.iter().enumerate() {
             parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
             let img = image(&mut values);
@@ -167,8 +171,9 @@ impl Pipeline<'_> {
                 table: t,
                 output: self.settings.output,
                 ctx: &ctx,
-                value_bytes_bound: None,
-                envelope: None,
+                // the row's values are slices of its packet (the binary protocol's)
+                value_bytes_bound: Some(packet.len()),
+                envelope: parts.as_ref().filter(|_| ctx.source.snapshot == Snapshot::Yes),
             };
             let sent = out.read(sink, &img, &mut self.buffers).await?;
             self.batch.sent(sent);
