@@ -84,6 +84,8 @@ echo "snapshot_bench: the insert spans $bfile:$bpos to $efile:$epos" >&2
 
 # peak RSS (kB) of a process so far
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# CPU seconds (user + system) of a process so far
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 config() { # NAME MODE START SERVER_ID (each run its own: the server lists a stopped replica a while)
     cat >"$out/$1.toml" <<TOML
 [source]
@@ -130,8 +132,11 @@ for round in $(seq "$runs"); do
         done
         t1="$(date +%s.%N)"
         peak="$(hwm "$sluice_pid")"
+        cpu="$(cpu_of "$sluice_pid")"
         kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
         echo "snapshot:$label $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
+        # its CPU seconds from its start (start-up included) to "Snapshot finished"
+        echo "cpu-snapshot:$label $round $cpu $rows 0" >>"$results"
         # the read side alone: the snapshot's own time in its chunk reads (watermarks, queries, rows received)
         read_s="$(grep -oE 'read_seconds="?[0-9.]+'  "$out/snap$label$round.log" | tail -1 | cut -d= -f2 | tr -d '"')"
         echo "snapshot-read:$label $round $read_s $rows 0" >>"$results"
@@ -158,6 +163,7 @@ PY
             --transactional "$(( (records + commits - 1) / commits ))" --records-from "$out/records.bin" >"$out/plain.json"
         rm -f "$out/records.bin"
         echo "plain:$label $round $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secs"])' "$out/plain.json") $records 0" >>"$results"
+        echo "cpu-plain:$label $round $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu_s"])' "$out/plain.json") $records 0" >>"$results"
 
         echo "snapshot_bench: round $round: stream ($label)" >&2
         config "stream$label$round" never "start = \"$bfile:$bpos\"" $((52001 + 2 * n))
@@ -211,6 +217,12 @@ for l in labels:
     print(f"{l}: snapshot / drain: {med[f'snapshot:{l}'] / med['drain']:.2f}x the time; its reads / drain: "
           f"{med[f'snapshot-read:{l}'] / med['drain']:.2f}x; snapshot / stream: {med[f'snapshot:{l}'] / med[f'stream:{l}']:.2f}x; "
           f"snapshot / plain transactional producer: {med[f'snapshot:{l}'] / med[f'plain:{l}']:.2f}x")
+    if f"cpu-snapshot:{l}" in rows:
+        cs = statistics.median(x[0] for x in rows[f"cpu-snapshot:{l}"])
+        cp = statistics.median(x[0] for x in rows[f"cpu-plain:{l}"])
+        print(f"{l}: CPU seconds: sluice run to \"Snapshot finished\" {cs:.2f} (rounds "
+              f"{' '.join(f'{x[0]:.2f}' for x in rows[f'cpu-snapshot:{l}'])}), start-up included; the plain "
+              f"transactional producer {cp:.2f} ({' '.join(f'{x[0]:.2f}' for x in rows[f'cpu-plain:{l}'])}): {cs / cp:.2f}x")
     if f"snapshot-window:{l}" in med:
         print(f"{l}: the snapshot's working window / plain transactional producer: "
               f"{med[f'snapshot-window:{l}'] / med[f'plain:{l}']:.2f}x")
