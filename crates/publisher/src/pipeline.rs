@@ -175,7 +175,7 @@ pub(crate) async fn send_schema_changes(
         .take_changes(source)
         .map_err(|e| crate::kafka::Error::Fatal(format!("writing the schema history: {e}")))?;
     for (key, value) in records {
-        sink.send(topic, Some(key.as_bytes()), value.as_deref()).await?;
+        sink.send(topic, Some(key.as_bytes()), value.as_deref(), 0).await?;
     }
     Ok(())
 }

@@ -150,13 +150,16 @@ impl Out<'_> {
             ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, self.envelope, value)?,
             ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
         }
-        sink.send(&self.table.topic, key, Some(value)).await.map_err(|e| self.too_large(e, op, before, after))?;
+        // the record's Kafka timestamp is the envelope's ts_ms, when Sluice processed the event
+        // (read once per event: librdkafka would read the clock per record)
+        let ts = self.ctx.ts_ms;
+        sink.send(&self.table.topic, key, Some(value), ts).await.map_err(|e| self.too_large(e, op, before, after))?;
         if value.capacity() > LARGE_RECORD {
             // librdkafka has its copy: a large row's buffer is not kept for the rows after it
             *value = Vec::new();
         }
         if op == Op::Delete && self.output.tombstones && key.is_some() {
-            sink.send(&self.table.topic, key, None).await?;
+            sink.send(&self.table.topic, key, None, ts).await?;
             return Ok(2);
         }
         Ok(1)

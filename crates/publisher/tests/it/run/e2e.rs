@@ -11,6 +11,8 @@
 use crate::support;
 
 use std::collections::BTreeMap;
+
+use apache_avro::types::Value as Avro;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -61,6 +63,17 @@ fn run_publishes_exactly_once_across_sigkill() {
         &log,
     );
     assert_eq!(reader.per_key("sluice.shop.customers", "name"), expected_customers);
+    // a record's Kafka timestamp is its envelope's ts_ms; a tombstone's, its delete's (the
+    // record before it in its partition)
+    let mut last_ts = BTreeMap::new();
+    reader.scan("sluice.shop.customers", |r| {
+        let ts = match r.field("ts_ms") {
+            Some(Avro::Long(ms)) => Some(*ms),
+            _ => last_ts.get(&r.partition).copied(),
+        };
+        assert!(ts.is_some() && r.timestamp == ts, "{r:?}: Kafka timestamp {:?}, ts_ms {ts:?}", r.timestamp);
+        last_ts.insert(r.partition, ts.unwrap_or_default());
+    });
 
     // what the metrics endpoint counted: five single-statement transactions; the key change
     // of customer 3 is one update and three records (delete, tombstone, create)

@@ -273,6 +273,8 @@ pub struct Record {
     pub key: Option<Avro>,
     /// None: a tombstone.
     pub value: Option<Avro>,
+    /// The record's Kafka timestamp, ms since the epoch.
+    pub timestamp: Option<i64>,
 }
 
 impl Record {
@@ -422,7 +424,12 @@ impl TopicReader {
                     last = Instant::now();
                     let key = m.key().map(|k| self.decode(k));
                     let value = m.payload().map(|v| self.decode(v));
-                    f(Record { partition: m.partition(), offset: m.offset(), key, value }, m.key(), m.payload());
+                    let timestamp = m.timestamp().to_millis();
+                    f(
+                        Record { partition: m.partition(), offset: m.offset(), key, value, timestamp },
+                        m.key(),
+                        m.payload(),
+                    );
                 }
             }
         }
