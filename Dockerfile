@@ -18,7 +18,8 @@ ENV MIMALLOC_ALLOW_THP=0
 # pages freed by another thread than the one that took them (a snapshot's rows are read on a
 # task of their own and freed by the pipeline) given back at once, not after mimalloc's default
 # second: the 1 M-row snapshot peaked at 65-82 MiB without this, 56.5 MiB with it, at no
-# measurable cost in time (bench/README.md, "The snapshot's memory")
+# measurable cost in time (bench/README.md, "The snapshot's memory"). The binary sets it for
+# itself when it is unset (by running itself again); set here, it starts once.
 ENV MIMALLOC_PURGE_DELAY=0
 # the chart's pod security context runs it as this non-root user, on a read-only root filesystem
 USER 10001:10001

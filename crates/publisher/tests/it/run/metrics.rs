@@ -27,6 +27,15 @@ fn prometheus_scrapes_what_sluice_counted() {
     let counted = || try_http_get(port, "/metrics").is_ok_and(|(_, text)| text.lines().any(|l| l == done));
     wait_for(60, counted, "sluice to count the delete", &log);
 
+    // started without mimalloc's purge delay set, the process runs itself again with it at 0
+    // (main.rs: freed pages given back at once), keeping its process id
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+    assert!(
+        environ.split(|&b| b == 0).any(|v| v == b"MIMALLOC_PURGE_DELAY=0"),
+        "{}",
+        String::from_utf8_lossy(&environ)
+    );
+
     // the exposition passes Prometheus's own linter
     let text = http_get(port, "/metrics").1;
     support::prometheus::promtool_check(&text);

@@ -215,6 +215,8 @@ pub fn start_sluice_with(config: &Path, log: &Path, env: &[(&str, &str)]) -> Run
         .args(["run", "--config"])
         .arg(config)
         .env("SLUICE_LOG", "info")
+        // as a user's shell would start it (main.rs sets the allocator's purge delay itself)
+        .env_remove("MIMALLOC_PURGE_DELAY")
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)
