@@ -178,5 +178,5 @@ def roles_text(roles):
 print(f"CPU s by thread in the working window: sluice: {roles_text(sluice_roles)}; "
       f"plain transactional: {roles_text(plain_roles)}")
 print(f"sluice vs plain idempotent: {plain['rows_per_s'] / (records / secs):.2f}x slower; "
-      f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MB")
+      f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MiB")
 PY
