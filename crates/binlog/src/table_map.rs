@@ -61,6 +61,21 @@ pub enum Writer {
 const MAX_COLUMNS: u64 = 4096;
 
 impl TableMap {
+    /// The table id a TABLE_MAP body starts with (4 bytes when the post-header is 6 long, as
+    /// MySQL 5.1 wrote it; 6 bytes since).
+    fn read_id(r: &mut Reader<'_>, post_header_len: u8) -> Result<u64> {
+        if post_header_len == 6 {
+            Ok(u64::from(r.u32("table id")?))
+        } else {
+            Ok(r.uint_le(6, "table id")?)
+        }
+    }
+
+    /// The table id of a TABLE_MAP body, without reading the rest; None when it is too short.
+    pub fn peek_id(body: &[u8], post_header_len: u8) -> Option<u64> {
+        Self::read_id(&mut Reader::new(body), post_header_len).ok()
+    }
+
     /// `db.table`.
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.database, self.table)
@@ -84,7 +99,7 @@ impl TableMap {
     /// Truncated or malformed bodies.
     pub fn parse(body: &[u8], post_header_len: u8, writer: Writer) -> Result<TableMap> {
         let mut r = Reader::new(body);
-        let table_id = if post_header_len == 6 { u64::from(r.u32("table id")?) } else { r.uint_le(6, "table id")? };
+        let table_id = Self::read_id(&mut r, post_header_len)?;
         let flags = r.u16("table map flags")?;
         r.skip(usize::from(post_header_len).saturating_sub(r.position()), "table map post-header")?;
         let database = r.u8_prefixed("database name")?;
