@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Peak memory against transaction size (issue 4: "peak memory independent of transaction size").
+# Peak memory and cost per row against transaction size (issue 4: "peak memory independent of
+# transaction size"; issue 24: cost per row).
 #
 # The same N rows (default 1,000,000; about 300 bytes each) are written twice into a fresh MariaDB:
 # once in transactions of 1,000 rows (table bigtxn.small), once as ONE transaction of N rows
-# (table bigtxn.big, a single INSERT ... SELECT). Each phase is in its own binlog file. `sluice run`
+# (table bigtxn.big, a single INSERT ... SELECT); then N/10 rows of the same shape one row per
+# transaction (table bigtxn.one, autocommit INSERTs from a stored procedure: the shape of an OLTP
+# workload, where what Sluice does per event and per transaction counts as much as per row).
+# Each phase is in its own binlog file. `sluice run`
 # streams each phase into the broker on its own (a fresh source name, started at the phase's file),
 # and the script reports its peak RSS (VmHWM) and the time to the checkpoint that passes the phase.
 #
@@ -48,7 +52,8 @@ port="$(mariadb_port bigtxn)"
 status() { mariadb_sql bigtxn "SHOW MASTER STATUS" -N | awk '{print $1":"$2}'; }
 table_sql='(id BIGINT PRIMARY KEY, name VARCHAR(64) NOT NULL, amount DECIMAL(12,2), created DATETIME(6), note VARCHAR(255))'
 select_sql="SELECT seq, CONCAT('customer-', seq), seq / 100, TIMESTAMP'2026-01-01 00:00:00' + INTERVAL seq SECOND, REPEAT(CHAR(65 + seq % 26), 200)"
-mariadb_sql bigtxn "CREATE DATABASE bigtxn; CREATE TABLE bigtxn.small $table_sql; CREATE TABLE bigtxn.big $table_sql"
+mariadb_sql bigtxn "CREATE DATABASE bigtxn; CREATE TABLE bigtxn.small $table_sql; CREATE TABLE bigtxn.big $table_sql;
+    CREATE TABLE bigtxn.one $table_sql"
 
 echo "big_txn: writing $rows rows in transactions of 1,000 rows" >&2
 mariadb_sql bigtxn "FLUSH BINARY LOGS"
@@ -68,7 +73,29 @@ big_start="$(status)"
 mariadb_sql bigtxn "USE bigtxn; INSERT INTO bigtxn.big $select_sql FROM seq_1_to_$rows"
 big_end="$(status)"
 
-# run_phase BIN NAME START END TABLE: prints "seconds peak_kb"
+one_rows=$(( rows / 10 > 0 ? rows / 10 : 1 ))
+echo "big_txn: writing $one_rows rows one per transaction" >&2
+mariadb_sql bigtxn "FLUSH BINARY LOGS"
+one_start="$(status)"
+# each statement of a procedure run with autocommit on is a transaction of its own
+mariadb_sql bigtxn - <<SQL
+USE bigtxn;
+DELIMITER ;;
+CREATE PROCEDURE one_by_one(n INT)
+BEGIN
+    DECLARE seq INT DEFAULT 1;
+    WHILE seq <= n DO
+        INSERT INTO bigtxn.one $select_sql;
+        SET seq = seq + 1;
+    END WHILE;
+END;;
+DELIMITER ;
+CALL one_by_one($one_rows);
+SQL
+one_end="$(status)"
+
+# run_phase BIN NAME START END TABLE: prints "seconds peak_kb cpu_seconds" (CPU: user and system
+# time of the process until its checkpoint passed the phase, start-up included)
 run_phase() {
     local bin="$1" name="$2" start="$3" end="$4" table="$5"
     cat >"$out/$name.toml" <<TOML
@@ -86,18 +113,24 @@ url = "$REGISTRY_URL"
 [filter]
 include = ["bigtxn.$table"]
 TOML
-    local t0 t1 peak
+    local t0 t1 peak cpu
     t0="$(date +%s.%N)"
     SLUICE_LOG=warn "$bin" run --config "$out/$name.toml" 2>"$out/$name.log" &
     sluice_pid=$!
     ( while kill -0 "$sluice_pid" 2>/dev/null; do
-          grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/$name.vmhwm"; sleep 0.2
+          # written aside and renamed: a reader never finds the file empty
+          grep VmHWM "/proc/$sluice_pid/status" 2>/dev/null | awk '{print $2}' >"$out/$name.vmhwm.new" \
+              && [ -s "$out/$name.vmhwm.new" ] && mv "$out/$name.vmhwm.new" "$out/$name.vmhwm"
+          sleep 0.2
       done ) &
     t1="$(python3 "$here/wait_checkpoint.py" "$BROKER" "$name" "${end%:*}" "${end##*:}")"
     peak="$(cat "$out/$name.vmhwm")"
+    local ticks
+    ticks="$(getconf CLK_TCK)"
+    cpu="$(awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$sluice_pid/stat")"
     kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
     sluice_pid=""
-    echo "$(echo "$t1 - $t0" | bc -l) $peak"
+    echo "$(echo "$t1 - $t0" | bc -l) $peak $cpu"
 }
 
 results="$out/results"
@@ -108,6 +141,7 @@ for round in $(seq "${BENCH_RUNS:-1}"); do
         echo "big_txn: round $round: $label" >&2
         echo "$label small $(run_phase "$bin" "small$label$round" "$small_start" "$small_end" small)" >>"$results"
         echo "$label big $(run_phase "$bin" "big$label$round" "$big_start" "$big_end" big)" >>"$results"
+        echo "$label one $(run_phase "$bin" "one$label$round" "$one_start" "$one_end" one)" >>"$results"
     done
 done
 
@@ -116,13 +150,16 @@ import statistics, sys
 rows = int(sys.argv[1])
 runs = {}
 for line in open(sys.argv[2]):
-    label, phase, secs, peak = line.split()
-    runs.setdefault((label, phase), []).append((float(secs), int(peak)))
+    label, phase, secs, peak, cpu = line.split()
+    runs.setdefault((label, phase), []).append((float(secs), int(peak), float(cpu)))
 print(f"rows per phase: {rows:,}; medians of {len(next(iter(runs.values())))} rounds (every round in {sys.argv[2]})")
-print("| contender | transactions | seconds | rows/s | peak RSS MiB (max) | rounds (s) |")
-print("|---|---|---:|---:|---:|---|")
+print("| contender | transactions | seconds | rows/s | CPU s | CPU µs per row | peak RSS MiB (max) | rounds (s) | rounds (CPU s) |")
+print("|---|---|---:|---:|---:|---:|---:|---|---|")
 for (label, phase), r in runs.items():
     s = statistics.median(x[0] for x in r)
-    what = f"{rows // 1000:,} of 1,000 rows" if phase == "small" else f"1 of {rows:,} rows"
-    print(f"| {label} | {what} | {s:.2f} | {rows / s:,.0f} | {max(x[1] for x in r) / 1024:.1f} | {' '.join(f'{x[0]:.2f}' for x in r)} |")
+    n = rows // 10 if phase == "one" else rows
+    what = {"small": f"{rows // 1000:,} of 1,000 rows", "big": f"1 of {rows:,} rows", "one": f"{n:,} of 1 row"}[phase]
+    c = statistics.median(x[2] for x in r)
+    print(f"| {label} | {what} | {s:.2f} | {n / s:,.0f} | {c:.2f} | {c / n * 1e6:.1f} | {max(x[1] for x in r) / 1024:.1f} | "
+          f"{' '.join(f'{x[0]:.2f}' for x in r)} | {' '.join(f'{x[2]:.2f}' for x in r)} |")
 PY

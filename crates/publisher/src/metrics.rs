@@ -859,19 +859,27 @@ impl Served for ArchiveMetrics {
 #[derive(Debug)]
 pub struct ProgressLog {
     last: Instant,
+    /// When the next line is due, ms since the epoch: [`ProgressLog::tick`] is called per event
+    /// with the time the pipeline read for it, rather than reading the clock again.
+    due_ms: i64,
     rows_then: u64,
 }
 
 impl Default for ProgressLog {
     fn default() -> Self {
-        ProgressLog { last: Instant::now(), rows_then: 0 }
+        ProgressLog { last: Instant::now(), due_ms: crate::process::now_ms() + every_ms(), rows_then: 0 }
     }
 }
 
+/// [`PROGRESS_EVERY`] in ms.
+fn every_ms() -> i64 {
+    i64::try_from(PROGRESS_EVERY.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl ProgressLog {
-    /// Logs when the interval has passed.
-    pub fn tick(&mut self, m: &Metrics) {
-        if self.last.elapsed() >= PROGRESS_EVERY {
+    /// Logs when the interval has passed by `now_ms` (ms since the epoch).
+    pub fn tick(&mut self, m: &Metrics, now_ms: i64) {
+        if now_ms >= self.due_ms {
             self.report(m);
         }
     }
@@ -897,6 +905,7 @@ impl ProgressLog {
             summary(&t, rate)
         );
         self.last = Instant::now();
+        self.due_ms = crate::process::now_ms().saturating_add(every_ms());
         self.rows_then = t.rows();
     }
 }

@@ -29,6 +29,7 @@ pub mod tables;
 #[cfg(test)]
 mod tests;
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use sluice_binlog::event::Event;
@@ -259,6 +260,21 @@ struct OpenTransaction {
     per_table: std::collections::HashMap<String, i64>,
 }
 
+impl OpenTransaction {
+    /// Starts over for the transaction with `gtid` (its id, when it has one), keeping the
+    /// buffers: transactions of one row are common, and a map and strings of their own each
+    /// were allocations per transaction.
+    fn reset(&mut self, gtid: Option<String>) {
+        self.id.clear();
+        if let Some(g) = &gtid {
+            self.id.push_str(g);
+        }
+        self.gtid = gtid;
+        self.total = 0;
+        self.per_table.clear();
+    }
+}
+
 /// The state of one pipeline attempt.
 pub struct Pipeline<'c> {
     settings: Settings<'c>,
@@ -277,6 +293,8 @@ pub struct Pipeline<'c> {
     /// What the open batch has done, counted once its Kafka transaction commits.
     tally: Tally,
     progress: &'c mut ProgressLog,
+    /// When the event being handled was read, ms since the epoch.
+    read_ms: i64,
     /// The snapshot progress in the last commit (a change is worth a checkpoint).
     committed_snapshot: Option<SnapshotProgress>,
     /// The `<prefix>.__signals` offset taken in so far (written into each checkpoint).
@@ -310,6 +328,7 @@ impl<'c> Pipeline<'c> {
             metrics,
             tally: Tally::default(),
             progress,
+            read_ms: now_ms(),
             committed_snapshot: None,
             signals_offset: None,
             signals: None,
@@ -415,13 +434,16 @@ impl<'c> Pipeline<'c> {
                         )));
                     }
                     Some(SourceEvent::Event(ev, step)) => {
+                        // the clock read once per event, for all that wants the time (records'
+                        // processing time, lag, the progress line)
+                        self.read_ms = now_ms();
                         if let Event::Heartbeat { .. } = ev.event.event {
                             self.metrics.caught_up();
                         } else {
-                            self.metrics.event_read(ev.event.header.timestamp, now_ms() / 1000);
+                            self.metrics.event_read(ev.event.header.timestamp, self.read_ms / 1000);
                         }
                         self.handle(&ev, step, snap, sink).await?;
-                        self.progress.tick(self.metrics);
+                        self.progress.tick(self.metrics, self.read_ms);
                     }
                 }
             }
@@ -481,7 +503,7 @@ impl<'c> Pipeline<'c> {
         ts_ms: i64,
         file: &str,
         pos: u64,
-        row: u32,
+        processed_ms: i64,
         gtid: Option<String>,
         snapshot: Snapshot,
     ) -> EventContext {
@@ -493,12 +515,12 @@ impl<'c> Pipeline<'c> {
                 ts_ms,
                 file: file.to_string(),
                 pos,
-                row,
+                row: 0,
                 gtid,
                 snapshot,
             },
             transaction: None,
-            ts_ms: now_ms(),
+            ts_ms: processed_ms,
         }
     }
 
@@ -695,7 +717,7 @@ impl<'c> Pipeline<'c> {
             },
         };
         let partitions = sink.partitions(&topic).await?;
-        let ctx = self.context(at.server_id, at.ts_ms, at.file, at.pos, 0, self.tx.gtid.clone(), at.snapshot);
+        let ctx = self.context(at.server_id, at.ts_ms, at.file, at.pos, now_ms(), self.tx.gtid.clone(), at.snapshot);
         let mut value = Vec::new();
         crate::registry::frame_header(value_id, &mut value);
         match &flat {
@@ -724,13 +746,14 @@ impl<'c> Pipeline<'c> {
         if self.tx.total > 0 {
             self.tally.transaction(std::time::Instant::now(), server_ts);
         }
-        self.tx = OpenTransaction::default();
+        self.tx.reset(None);
     }
 
     fn begin_tx(&mut self, ev: &Located<'_>) {
-        let gtid = gtid_of(&ev.event.event).map(|g| g.to_string());
-        let id = gtid.clone().unwrap_or_else(|| format!("{}:{}", ev.file, ev.offset));
-        self.tx = OpenTransaction { gtid, id, total: 0, per_table: Default::default() };
+        self.tx.reset(gtid_of(&ev.event.event).map(|g| g.to_string()));
+        if self.tx.gtid.is_none() {
+            let _ = write!(self.tx.id, "{}:{}", ev.file, ev.offset);
+        }
     }
 
     async fn rows(
@@ -746,7 +769,8 @@ impl<'c> Pipeline<'c> {
         // one context per event; only the row's counters change per row (its processing time
         // too: the rows of one event are processed within moments of each other)
         let ts_ms = i64::from(header.timestamp) * 1000;
-        let mut ctx = self.context(header.server_id, ts_ms, ev.file, ev.offset, 0, self.tx.gtid.clone(), Snapshot::No);
+        let (gtid, read_ms) = (self.tx.gtid.clone(), self.read_ms);
+        let mut ctx = self.context(header.server_id, ts_ms, ev.file, ev.offset, read_ms, gtid, Snapshot::No);
         ctx.transaction = Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 });
         let t = self.tables.get_or_register(&rows.table, &self.settings, &mut self.registry, self.metrics).await?;
         sink.ensure_topic(&t.topic).await?;

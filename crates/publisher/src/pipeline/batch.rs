@@ -30,7 +30,9 @@ impl Batch {
         Batch {
             max_records: k.batch_max_records,
             max_bytes: k.batch_max_bytes,
-            max_delay: k.batch_max_delay,
+            // a longer delay acts as the liveness period (`due`): capped here, a delay of
+            // years cannot overflow the deadlines below
+            max_delay: k.batch_max_delay.min(crate::position::LIVENESS_EVERY),
             records: 0,
             started: now,
             last_commit: now,
@@ -50,20 +52,20 @@ impl Batch {
         self.records
     }
 
-    /// True when the open batch (holding `bytes` of keys and values) is to commit now.
-    fn full(&self, bytes: u64) -> bool {
-        self.records >= self.max_records || bytes >= self.max_bytes || self.started.elapsed() >= self.max_delay
+    /// True when the open batch (holding `bytes` of keys and values) is to commit `now`.
+    fn full(&self, bytes: u64, now: Instant) -> bool {
+        self.records >= self.max_records || bytes >= self.max_bytes || now >= self.started + self.max_delay
     }
 
     /// True when a checkpoint-only transaction is due (nothing pending, the position moved).
-    fn idle_checkpoint_due(&self) -> bool {
-        self.last_commit.elapsed() >= self.max_delay.max(Duration::from_secs(1))
+    fn idle_checkpoint_due(&self, now: Instant) -> bool {
+        now >= self.last_commit + self.max_delay.max(Duration::from_secs(1))
     }
 
     /// True when the last commit is [`crate::position::LIVENESS_EVERY`] old: a checkpoint is
     /// due even with nothing new, as the instance's sign of life.
-    fn liveness_due(&self) -> bool {
-        self.last_commit.elapsed() >= crate::position::LIVENESS_EVERY
+    fn liveness_due(&self, now: Instant) -> bool {
+        now >= self.last_commit + crate::position::LIVENESS_EVERY
     }
 
     /// True when a commit is due at a transaction boundary: an open batch (`open`, holding
@@ -73,8 +75,10 @@ impl Batch {
     /// [`Batch::idle_checkpoint_due`] or `schemas` (schema changes wait for a commit), or at
     /// liveness.
     pub fn due(&self, open: bool, bytes: u64, moved: bool, schemas: bool) -> bool {
-        let by_state = if open { self.full(bytes) } else { moved && (self.idle_checkpoint_due() || schemas) };
-        by_state || self.liveness_due()
+        // one clock read per transaction boundary
+        let now = Instant::now();
+        let by_state = if open { self.full(bytes, now) } else { moved && (self.idle_checkpoint_due(now) || schemas) };
+        by_state || self.liveness_due(now)
     }
 
     /// When a commit falls due by time alone, as [`Batch::due`] judges it (`open`: records are
@@ -125,9 +129,21 @@ mod tests {
         // the predicates agree at the deadline
         let mut b = batch(30);
         b.sent(1);
-        assert!(!b.full(0));
+        assert!(!b.full(0, Instant::now()));
         std::thread::sleep(b.deadline(true, false).saturating_duration_since(Instant::now()));
-        assert!(b.full(0));
+        assert!(b.full(0, Instant::now()));
+    }
+
+    /// A `batch_max_delay` of years acts as the liveness period, as the documentation says.
+    #[test]
+    fn a_delay_of_years_acts_as_the_liveness_period() {
+        let k: KafkaSection = toml::from_str("brokers = \"b:9092\"\nbatch_max_delay = \"100000years\"").unwrap();
+        let mut b = Batch::new(&k);
+        b.sent(1);
+        assert_eq!(b.deadline(true, true), b.last_commit + crate::position::LIVENESS_EVERY);
+        assert!(!b.due(true, 0, true, false));
+        b.last_commit -= crate::position::LIVENESS_EVERY;
+        assert!(b.due(true, 0, true, false));
     }
 
     /// At its deadline a commit is due, in every state: a deadline that passes with nothing
@@ -150,7 +166,7 @@ mod tests {
         let mut late = batch(200);
         late.last_commit -= crate::position::LIVENESS_EVERY;
         late.sent(1);
-        assert!(late.deadline(true, true) <= Instant::now() && !late.full(0));
+        assert!(late.deadline(true, true) <= Instant::now() && !late.full(0, Instant::now()));
         assert!(late.due(true, 0, true, false));
         // nothing open, the position moved: due after the idle checkpoint's second
         let mut idle = batch(200);

@@ -76,7 +76,8 @@ impl Pipeline<'_> {
                         r => r?,
                     };
                     let columns = Arc::clone(&rows.columns);
-                    let mut ctx = self.context(server_id, now_ms(), &at.0, at.1, 0, None, Snapshot::Yes);
+                    let now = now_ms();
+                    let mut ctx = self.context(server_id, now, &at.0, at.1, now, None, Snapshot::Yes);
                     let mut n = 0u64;
                     // one row behind the reader, so the table's last row can say so
                     let mut held: Option<bytes::Bytes> = None;
@@ -155,7 +156,8 @@ impl Pipeline<'_> {
         let (mut raw, mut values) = (Vec::new(), Vec::new());
         let total = chunk.rows.len();
         // one context for the chunk; only the row's place in it changes per row
-        let mut ctx = self.context(server_id, now_ms(), &chunk.at.0, chunk.at.1, 0, None, Snapshot::Yes);
+        let now = now_ms();
+        let mut ctx = self.context(server_id, now, &chunk.at.0, chunk.at.1, now, None, Snapshot::Yes);
         // the table's schemas once per chunk, not per row (a name built and hashed per row
         // was 2% of the snapshot's CPU); the loop below is `publish_row` with them at hand
         let t = self.tables.get_or_register(&plan.table_map, &self.settings, &mut self.registry, self.metrics).await?;
