@@ -42,7 +42,11 @@ pub enum Exit {
 /// The command's configuration (`path` with the environment's overrides); a bad one is said
 /// under the command's `name`, and is exit 2.
 pub(crate) fn load_config<C: crate::config::Load>(name: &str, path: &std::path::Path) -> Result<C, Exit> {
-    C::load(path, std::env::vars()).map_err(|e| {
+    let env = crate::process::env_vars(&["SLUICE_"]).map_err(|e| {
+        crate::eline!("{name}: {e}");
+        Exit::Usage
+    })?;
+    C::load(path, env).map_err(|e| {
         crate::eline!("{name}: {e}");
         Exit::Usage
     })

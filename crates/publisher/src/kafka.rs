@@ -222,9 +222,8 @@ pub fn client_config(k: &KafkaSection) -> Result<ClientConfig, Error> {
     for (key, v) in &k.properties {
         c.set(key, v);
     }
-    let sasl = k.sasl_password().map_err(|e| Error::Fatal(e.to_string()))?;
-    if let Some(p) = sasl {
-        c.set("sasl.password", p.expose());
+    for (key, secret) in k.passwords().map_err(|e| Error::Fatal(e.to_string()))? {
+        c.set(key, secret.expose());
     }
     Ok(c)
 }

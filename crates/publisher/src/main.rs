@@ -123,9 +123,9 @@ fn code(exit: Exit) -> u8 {
 /// streaming benchmark, against 53-57 MiB with the pages given back at once, at no cost in time
 /// the benchmarks could show (`bench/README.md`, "The snapshot's memory"). mimalloc reads its
 /// options from the environment only while the process loads, so a process started without the
-/// setting runs itself again, once, with it (`exec`: the same process id, arguments, standard
-/// streams). A value the user set, any value, is kept; when the `exec` fails (no `/proc`, say),
-/// Sluice runs as it is.
+/// setting runs itself again, once, with it (`exec`: the same process id, name, arguments and
+/// standard streams). A value the user set, any value, is kept; when the `exec` fails (no
+/// `/proc`, or the binary's file was removed since it started), Sluice runs as it is.
 fn give_freed_pages_back_at_once() {
     #[cfg(target_os = "linux")]
     {
@@ -134,9 +134,12 @@ fn give_freed_pages_back_at_once() {
         if std::env::var_os(PURGE_DELAY).is_some() {
             return;
         }
+        // the binary's own path (/proc/self/exe resolved), not /proc/self/exe itself: the
+        // kernel names the process after the file run, and `ps`, `top` and `pgrep sluice`
+        // would see "exe"
+        let Ok(exe) = std::env::current_exe() else { return };
         let mut args = std::env::args_os();
-        // /proc/self/exe is this very binary, even after its file was replaced or removed
-        let mut again = std::process::Command::new("/proc/self/exe");
+        let mut again = std::process::Command::new(exe);
         if let Some(arg0) = args.next() {
             again.arg0(arg0);
         }

@@ -1,5 +1,5 @@
 //! The process the commands run in: the tokio runtime of the commands that stream, the stop
-//! signals and the [`Shutdown`] every task is handed, and the clock.
+//! signals and the [`Shutdown`] every task is handed, the clock, and the environment.
 
 /// The runtime of the commands that stream: two workers, so that the stream's reader task
 /// (and the publisher's blocking Kafka calls) run beside the decoding on the caller's thread.
@@ -80,6 +80,27 @@ impl Shutdown {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// The environment variables whose names start with one of `prefixes`, as text. Any other
+/// variable is none of Sluice's business, whatever its bytes (`std::env::vars` panics on one
+/// that is not UTF-8); one of these that is not UTF-8 is an error naming it.
+///
+/// # Errors
+/// A variable of one of the prefixes whose name or value is not UTF-8.
+pub fn env_vars(prefixes: &[&str]) -> Result<Vec<(String, String)>, String> {
+    let mut vars = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if !prefixes.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        match (k.to_str(), v.into_string()) {
+            (Some(k), Ok(v)) => vars.push((k.to_string(), v)),
+            _ => return Err(format!("the environment variable {name} is not UTF-8 text: set it again, or unset it")),
+        }
+    }
+    Ok(vars)
 }
 
 /// Milliseconds since the epoch.

@@ -94,8 +94,8 @@ impl Remote {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{:?} is not a URL ({e})", mask(url)))?;
         let shown = mask(url);
-        let mut options: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|p| k.starts_with(p)))
+        let mut options: Vec<(String, String)> = crate::process::env_vars(&["AWS_", "GOOGLE_", "AZURE_"])?
+            .into_iter()
             .map(|(k, v)| (k.to_ascii_lowercase(), v))
             .collect();
         if let Some(f) = credentials_file {

@@ -45,7 +45,9 @@ pub struct KafkaSection {
     #[serde(default = "default_batch_delay", with = "humantime_serde")]
     pub batch_max_delay: Duration,
     /// Kafka `transaction.timeout.ms`: longer than the largest MySQL transaction takes to
-    /// stream.
+    /// stream, and than `batch_max_delay` (a batch stays open that long); from 1s to about 24
+    /// days (librdkafka's range), at most the broker's `transaction.max.timeout.ms` (15 minutes
+    /// by default).
     #[serde(default = "default_txn_timeout", with = "humantime_serde")]
     pub transaction_timeout: Duration,
     /// Extra librdkafka producer properties (`security.protocol`, `sasl.mechanisms`, ...).
@@ -57,6 +59,20 @@ pub struct KafkaSection {
     /// Environment variable holding `sasl.password`.
     #[serde(default)]
     pub sasl_password_env: Option<String>,
+    /// File holding `ssl.key.password`, the password of an encrypted client key
+    /// (`ssl.key.location`, for mutual TLS).
+    #[serde(default)]
+    pub ssl_key_password_file: Option<PathBuf>,
+    /// Environment variable holding `ssl.key.password`.
+    #[serde(default)]
+    pub ssl_key_password_env: Option<String>,
+    /// File holding `ssl.keystore.password`, the password of a PKCS#12 keystore
+    /// (`ssl.keystore.location`).
+    #[serde(default)]
+    pub ssl_keystore_password_file: Option<PathBuf>,
+    /// Environment variable holding `ssl.keystore.password`.
+    #[serde(default)]
+    pub ssl_keystore_password_env: Option<String>,
 }
 
 pub(super) fn default_prefix() -> String {
@@ -88,12 +104,33 @@ pub(super) fn default_txn_timeout() -> Duration {
 }
 
 impl KafkaSection {
-    /// The SASL password from its file or environment variable, if configured.
+    /// The librdkafka password properties and the secrets configured for them, from their
+    /// files or environment variables.
     ///
     /// # Errors
     /// An unreadable password file.
-    pub fn sasl_password(&self) -> Result<Option<Secret>, ConfigError> {
-        optional_secret(&self.sasl_password_file, &self.sasl_password_env)
+    pub fn passwords(&self) -> Result<Vec<(&'static str, Secret)>, ConfigError> {
+        let mut out = Vec::new();
+        for (key, _, file, env) in self.password_settings() {
+            if let Some(s) = optional_secret(file, env)? {
+                out.push((key, s));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each librdkafka password property with its setting's name, file and variable.
+    fn password_settings(&self) -> [(&'static str, &'static str, &Option<PathBuf>, &Option<String>); 3] {
+        [
+            ("sasl.password", "kafka.sasl_password", &self.sasl_password_file, &self.sasl_password_env),
+            ("ssl.key.password", "kafka.ssl_key_password", &self.ssl_key_password_file, &self.ssl_key_password_env),
+            (
+                "ssl.keystore.password",
+                "kafka.ssl_keystore_password",
+                &self.ssl_keystore_password_file,
+                &self.ssl_keystore_password_env,
+            ),
+        ]
     }
 }
 
@@ -102,7 +139,26 @@ impl KafkaSection {
         if self.brokers.trim().is_empty() {
             p.push("kafka.brokers", "is empty");
         }
-        validate_secret(p, "kafka.sasl_password", &self.sasl_password_file, &self.sasl_password_env);
+        for (_, name, file, env) in self.password_settings() {
+            validate_secret(p, name, file, env);
+        }
+        // librdkafka takes 1 s to i32::MAX ms; a batch stays open up to batch_max_delay (which
+        // acts as the liveness period at most)
+        let open = self.batch_max_delay.min(crate::position::LIVENESS_EVERY);
+        if self.transaction_timeout < Duration::from_secs(1) || self.transaction_timeout.as_millis() > i32::MAX as u128
+        {
+            p.push("kafka.transaction_timeout", "must be from 1s to 24days (librdkafka's range; the broker's own limit, transaction.max.timeout.ms, is 15 minutes by default)");
+        } else if self.transaction_timeout <= open {
+            p.push(
+                "kafka.transaction_timeout",
+                format!(
+                    "{} must be longer than kafka.batch_max_delay ({}): a batch stays open that long, and the broker \
+                     would abort it",
+                    humantime::format_duration(self.transaction_timeout),
+                    humantime::format_duration(open)
+                ),
+            );
+        }
         if self.topic_prefix.is_empty()
             || !self.topic_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         {
@@ -134,11 +190,21 @@ impl KafkaSection {
             }
         }
         for key in self.properties.keys() {
-            if key.contains("password") || key.starts_with("transactional.") || key == "enable.idempotence" {
+            if key.contains("password") {
+                let instead = match self.password_settings().iter().find(|(k, ..)| k == key) {
+                    Some((_, name, ..)) => format!("put it in a file named by {name}_file (or a variable, {name}_env)"),
+                    None => "Sluice reads sasl.password, ssl.key.password and ssl.keystore.password from files \
+                             (kafka.*_password_file) or variables (kafka.*_password_env)"
+                        .to_string(),
+                };
                 p.push(
                     format!("kafka.properties.{key:?}"),
-                    "must not be set here: passwords come from kafka.sasl_password_file/_env, and Sluice sets the \
-                     transactional settings itself",
+                    format!("must not be set here: a password in the configuration is shown wherever it is; {instead}"),
+                );
+            } else if key.starts_with("transactional.") || key == "enable.idempotence" {
+                p.push(
+                    format!("kafka.properties.{key:?}"),
+                    "must not be set here: Sluice sets the transactional settings itself",
                 );
             }
         }

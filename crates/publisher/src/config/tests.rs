@@ -357,6 +357,52 @@ fn producer_queue_holds_the_largest_record() {
     assert_eq!(crate::kafka::queue_max_kbytes(&cfg.kafka.properties), 100_000);
 }
 
+/// `transaction_timeout` within librdkafka's range and longer than a batch stays open; the
+/// passwords librdkafka takes come from files or variables, and one written in the properties
+/// is refused with the setting to use instead.
+#[test]
+fn kafka_transaction_timeout_and_passwords() {
+    let kafka = |extra: &str| MINIMAL.replace("[registry]", &format!("{extra}\n\n[registry]"));
+    for (timeout, says) in [
+        ("0s", "must be from 1s to 24days"),
+        ("1000h", "must be from 1s to 24days"),
+        ("1s", "1s must be longer than kafka.batch_max_delay (5s)"),
+    ] {
+        let text = MINIMAL.replace(
+            "brokers = \"127.0.0.1:9092\"",
+            &format!("brokers = \"127.0.0.1:9092\"\ntransaction_timeout = \"{timeout}\"\nbatch_max_delay = \"5s\""),
+        );
+        let p = problems(&text, vec![]);
+        assert!(
+            p.iter().any(|p| p.key == "kafka.transaction_timeout" && p.message.contains(says)),
+            "{timeout}: {p:#?}"
+        );
+    }
+    // a delay above the liveness period acts as it
+    let text = MINIMAL.replace(
+        "brokers = \"127.0.0.1:9092\"",
+        "brokers = \"127.0.0.1:9092\"\ntransaction_timeout = \"11s\"\nbatch_max_delay = \"1h\"",
+    );
+    load(&text, vec![]).unwrap();
+
+    let p = problems(&kafka("[kafka.properties]\n\"ssl.key.password\" = \"hunter2\""), vec![]);
+    assert!(p[0].message.contains("kafka.ssl_key_password_file"), "{p:#?}");
+    assert!(!format!("{p:?}").contains("hunter2"), "{p:#?}");
+    let secrets = tempfile::tempdir().unwrap();
+    let key = secrets.path().join("key-password");
+    std::fs::write(&key, "hunter2\n").unwrap();
+    let text = MINIMAL.replace(
+        "brokers = \"127.0.0.1:9092\"",
+        &format!("brokers = \"127.0.0.1:9092\"\nssl_key_password_file = {:?}", key.to_str().unwrap()),
+    );
+    let p = problems(&text, vec![("SLUICE_KAFKA__SSL_KEYSTORE_PASSWORD_ENV", "SLUICE_TEST_KEYSTORE")]);
+    assert_eq!(p[0].key, "kafka.ssl_keystore_password_env", "{p:#?}");
+    let cfg = load(&text, vec![]).unwrap();
+    let passwords: Vec<(&str, String)> =
+        cfg.kafka.passwords().unwrap().into_iter().map(|(k, s)| (k, s.expose().to_string())).collect();
+    assert_eq!(passwords, [("ssl.key.password", "hunter2".to_string())]);
+}
+
 /// Wrong elements of one array are each named by their index in the file (taking the first
 /// out must not renumber the next).
 #[test]
@@ -459,7 +505,18 @@ fn source_urls() {
         redact_url("3 | url = \"mysql://root:hunter2@h:1\nat http://a:b@c and mail x@y"),
         "3 | url = \"mysql://root:***@h:1\nat http://a:***@c and mail x@y"
     );
-    for bad in ["root:hunter2@127.0.0.1:1", "mysql://r@h:1/db?password=hunter2"] {
+    // a URL parser ends the password at the authority's last '@', across spaces
+    assert_eq!(redact_url("mysql://repl:Hun@ter2Secret@127.0.0.1:1"), "mysql://repl:***@127.0.0.1:1");
+    assert_eq!(redact_url("mysql://repl:Hunter2 Secret@127.0.0.1:1"), "mysql://repl:***@127.0.0.1:1");
+    assert_eq!(redact_url("\"mysql://repl:a b@c@h:1\" is not a URL"), "\"mysql://repl:***@h:1\" is not a URL");
+    assert_eq!(redact_url("mysql://h:3306 is down"), "mysql://h:3306 is down");
+    assert_eq!(redact_url("http://a:b@c/x and mail x@y"), "http://a:***@c/x and mail x@y");
+    for bad in [
+        "root:hunter2@127.0.0.1:1",
+        "mysql://r@h:1/db?password=hunter2",
+        "mysql://repl:Hun@hunter2@h:1",
+        "mysql://repl:hunter2 x@h:1",
+    ] {
         let e = SourceUrl::parse(bad, hint).unwrap_err();
         assert!(!e.contains("hunter2") && !e.contains("not root://"), "{e}");
     }

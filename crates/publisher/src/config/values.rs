@@ -6,9 +6,12 @@ use super::*;
 
 /// `text` with every password it may carry masked, for messages: the password of each
 /// `[scheme://]user:password@host` and each `password=value` (as URL queries write them).
+/// Where a password may end is read as a URL parser reads it (the last `@` of the authority,
+/// across spaces): a message may mask more than the password, never less.
 pub fn redact_url(text: &str) -> String {
+    let urls = redact_authorities(text);
+    let mut rest = urls.as_str();
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
     // userinfo: from the start of the word (after white space or a quote) to an '@'
     while let Some(at) = rest.find('@') {
         let word_start = rest[..at].rfind(|c: char| c.is_whitespace() || "\"'`(<,=".contains(c)).map_or(0, |i| i + 1);
@@ -39,6 +42,39 @@ pub fn redact_url(text: &str) -> String {
     }
     masked.push_str(rest);
     masked
+}
+
+/// The password of each `scheme://user:password@host` masked. A URL parser ends the user
+/// information at the authority's last `@` (the authority runs to `/`, `?` or `#`), so a
+/// password may hold `@` or a space: the user information runs to the last `@` of the first
+/// word, or, when that word has a `:` and no `@`, to the last `@` before the authority ends
+/// (here also at a line end, a quote, or the next `://`).
+fn redact_authorities(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, after) = rest.split_at(i + 3);
+        out.push_str(head);
+        let next_url = after.find("://").unwrap_or(after.len());
+        let end = after[..next_url].find(|c: char| "/?#\n\"'`<>".contains(c)).unwrap_or(next_url);
+        let authority = &after[..end];
+        let first_word = authority.split(char::is_whitespace).next().unwrap_or("");
+        let userinfo_end = match first_word.rfind('@') {
+            Some(at) => Some(at),
+            None if first_word.contains(':') => authority.rfind('@'),
+            None => None,
+        };
+        match userinfo_end.and_then(|at| authority[..at].split_once(':').map(|(user, _)| (user, at))) {
+            Some((user, at)) => {
+                out.push_str(user);
+                out.push_str(":***");
+                rest = &after[at..];
+            }
+            None => rest = after,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 pub(super) fn yes() -> bool {

@@ -35,6 +35,8 @@ fn prometheus_scrapes_what_sluice_counted() {
         "{}",
         String::from_utf8_lossy(&environ)
     );
+    // and its name, which `ps`, `top` and `pgrep sluice` show
+    assert_eq!(std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap().trim_end(), "sluice");
 
     // the exposition passes Prometheus's own linter
     let text = http_get(port, "/metrics").1;
