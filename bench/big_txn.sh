@@ -157,7 +157,7 @@ print("| contender | transactions | seconds | rows/s | CPU s | CPU µs per row |
 print("|---|---|---:|---:|---:|---:|---:|---|---|")
 for (label, phase), r in runs.items():
     s = statistics.median(x[0] for x in r)
-    n = rows // 10 if phase == "one" else rows
+    n = max(rows // 10, 1) if phase == "one" else rows
     what = {"small": f"{rows // 1000:,} of 1,000 rows", "big": f"1 of {rows:,} rows", "one": f"{n:,} of 1 row"}[phase]
     c = statistics.median(x[2] for x in r)
     print(f"| {label} | {what} | {s:.2f} | {n / s:,.0f} | {c:.2f} | {c / n * 1e6:.1f} | {max(x[1] for x in r) / 1024:.1f} | "

@@ -138,6 +138,11 @@ fn give_freed_pages_back_at_once() {
         // kernel names the process after the file run, and `ps`, `top` and `pgrep sluice`
         // would see "exe"
         let Ok(exe) = std::env::current_exe() else { return };
+        // started through the dynamic loader (`ld-linux-x86-64.so.2 ./sluice ...`), the binary
+        // is the loader's: running that again with these arguments would not be Sluice
+        if exe.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ld-")) {
+            return;
+        }
         let mut args = std::env::args_os();
         let mut again = std::process::Command::new(exe);
         if let Some(arg0) = args.next() {

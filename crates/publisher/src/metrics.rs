@@ -877,9 +877,10 @@ fn every_ms() -> i64 {
 }
 
 impl ProgressLog {
-    /// Logs when the interval has passed by `now_ms` (ms since the epoch).
+    /// Logs when the interval has passed by `now_ms` (ms since the epoch), or when the wall
+    /// clock was set back by more than an interval (the lines would stop until it caught up).
     pub fn tick(&mut self, m: &Metrics, now_ms: i64) {
-        if now_ms >= self.due_ms {
+        if now_ms >= self.due_ms || now_ms < self.due_ms.saturating_sub(2 * every_ms()) {
             self.report(m);
         }
     }

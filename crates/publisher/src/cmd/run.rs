@@ -163,9 +163,9 @@ impl Supervised for Run<'_> {
                     tracing::warn!(
                         start = %self.cfg.source.start,
                         position = %s.resume,
-                        "Stopped before the first checkpoint was recorded (Kafka never answered): the next start \
-                         resolves source.start again, so changes written meanwhile are not captured unless it names \
-                         a position"
+                        "Stopped before this run read a checkpoint (Kafka never answered): if the source has none \
+                         yet, the next start resolves source.start again, so changes written meanwhile are not \
+                         captured unless it names a position; with a checkpoint, it resumes from it"
                     );
                 }
                 Ok(())

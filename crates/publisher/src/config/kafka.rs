@@ -142,12 +142,25 @@ impl KafkaSection {
         for (_, name, file, env) in self.password_settings() {
             validate_secret(p, name, file, env);
         }
+        let number = |key: &str| self.properties.get(key).and_then(|v| v.parse::<u64>().ok());
         // librdkafka takes 1 s to i32::MAX ms; a batch stays open up to batch_max_delay (which
         // acts as the liveness period at most)
         let open = self.batch_max_delay.min(crate::position::LIVENESS_EVERY);
         if self.transaction_timeout < Duration::from_secs(1) || self.transaction_timeout.as_millis() > i32::MAX as u128
         {
             p.push("kafka.transaction_timeout", "must be from 1s to 24days (librdkafka's range; the broker's own limit, transaction.max.timeout.ms, is 15 minutes by default)");
+        } else if let Some(socket) =
+            number("socket.timeout.ms").filter(|&s| u128::from(s) > self.transaction_timeout.as_millis() + 100)
+        {
+            // librdkafka refuses this when the producer is made, after `sluice check` said yes
+            p.push(
+                "kafka.transaction_timeout",
+                format!(
+                    "{} must be at least kafka.properties.\"socket.timeout.ms\" ({socket} ms) less 100 ms \
+                     (librdkafka's rule)",
+                    humantime::format_duration(self.transaction_timeout)
+                ),
+            );
         } else if self.transaction_timeout <= open {
             p.push(
                 "kafka.transaction_timeout",
@@ -176,7 +189,6 @@ impl KafkaSection {
         if self.batch_max_bytes == 0 {
             p.push("kafka.batch_max_bytes", "must be at least 1");
         }
-        let number = |key: &str| self.properties.get(key).and_then(|v| v.parse::<u64>().ok());
         if let (Some(queue), Some(message)) = (number("queue.buffering.max.kbytes"), number("message.max.bytes")) {
             if queue.saturating_mul(1024) < message {
                 p.push(

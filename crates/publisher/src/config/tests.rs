@@ -378,6 +378,17 @@ fn kafka_transaction_timeout_and_passwords() {
             "{timeout}: {p:#?}"
         );
     }
+    // librdkafka's own rule, said by `sluice check` rather than at the producer's creation
+    let text =
+        MINIMAL.replace("brokers = \"127.0.0.1:9092\"", "brokers = \"127.0.0.1:9092\"\ntransaction_timeout = \"30s\"");
+    let p = problems(
+        &text.replace("[registry]", "[kafka.properties]\n\"socket.timeout.ms\" = \"60000\"\n\n[registry]"),
+        vec![],
+    );
+    assert!(
+        p.iter().any(|p| p.key == "kafka.transaction_timeout" && p.message.contains("socket.timeout.ms")),
+        "{p:#?}"
+    );
     // a delay above the liveness period acts as it
     let text = MINIMAL.replace(
         "brokers = \"127.0.0.1:9092\"",
@@ -502,8 +513,8 @@ fn source_urls() {
     assert_eq!(redact_url("root:hunter2@127.0.0.1:1"), "root:***@127.0.0.1:1");
     assert_eq!(redact_url("mysql://r@h/db?password=hunter2&x=1"), "mysql://r@h/db?password=***&x=1");
     assert_eq!(
-        redact_url("3 | url = \"mysql://root:hunter2@h:1\nat http://a:b@c and mail x@y"),
-        "3 | url = \"mysql://root:***@h:1\nat http://a:***@c and mail x@y"
+        redact_url("3 | url = \"mysql://root:hunter2@h:1\nat http://a:b@c/ and mail x@y"),
+        "3 | url = \"mysql://root:***@h:1\nat http://a:***@c/ and mail x@y"
     );
     // a URL parser ends the password at the authority's last '@', across spaces
     assert_eq!(redact_url("mysql://repl:Hun@ter2Secret@127.0.0.1:1"), "mysql://repl:***@127.0.0.1:1");
@@ -511,11 +522,19 @@ fn source_urls() {
     assert_eq!(redact_url("\"mysql://repl:a b@c@h:1\" is not a URL"), "\"mysql://repl:***@h:1\" is not a URL");
     assert_eq!(redact_url("mysql://h:3306 is down"), "mysql://h:3306 is down");
     assert_eq!(redact_url("http://a:b@c/x and mail x@y"), "http://a:***@c/x and mail x@y");
+    // more masked than the password rather than less: an '@' later in the authority
+    assert_eq!(redact_url("http://a:b@c and mail x@y"), "http://a:***@y");
+    assert_eq!(redact_url("\"mysql://repl:p@ss word@h:1\" bad"), "\"mysql://repl:***@h:1\" bad");
+    assert_eq!(redact_url("\"mysql://repl:it's@h:1\""), "\"mysql://repl:***@h:1\"");
+    assert_eq!(redact_url("mysql://repl:ab/c@d@h:1"), "mysql://repl:***@h:1");
     for bad in [
         "root:hunter2@127.0.0.1:1",
         "mysql://r@h:1/db?password=hunter2",
         "mysql://repl:Hun@hunter2@h:1",
         "mysql://repl:hunter2 x@h:1",
+        "mysql://repl:hunter2@ x@h:1",
+        "mysql://repl:hun'ter2@h:1",
+        "mysql://repl:hunter2/x@y@h:1",
     ] {
         let e = SourceUrl::parse(bad, hint).unwrap_err();
         assert!(!e.contains("hunter2") && !e.contains("not root://"), "{e}");

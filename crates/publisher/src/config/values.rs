@@ -6,15 +6,22 @@ use super::*;
 
 /// `text` with every password it may carry masked, for messages: the password of each
 /// `[scheme://]user:password@host` and each `password=value` (as URL queries write them).
-/// Where a password may end is read as a URL parser reads it (the last `@` of the authority,
-/// across spaces): a message may mask more than the password, never less.
+/// A URL parser ends the user information at the authority's last `@`, so a password may hold
+/// `@`, `/`, quotes or spaces: each is read to the last `@` it can reach, and a message may
+/// mask more than the password (a host, a word after it), never less.
 pub fn redact_url(text: &str) -> String {
     let urls = redact_authorities(text);
     let mut rest = urls.as_str();
     let mut out = String::with_capacity(text.len());
-    // userinfo: from the start of the word (after white space or a quote) to an '@'
-    while let Some(at) = rest.find('@') {
-        let word_start = rest[..at].rfind(|c: char| c.is_whitespace() || "\"'`(<,=".contains(c)).map_or(0, |i| i + 1);
+    // then each word with an '@' (after white space or a quote), `[scheme://]user:password@...`
+    // to its last '@': a password with '/' in it ends a URL's authority early, not the word
+    while let Some(first_at) = rest.find('@') {
+        let word_start =
+            rest[..first_at].rfind(|c: char| c.is_whitespace() || "\"'`(<,=".contains(c)).map_or(0, |i| i + 1);
+        let word_end = rest[first_at..]
+            .find(|c: char| c.is_whitespace() || "\"'`)>,".contains(c))
+            .map_or(rest.len(), |i| first_at + i);
+        let at = rest[..word_end].rfind('@').unwrap_or(first_at);
         let word = &rest[word_start..at];
         let userinfo_start = word.find("://").map_or(0, |i| i + 3);
         out.push_str(&rest[..word_start + userinfo_start]);
@@ -44,11 +51,10 @@ pub fn redact_url(text: &str) -> String {
     masked
 }
 
-/// The password of each `scheme://user:password@host` masked. A URL parser ends the user
-/// information at the authority's last `@` (the authority runs to `/`, `?` or `#`), so a
-/// password may hold `@` or a space: the user information runs to the last `@` of the first
-/// word, or, when that word has a `:` and no `@`, to the last `@` before the authority ends
-/// (here also at a line end, a quote, or the next `://`).
+/// The password of each `scheme://user:password@host` masked, across spaces and quotes: the
+/// user information runs to the last `@` before the authority ends (at `/`, `?` or `#`, as a
+/// URL parser reads it, and here also at a line end, a double quote or backtick, `<`, `>`, or
+/// the next `://`).
 fn redact_authorities(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -56,15 +62,9 @@ fn redact_authorities(text: &str) -> String {
         let (head, after) = rest.split_at(i + 3);
         out.push_str(head);
         let next_url = after.find("://").unwrap_or(after.len());
-        let end = after[..next_url].find(|c: char| "/?#\n\"'`<>".contains(c)).unwrap_or(next_url);
+        let end = after[..next_url].find(|c: char| "/?#\n\"`<>".contains(c)).unwrap_or(next_url);
         let authority = &after[..end];
-        let first_word = authority.split(char::is_whitespace).next().unwrap_or("");
-        let userinfo_end = match first_word.rfind('@') {
-            Some(at) => Some(at),
-            None if first_word.contains(':') => authority.rfind('@'),
-            None => None,
-        };
-        match userinfo_end.and_then(|at| authority[..at].split_once(':').map(|(user, _)| (user, at))) {
+        match authority.rfind('@').and_then(|at| authority[..at].split_once(':').map(|(user, _)| (user, at))) {
             Some((user, at)) => {
                 out.push_str(user);
                 out.push_str(":***");

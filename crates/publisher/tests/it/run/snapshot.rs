@@ -371,10 +371,13 @@ fn on_demand_snapshots_equal_the_binlog_and_survive_ddl() {
          CREATE TABLE late (id INT PRIMARY KEY, v VARCHAR(10));
          INSERT INTO late SELECT seq, 'l' FROM seq_1_to_1000;"
     ));
-    // streaming only, from the first binlog: every row arrives as the binlog's insert first
+    // streaming only, from the first binlog: every row arrives as the binlog's insert first.
+    // Chunks of 1,000 rows: fid.grow's 200 chunks take long enough for the ALTER and the DROP
+    // below to land while it is read (with 40 chunks of 5,000, a loaded machine once saw the
+    // whole snapshot, fid.victim included, done before the DROP arrived)
     let filter = |exclude: &str| {
         format!(
-            "[filter]\ninclude = [\"fid.*\"]\nexclude = [{exclude}]\n[snapshot]\nmode = \"never\"\nchunk_size = 5000\n"
+            "[filter]\ninclude = [\"fid.*\"]\nexclude = [{exclude}]\n[snapshot]\nmode = \"never\"\nchunk_size = 1000\n"
         )
     };
     let (config, log) = services.config("od", "topic_prefix = \"od\"", &filter("\"fid.late\""));
