@@ -120,8 +120,8 @@ async fn stop_grace(shutdown: &Shutdown, metrics: &Metrics) {
     if metrics.is_ready() {
         tokio::time::sleep(STOP_GRACE).await;
         tracing::warn!(
-            "No transaction boundary within {STOP_GRACE:?} of the stop signal: stopping without committing; the \
-             next start replays from the last committed checkpoint"
+            "No commit within {STOP_GRACE:?} of the stop signal (a MySQL transaction still open, or Kafka not \
+             answering): stopping without committing; the next start replays from the last committed checkpoint"
         );
     } else {
         tracing::info!("Stopped while connecting: nothing was in flight");

@@ -66,6 +66,8 @@ pub(crate) async fn serve_metrics<M: Served>(
     let Some(addr) = listen else { return Ok(()) };
     match tokio::net::TcpListener::bind(addr).await {
         Ok(listener) => {
+            // the address bound: with port 0 the system picks the port, and this says which
+            let addr = listener.local_addr().unwrap_or(addr);
             tracing::info!(%addr, "Serving /metrics, /healthz and /readyz");
             tokio::spawn(crate::metrics::serve(listener, Arc::clone(metrics)));
             Ok(())
