@@ -74,8 +74,10 @@ pub struct Metrics {
     /// `sluice_lag_bytes`: binlog the server has written past the last committed checkpoint
     /// (-1 until first measured; a failed measurement leaves the last value).
     lag_bytes: IntGauge,
-    /// The last checkpoint handed to Kafka (for the progress line and the bytes behind).
-    checkpoint: Mutex<(String, u64)>,
+    /// The last checkpoint handed to Kafka and the server's binlogs as last listed: the bytes
+    /// behind are worked out again when either changes, so a commit after the last listing
+    /// (the stop's, or the one after a burst) does not leave a stale figure.
+    checkpoint: Mutex<Behind>,
     /// `sluice_streaming`: 1 while the pipeline streams, 0 while it connects or restarts
     /// (`/readyz` answers by it).
     streaming: IntGauge,
@@ -229,6 +231,30 @@ fn latency_histogram(registry: &Registry, name: &str, help: &str) -> Histogram {
     registered(registry, Histogram::with_opts(HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())), name)
 }
 
+/// The last committed checkpoint and the server's binlogs as last listed.
+#[derive(Debug, Default)]
+struct Behind {
+    file: String,
+    position: u64,
+    logs: Vec<(String, u64)>,
+}
+
+impl Behind {
+    /// The binlog bytes past the checkpoint (None while either is unknown). A checkpoint in a
+    /// file newer than the listing (a commit since) is at the end as far as it is known.
+    fn bytes(&self) -> Option<u64> {
+        if self.file.is_empty() {
+            return None;
+        }
+        crate::position::bytes_past(&self.logs, &self.file, self.position).or_else(|| {
+            let (last, size) = self.logs.last()?;
+            let newer = crate::position::binlog_order((&self.file, self.position), (last, *size))
+                .is_some_and(std::cmp::Ordering::is_gt);
+            newer.then_some(0)
+        })
+    }
+}
+
 impl Metrics {
     /// The metrics of source `source` (a constant label on every series, so several sources
     /// scraped into one Prometheus stay apart).
@@ -315,7 +341,7 @@ impl Metrics {
                 "Bytes of binlog the server has written past the last committed checkpoint (refreshed every heartbeat \
                  period from SHOW BINARY LOGS; -1 until first measured).",
             ),
-            checkpoint: Mutex::new((String::new(), 0)),
+            checkpoint: Mutex::new(Behind::default()),
             streaming: gauge(
                 &registry,
                 "sluice_streaming",
@@ -410,21 +436,29 @@ impl Metrics {
     pub fn commit(&self, file: &str, position: u64) {
         self.commits.inc();
         if let Ok(mut c) = self.checkpoint.lock() {
-            c.0.clear();
-            c.0.push_str(file);
-            c.1 = position;
+            c.file.clear();
+            c.file.push_str(file);
+            c.position = position;
+            self.set_lag_bytes(&c);
         }
     }
 
     /// The last checkpoint this process committed (file and position), if any.
     pub fn last_checkpoint(&self) -> Option<(String, u64)> {
-        self.checkpoint.lock().ok().filter(|c| !c.0.is_empty()).map(|c| (c.0.clone(), c.1))
+        self.checkpoint.lock().ok().filter(|c| !c.file.is_empty()).map(|c| (c.file.clone(), c.position))
     }
 
     /// The server's binlogs (`SHOW BINARY LOGS`) now: sets the bytes behind the checkpoint.
     pub fn server_logs(&self, logs: &[(String, u64)]) {
-        let behind = self.checkpoint.lock().ok().and_then(|c| crate::position::bytes_past(logs, &c.0, c.1));
-        if let Some(b) = behind {
+        if let Ok(mut c) = self.checkpoint.lock() {
+            c.logs.clear();
+            c.logs.extend_from_slice(logs);
+            self.set_lag_bytes(&c);
+        }
+    }
+
+    fn set_lag_bytes(&self, c: &Behind) {
+        if let Some(b) = c.bytes() {
             self.lag_bytes.set(i64::try_from(b).unwrap_or(i64::MAX));
         }
     }
@@ -489,7 +523,7 @@ impl Metrics {
             checkpoint: self
                 .checkpoint
                 .lock()
-                .map(|c| if c.0.is_empty() { String::new() } else { format!("{}:{}", c.0, c.1) })
+                .map(|c| if c.file.is_empty() { String::new() } else { format!("{}:{}", c.file, c.position) })
                 .unwrap_or_default(),
             ..Totals::default()
         };
@@ -976,6 +1010,24 @@ mod tests {
         // its file purged already: all of the server's bytes are behind
         m.position(&logs, "b.0", 10, None, 1_030);
         assert_eq!(value(&m, "sluice_archive_lag_bytes"), "350");
+    }
+
+    #[test]
+    fn bytes_behind_follow_both_the_commits_and_the_listing() {
+        let m = Metrics::new("shop");
+        m.server_logs(&[("mysql-bin.000001".into(), 1_000), ("mysql-bin.000002".into(), 50)]);
+        assert_eq!(m.totals().lag_bytes, -1, "no checkpoint yet");
+        m.commit("mysql-bin.000001", 900);
+        assert_eq!(m.totals().lag_bytes, 150);
+        // a commit after the last listing counts against it: no stale bytes at the stop
+        m.commit("mysql-bin.000002", 50);
+        assert_eq!(m.totals().lag_bytes, 0);
+        m.commit("mysql-bin.000003", 4);
+        assert_eq!(m.totals().lag_bytes, 0, "a file newer than the listing");
+        m.server_logs(&[("mysql-bin.000003".into(), 300)]);
+        assert_eq!(m.totals().lag_bytes, 296);
+        m.commit("other-bin.000001", 4);
+        assert_eq!(m.totals().lag_bytes, 296, "unknown: the last figure stays");
     }
 
     #[test]
