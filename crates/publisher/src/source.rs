@@ -279,6 +279,18 @@ impl fmt::Debug for ReplicationSource {
     }
 }
 
+/// Logs a pre-flight warning the first time this process sees it for this server: a start
+/// opens several checked connections (resolving the start, the stream, the snapshot), and each
+/// reconnect another, and the same finding repeated said nothing new (`sluice check` lists them).
+fn warn_once(server: &ConnectOptions, check: &str, message: &str) {
+    static SEEN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> = std::sync::OnceLock::new();
+    let key = format!("{}:{} {check}: {message}", server.host, server.port);
+    let new = SEEN.get_or_init(Default::default).lock().map_or(true, |mut seen| seen.insert(key));
+    if new {
+        tracing::warn!("{check}: {message}");
+    }
+}
+
 /// A connection to the source that passed the pre-flight checks, with what they learnt.
 pub struct CheckedConnection {
     conn: Connection,
@@ -304,7 +316,7 @@ impl CheckedConnection {
             .await
             .map_err(|e| SourceError::protocol("checking the server", e))?;
         for w in report.warnings() {
-            tracing::warn!("{}: {}", w.check, w.message);
+            warn_once(&cfg.connect, &w.check, &w.message);
         }
         if report.has_errors() {
             return Err(SourceError::Preflight(Box::new(report)));

@@ -364,6 +364,11 @@ pub async fn resolve_early(s: StartSettings<'_>) -> Option<ResolvedStart> {
     }
     match resolve_configured_start(s, 0).await {
         Ok(s) => Some(s),
+        Err(Error::Source(e)) if e.is_predecessor_registered() => {
+            // a restart moments after a stop: the usual case, not worth a warning
+            tracing::info!("The previous run's replication connection is still registered; source.start is resolved once the server drops it");
+            None
+        }
         Err(e) => {
             tracing::warn!(error = %e, "Cannot resolve source.start yet; it is resolved once the source answers");
             None
