@@ -39,7 +39,8 @@ pub struct SourceSection {
     /// CA certificate (PEM) for `verify-ca` / `verify-identity`.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
-    /// Heartbeat period asked of the server (e.g. `5s`).
+    /// Heartbeat period asked of the server (e.g. `5s`; 1s to 1h). A connection silent for three
+    /// periods (and 5 s) is taken as dead and opened again.
     #[serde(default = "default_heartbeat", with = "humantime_serde")]
     pub heartbeat: Duration,
     /// The largest binlog event Sluice takes (e.g. `"256MiB"`; default `"1GiB"`, MySQL's
@@ -268,8 +269,10 @@ impl SourceSection {
         if self.failover_after < Duration::from_secs(1) {
             p.push("source.failover_after", "must be at least 1s");
         }
-        if self.heartbeat < Duration::from_secs(1) {
-            p.push("source.heartbeat", "must be at least 1s");
+        // a dead connection is noticed after three silent periods: more than an hour would
+        // leave a stream hung for hours (and MariaDB takes at most about 1,193 h)
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.heartbeat) {
+            p.push("source.heartbeat", "must be from 1s to 1h");
         }
         if !(64 * 1024..=1 << 30).contains(&self.max_event_size) {
             p.push("source.max_event_size", "must be 64KiB to 1GiB");

@@ -466,7 +466,7 @@ include = ["cdc_test.", "a.b.c", "shop.*"]
     has("registry: the [registry] section is missing");
     has("filter.include: \"cdc_test.\" has an empty part");
     // the section with the type errors still had its other keys checked
-    has("source.heartbeat: must be at least 1s");
+    has("source.heartbeat: must be from 1s to 1h");
     assert!(!text.iter().any(|t| t.contains("password")), "{text:#?}");
 }
 
