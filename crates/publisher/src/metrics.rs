@@ -20,6 +20,7 @@
 //! <https://prometheus.io/docs/instrumenting/exposition_formats/>.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,8 +68,16 @@ pub struct Metrics {
     /// `sluice_registry_requests_total{outcome}` and `sluice_registry_request_seconds`.
     registry: RegistryMetrics,
     /// `sluice_lag_seconds`: between the last binlog event's timestamp and its reading; 0 after
-    /// a heartbeat (the server sends one only when it has nothing newer).
+    /// a heartbeat (the server sends one only when it has nothing newer). When nothing at all,
+    /// not even a heartbeat, has been read for longer than [`Metrics::stall_after`], the
+    /// seconds since the last read: a pipeline that stopped reading (blocked, restarting,
+    /// cut off) shows a growing lag instead of the last figure it read.
     lag: IntGauge,
+    /// Wall-clock seconds of the last event or heartbeat read (0: none yet).
+    last_read: AtomicI64,
+    /// Seconds without any read after which the lag counts them (two heartbeat periods and
+    /// 2 s: a connection that is only idle brings a heartbeat every period).
+    stall_after: AtomicI64,
     /// `sluice_last_event_timestamp_seconds`: the last binlog event's own timestamp.
     last_event: IntGauge,
     /// `sluice_lag_bytes`: binlog the server has written past the last committed checkpoint
@@ -328,8 +337,12 @@ impl Metrics {
             lag: gauge(
                 &registry,
                 "sluice_lag_seconds",
-                "Seconds between the last binlog event's timestamp and its reading; 0 once a heartbeat says nothing newer is waiting.",
+                "Seconds between the last binlog event's timestamp and its reading; 0 once a heartbeat says nothing newer is \
+                 waiting; the seconds since the last read when nothing, not even a heartbeat, came for two heartbeat \
+                 periods (a pipeline that stopped reading).",
             ),
+            last_read: AtomicI64::new(0),
+            stall_after: AtomicI64::new(12),
             last_event: gauge(
                 &registry,
                 "sluice_last_event_timestamp_seconds",
@@ -481,9 +494,27 @@ impl Metrics {
     /// An event with `timestamp` (seconds since the epoch; 0 for the artificial events that
     /// have none, which say nothing about lag) was read at `now_s`.
     pub fn event_read(&self, timestamp: u32, now_s: i64) {
+        self.last_read.store(now_s, Ordering::Relaxed);
         if timestamp != 0 {
             self.last_event.set(i64::from(timestamp));
             self.lag.set((now_s - i64::from(timestamp)).max(0));
+        }
+    }
+
+    /// The source's heartbeat period: how long the stream may be silent before the lag counts
+    /// the silence.
+    pub fn set_heartbeat(&self, period: Duration) {
+        let secs = i64::try_from(period.as_secs()).unwrap_or(i64::MAX / 4);
+        self.stall_after.store(secs.saturating_mul(2).saturating_add(2), Ordering::Relaxed);
+    }
+
+    /// Seconds since anything was read, once that is longer than a quiet stream allows:
+    /// then they are the lag (see `lag`).
+    fn refresh_lag(&self, now_s: i64) {
+        let last = self.last_read.load(Ordering::Relaxed);
+        let silent = now_s - last;
+        if last > 0 && silent > self.stall_after.load(Ordering::Relaxed) && silent > self.lag.get() {
+            self.lag.set(silent);
         }
     }
 
@@ -496,8 +527,9 @@ impl Metrics {
         self.archive_reading.set(i64::from(reading));
     }
 
-    /// A heartbeat came: the server had nothing newer to send, so nothing is behind.
-    pub fn caught_up(&self) {
+    /// A heartbeat came at `now_s`: the server had nothing newer to send, so nothing is behind.
+    pub fn caught_up(&self, now_s: i64) {
+        self.last_read.store(now_s, Ordering::Relaxed);
         self.lag.set(0);
     }
 
@@ -546,6 +578,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        self.refresh_lag(crate::process::now_ms() / 1000);
         exposition(&self.prometheus)
     }
 }
@@ -1013,6 +1046,29 @@ mod tests {
     }
 
     #[test]
+    fn a_pipeline_that_stops_reading_shows_a_growing_lag() {
+        let m = Metrics::new("shop");
+        m.set_heartbeat(Duration::from_secs(5));
+        m.refresh_lag(5_000);
+        assert_eq!(m.totals().lag_seconds, 0, "nothing read yet: nothing to say");
+        m.event_read(1_000, 1_003);
+        m.refresh_lag(1_010);
+        assert_eq!(m.totals().lag_seconds, 3, "within two heartbeats and 2 s: quiet, not stalled");
+        m.caught_up(1_010);
+        m.refresh_lag(1_022);
+        assert_eq!(m.totals().lag_seconds, 0, "12 s after a heartbeat: still as the heartbeat said");
+        m.refresh_lag(1_023);
+        assert_eq!(m.totals().lag_seconds, 13, "13 s without even a heartbeat: the silence is the lag");
+        m.refresh_lag(1_400);
+        assert_eq!(m.totals().lag_seconds, 390);
+        m.event_read(1_390, 1_401);
+        assert_eq!(m.totals().lag_seconds, 11, "reading again: the event's own lag");
+        m.event_read(1_000, 1_402);
+        m.refresh_lag(1_403);
+        assert_eq!(m.totals().lag_seconds, 402, "a larger lag read stays");
+    }
+
+    #[test]
     fn bytes_behind_follow_both_the_commits_and_the_listing() {
         let m = Metrics::new("shop");
         m.server_logs(&[("mysql-bin.000001".into(), 1_000), ("mysql-bin.000002".into(), 50)]);
@@ -1069,12 +1125,16 @@ mod tests {
         assert!(under_20ms.is_some_and(|l| l.ends_with(" 0")), "{text}");
         m.commit("mysql-bin.000001", 900);
         m.server_logs(&[("mysql-bin.000001".into(), 1_000), ("mysql-bin.000002".into(), 50)]);
-        m.event_read(1_000, 1_003);
-        m.event_read(0, 9_999); // an artificial event says nothing about lag
+        // read now, as the rendering's own clock sees it (a stream silent for long shows the
+        // silence: a_pipeline_that_stops_reading_shows_a_growing_lag)
+        let now = crate::process::now_ms() / 1000;
+        let ts = u32::try_from(now - 3).unwrap();
+        m.event_read(ts, now);
+        m.event_read(0, now); // an artificial event says nothing about lag
         let t = m.totals();
-        m.caught_up();
+        m.caught_up(now);
         assert_eq!(m.totals().lag_seconds, 0);
-        m.event_read(1_000, 1_003);
+        m.event_read(ts, now);
         assert_eq!((t.rows(), t.creates, t.lag_seconds, t.records), (5, 3, 3, 6));
         assert_eq!(
             summary(&t, 2),
@@ -1098,7 +1158,7 @@ mod tests {
             "sluice_kafka_commits_total{source=\"shop\"} 1",
             "sluice_restarts_total{source=\"shop\"} 1",
             "sluice_lag_seconds{source=\"shop\"} 3",
-            "sluice_last_event_timestamp_seconds{source=\"shop\"} 1000",
+            &format!("sluice_last_event_timestamp_seconds{{source=\"shop\"}} {ts}"),
             "sluice_lag_bytes{source=\"shop\"} 150",
             "sluice_kafka_commit_seconds_bucket{source=\"shop\",le=\"0.01\"} 0",
             "sluice_kafka_commit_seconds_bucket{source=\"shop\",le=\"0.025\"} 1",

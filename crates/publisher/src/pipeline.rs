@@ -438,7 +438,7 @@ impl<'c> Pipeline<'c> {
                         // processing time, lag, the progress line)
                         self.read_ms = now_ms();
                         if let Event::Heartbeat { .. } = ev.event.event {
-                            self.metrics.caught_up();
+                            self.metrics.caught_up(self.read_ms / 1000);
                         } else {
                             self.metrics.event_read(ev.event.header.timestamp, self.read_ms / 1000);
                         }

@@ -316,7 +316,7 @@ impl CheckedConnection {
             .await
             .map_err(|e| SourceError::protocol("checking the server", e))?;
         for w in report.warnings() {
-            warn_once(&cfg.connect, &w.check, &w.message);
+            warn_once(&cfg.connect, w.check, &w.message);
         }
         if report.has_errors() {
             return Err(SourceError::Preflight(Box::new(report)));

@@ -65,6 +65,7 @@ pub fn run(args: RunArgs) -> Exit {
 async fn serve(cfg: &Config) -> Exit {
     let shutdown = Shutdown::on_signal("Stopping at the next transaction boundary");
     let metrics = Arc::new(Metrics::new(&cfg.source.name));
+    metrics.set_heartbeat(cfg.source.heartbeat);
     if let Err(exit) = serve_metrics(Run::NAME, cfg.metrics.listen, &metrics).await {
         return exit;
     }

@@ -214,9 +214,19 @@ fn broker_stalled_and_slow() {
         })
     };
 
+    // the lag gauge while the broker is stopped: the pipeline blocks in its commit and reads
+    // nothing, so the lag must grow with the silence, not stay at the last figure read
+    let lag_seconds = || {
+        let text = try_http_get(mport, "/metrics").map(|(_, body)| body).unwrap_or_default();
+        text.lines().find_map(|l| l.strip_prefix("sluice_lag_seconds{source=\"fk\"} ")?.parse::<i64>().ok())
+    };
     services.signal_broker("STOP");
-    std::thread::sleep(Duration::from_secs(15));
+    std::thread::sleep(Duration::from_secs(14));
+    let stalled_lag = lag_seconds();
+    std::thread::sleep(Duration::from_secs(1));
     services.signal_broker("CONT");
+    // heartbeat 1s: silent for more than 4 s counts; the commit blocked within a second or two
+    assert!(stalled_lag.is_some_and(|l| l >= 8), "sluice_lag_seconds while nothing could be read: {stalled_lag:?}");
 
     let (mut max_rss, mut max_lag) = (0u64, 0u64);
     let slow_until = Instant::now() + Duration::from_secs(20);
@@ -235,9 +245,14 @@ fn broker_stalled_and_slow() {
     let mut reader = TopicReader::new(&services);
     steady.check(&mut reader, "sluice.fk.t", &log);
     let after = lag();
-    eprintln!("slow broker: peak RSS {} MiB, lag {max_lag} bytes after it, {after} once caught up", max_rss / 1024);
+    eprintln!(
+        "stalled broker: sluice_lag_seconds {stalled_lag:?} after 14 s; slow broker: peak RSS {} MiB, lag {max_lag} \
+         bytes after it, {after} once caught up",
+        max_rss / 1024
+    );
     assert!(max_lag > 0 && max_lag != u64::MAX, "no lag while the broker was slow");
     assert_eq!(after, 0, "the lag did not recover");
+    wait_for(30, || lag_seconds().is_some_and(|l| l <= 2), "sluice_lag_seconds to recover", &log);
     // a debug build with default queue bounds: far below what an unbounded backlog would take
     assert!(max_rss < 200 * 1024, "peak RSS {} MiB while the broker was slow", max_rss / 1024);
     stop(&mut sluice);
