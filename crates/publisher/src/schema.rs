@@ -186,6 +186,10 @@ pub struct SchemaHistory {
     dirty: BTreeSet<String>,
     /// Filled TABLE_MAPs: (the TABLE_MAP as read, history version) → the filled copy.
     resolved: HashMap<String, (Arc<TableMap>, u64, Arc<TableMap>)>,
+    /// The last of them, found by the TABLE_MAP's identity: the decoder hands back the same
+    /// `Arc` for a table's repeated TABLE_MAP, so a run of one table's transactions resolves
+    /// without building and hashing its name each time (a rows event each).
+    last_resolved: Option<(Arc<TableMap>, u64, Arc<TableMap>)>,
     /// The server compares database and table names case-insensitively
     /// (`lower_case_table_names` 1 or 2): they are tracked in lower case, so `ALTER TABLE
     /// Shop.Orders` finds the table a TABLE_MAP calls `shop.orders`.
@@ -263,6 +267,7 @@ impl SchemaHistory {
             }
             self.dirty = std::mem::take(&mut self.dirty).into_iter().map(|k| k.to_lowercase()).collect();
             self.resolved.clear();
+            self.last_resolved = None;
         }
     }
 
@@ -308,19 +313,31 @@ impl SchemaHistory {
     /// # Errors
     /// The operator message when the table is not tracked, unknown, or does not match.
     pub fn resolve(&mut self, tm: &Arc<TableMap>, file: &str, offset: u64) -> Result<Arc<TableMap>, SchemaError> {
-        let name = self.fold(&tm.qualified_name());
-        if let Some((orig, v, filled)) = self.resolved.get(&name) {
-            if *v == self.version && (Arc::ptr_eq(orig, tm) || **orig == **tm) {
+        if let Some((orig, v, filled)) = &self.last_resolved {
+            if *v == self.version && Arc::ptr_eq(orig, tm) {
                 return Ok(Arc::clone(filled));
             }
         }
-        let at = format!("{file}:{offset}");
-        if tm.has_column_names {
-            self.learn(&name, tm, &at);
-            return Ok(Arc::clone(tm));
-        }
-        let filled = Arc::new(fill(tm, self.tables.get(&name), &at).map_err(SchemaError)?);
-        self.resolved.insert(name, (Arc::clone(tm), self.version, Arc::clone(&filled)));
+        let name = self.fold(&tm.qualified_name());
+        let found = self
+            .resolved
+            .get(&name)
+            .filter(|(orig, v, _)| *v == self.version && (Arc::ptr_eq(orig, tm) || **orig == **tm));
+        let filled = match found {
+            Some((_, _, filled)) => Arc::clone(filled),
+            None => {
+                let at = format!("{file}:{offset}");
+                if tm.has_column_names {
+                    self.learn(&name, tm, &at);
+                    Arc::clone(tm)
+                } else {
+                    let filled = Arc::new(fill(tm, self.tables.get(&name), &at).map_err(SchemaError)?);
+                    self.resolved.insert(name, (Arc::clone(tm), self.version, Arc::clone(&filled)));
+                    filled
+                }
+            }
+        };
+        self.last_resolved = Some((Arc::clone(tm), self.version, Arc::clone(&filled)));
         Ok(filled)
     }
 }
