@@ -174,9 +174,9 @@ pub struct LiveArgs {
     #[arg(long, value_name = "FILE")]
     ca: Option<PathBuf>,
 
-    /// Heartbeat period asked of the server, in seconds; a silent connection is declared
-    /// dead after three periods and reconnected.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    /// Heartbeat period asked of the server, in seconds (1 to 3600); a silent connection is
+    /// declared dead after three periods and reconnected.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     heartbeat: u64,
 
     /// Give up after this many consecutive failed reconnection attempts (default: never).
@@ -465,7 +465,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
         pool,
         keys: json::KeysCache::default(),
     };
-    let result = if d.args.live.source.is_some() { d.run_live() } else { d.run_all() };
+    let result = d.preamble().and_then(|()| if d.args.live.source.is_some() { d.run_live() } else { d.run_all() });
     let result = result.and_then(|()| d.finish());
     match result {
         Ok(()) => Exit::Ok,
@@ -521,11 +521,16 @@ pub fn run(mut args: DumpArgs) -> Exit {
 }
 
 impl<W: Write> Dumper<W> {
-    fn run_all(&mut self) -> Result<(), Failure> {
+    /// What the output starts with, from files or from a server alike.
+    fn preamble(&mut self) -> Result<(), Failure> {
         if self.args.format == Format::Sql || self.args.format == Format::Flashback {
             // TIMESTAMP literals are printed in UTC
             writeln!(self.out, "SET time_zone = '+00:00';")?;
         }
+        Ok(())
+    }
+
+    fn run_all(&mut self) -> Result<(), Failure> {
         let files = self.args.files.clone();
         let last = files.len().saturating_sub(1);
         for (i, path) in files.iter().enumerate() {

@@ -516,6 +516,29 @@ fn flashback_restores_the_snapshot_and_refuses_without_column_names() {
     let out = sluice(["dump", "--format", "flashback", "--start-position", &pos.to_string(), file.to_str().unwrap()]);
     let undo = ok_stdout(&out, "dump --format flashback");
     assert!(undo.contains("DELETE FROM `fb`.`orders`") && undo.contains("INSERT INTO `fb`.`events`"), "{undo}");
+    // the same range read from the server: the same SQL, its UTC time zone included (a live
+    // dump once left it out, so TIMESTAMPs moved by the session's offset when applied)
+    assert!(undo.starts_with("SET time_zone = '+00:00';\n"), "{undo}");
+    let (end_file, end) = server.binlog_path_position();
+    assert_eq!(end_file, file, "the workload rotated the binlog");
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let (url, pos_text, end_text) = (server.url("root"), pos.to_string(), end.to_string());
+    let live = sluice([
+        "dump",
+        "--source",
+        &url,
+        "--tls",
+        "disabled",
+        "--format",
+        "flashback",
+        "--start-file",
+        name,
+        "--start-position",
+        &pos_text,
+        "--stop-position",
+        &end_text,
+    ]);
+    assert_eq!(ok_stdout(&live, "dump --source --format flashback"), undo, "live and offline flashback differ");
     server.sql_text(&undo);
     let after = snapshot(&server);
     assert_eq!(before, after, "flashback did not restore the snapshot;\nflashback SQL:\n{undo}");
