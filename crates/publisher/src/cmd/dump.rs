@@ -744,7 +744,23 @@ impl<W: Write> Dumper<W> {
     }
 
     fn finish(&mut self) -> Result<(), Failure> {
-        // rows of a transaction the input ends inside: print them, without an xid
+        if self.tracker.in_transaction() && self.args.format != Format::Json {
+            // SQL of a transaction the input ends inside (--stop-position or --stop-datetime
+            // inside it, a file cut short): applying part of a transaction does what the server
+            // never did, so it is left out, as after a decoding error
+            self.drain()?;
+            let cut = self.spool.len() + self.flashback.current_len() as u64;
+            if cut > 0 {
+                tracing::warn!(
+                    "The input ends inside a transaction: its {cut} row changes so far are not written as SQL (part of \
+                     a transaction must not be applied); to include it, end the range after its COMMIT (a later \
+                     --stop-position or --stop-datetime)"
+                );
+            }
+            self.spool.clear();
+            self.flashback.discard_current();
+        }
+        // JSON: rows of a transaction the input ends inside are printed, without an xid
         self.end_transaction(None)?;
         if self.args.format == Format::Flashback {
             self.flashback.write_reversed(&mut self.out)?;

@@ -171,6 +171,11 @@ impl TxSpool {
         self.lines == 0
     }
 
+    /// The lines held.
+    pub fn len(&self) -> u64 {
+        self.lines
+    }
+
     /// Drops everything held.
     pub fn clear(&mut self) {
         self.release_blocks();
@@ -236,6 +241,11 @@ impl ReverseSpool {
         if self.transactions.last() != Some(&self.statements.len()) {
             self.transactions.push(self.statements.len());
         }
+    }
+
+    /// The statements of the current transaction so far.
+    pub fn current_len(&self) -> usize {
+        self.statements.len() - self.transactions.last().copied().unwrap_or(0)
     }
 
     /// Drops the statements of the current transaction (its bytes stay in the spool, unused).

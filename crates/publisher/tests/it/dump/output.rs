@@ -165,6 +165,36 @@ fn impossible_ranges_and_damaged_input_are_said() {
     }
 }
 
+/// A range that ends inside a transaction (here after three of its six row changes): the SQL
+/// and flashback SQL leave the cut transaction out and say so, since applying part of it does
+/// what the server never did (they wrapped it in BEGIN ... COMMIT before); JSON lines keep its
+/// rows, without an xid. Ended after its XID, the whole transaction is written.
+#[test]
+fn a_range_ending_inside_a_transaction_writes_none_of_it_as_sql() {
+    let file = binlog();
+    let f = file.to_str().unwrap();
+    // the recorded file's transaction of six row changes: GTID at 165893, XID at 167255
+    let (start, inside, after) = ("165893", "166578", "167256");
+    for format in ["sql", "flashback"] {
+        let (code, out, err) =
+            run_to_end(&["dump", "--format", format, "--start-position", start, "--stop-position", inside, f]);
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!((code, out.as_str()), (Some(0), "SET time_zone = '+00:00';\n"), "{format}: {err}");
+        assert!(err.contains("The input ends inside a transaction: its 3 row changes so far are not written"), "{err}");
+        let (code, out, err) =
+            run_to_end(&["dump", "--format", format, "--start-position", start, "--stop-position", after, f]);
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(out.matches("`sluice_it`.").count(), 6, "{format}: {out}");
+        assert!(!err.contains("ends inside a transaction"), "{err}");
+    }
+    let (code, out, err) = run_to_end(&["dump", "--start-position", start, "--stop-position", inside, f]);
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!((code, lines.len()), (Some(0), 3), "{err}");
+    assert!(lines.iter().all(|l| l["xid"].is_null()), "{lines:?}");
+}
+
 /// JSON lines are rendered on worker threads (`--threads`) and handed back in order: the output,
 /// the summaries and the exit code are the same for any number of threads, on good input and
 /// on input whose rows stop decoding in the middle of an event (where the lines before the bad
