@@ -37,6 +37,8 @@ pub enum Exit {
     Output,
     /// A wait the user bounded (`--timeout`) ended first; trying again later may succeed.
     Timeout,
+    /// Ctrl-C or SIGTERM ended the work early, cleanly (as the shell's 128 + SIGINT).
+    Interrupted,
 }
 
 /// The command's configuration (`path` with the environment's overrides); a bad one is said

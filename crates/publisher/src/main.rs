@@ -37,7 +37,7 @@ Examples:
   sluice dump --start-datetime '2024-05-01 10:00:00' --stop-datetime '2024-05-01 11:00:00' /var/lib/sluice/archive
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input,
-66 input not found, 74 output error, 75 a --timeout passed first."
+66 input not found, 74 output error, 75 a --timeout passed first, 130 interrupted (dump of files)."
 )]
 struct Cli {
     /// Log format on stderr.
@@ -114,6 +114,7 @@ fn code(exit: Exit) -> u8 {
         Exit::NoInput => 66,
         Exit::Output => 74,
         Exit::Timeout => 75,
+        Exit::Interrupted => 130,
     }
 }
 

@@ -27,6 +27,33 @@ pub async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// For synchronous commands (`sluice dump` of files): a flag set by the first Ctrl-C or SIGTERM,
+/// which the work checks between its steps to end cleanly (`what` is logged then); a second
+/// one exits at once with 130. Without it the signal's default action cut the output in the
+/// middle of a line. The signals are watched on a thread of their own.
+pub fn interrupt_flag(what: &'static str) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let flag = std::sync::Arc::new(AtomicBool::new(false));
+    let set = std::sync::Arc::clone(&flag);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let spawned = rt.map(|rt| {
+        std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
+            rt.block_on(async {
+                shutdown_signal().await;
+                tracing::info!("{what}");
+                set.store(true, Ordering::SeqCst);
+                shutdown_signal().await;
+                crate::eline!("sluice: interrupted again: stopping now");
+                std::process::exit(130);
+            });
+        })
+    });
+    if !matches!(spawned, Ok(Ok(_))) {
+        tracing::debug!("Cannot watch for signals; Ctrl-C stops at once");
+    }
+    flag
+}
+
 /// A stop asked for (SIGTERM, Ctrl-C, or a test): the one handle every task that must end at
 /// a boundary of its own is given. The pipeline commits at its next transaction boundary, the
 /// Elasticsearch sink sends and commits its batch, the supervisor stops waiting to restart.

@@ -240,6 +240,13 @@ struct Dumper<W: Write> {
     /// (`binlog_row_metadata=MINIMAL`, MariaDB's NO_LOG): names, signedness, charsets.
     schemas: Option<SchemaHistory>,
     stop: bool,
+    /// Files only: set by Ctrl-C or SIGTERM (see [`crate::process::interrupt_flag`]).
+    interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Where the dump was interrupted: the file and offset to resume from (the start of the
+    /// transaction it cut, or the next event).
+    interrupted_at: Option<(String, u64)>,
+    /// The file and offset of the open transaction's first event.
+    tx_begin: (String, u64),
     /// Files downloaded from an object store, by the name rows and messages give them (the
     /// store's URL and object, not the temporary copy's path).
     shown: std::collections::HashMap<PathBuf, String>,
@@ -458,6 +465,9 @@ pub fn run(mut args: DumpArgs) -> Exit {
         warned_unknown: HashSet::new(),
         schemas: None,
         stop: false,
+        interrupt: None,
+        interrupted_at: None,
+        tx_begin: (String::new(), 0),
         start_gtid,
         shown,
         skip_tx: false,
@@ -465,9 +475,15 @@ pub fn run(mut args: DumpArgs) -> Exit {
         pool,
         keys: json::KeysCache::default(),
     };
+    if d.args.live.source.is_none() {
+        // the live dump watches the signals in its own loop
+        d.interrupt =
+            Some(crate::process::interrupt_flag("Interrupted: ending the dump at this event (again to stop at once)"));
+    }
     let result = d.preamble().and_then(|()| if d.args.live.source.is_some() { d.run_live() } else { d.run_all() });
     let result = result.and_then(|()| d.finish());
     match result {
+        Ok(()) if d.interrupted_at.is_some() => Exit::Interrupted,
         Ok(()) => Exit::Ok,
         // the reader stopped reading (`| head`): that ends the dump, quietly
         Err(Failure::Output(e)) if crate::console::is_closed_pipe(&e) => Exit::Ok,
@@ -744,6 +760,20 @@ impl<W: Write> Dumper<W> {
     }
 
     fn finish(&mut self) -> Result<(), Failure> {
+        if let Some((file, offset)) = self.interrupted_at.clone() {
+            // an interrupted dump ends after the last complete transaction, in every format:
+            // the transaction it cut is dumped whole by the resumed one
+            if self.tracker.in_transaction() {
+                self.discard_transaction()?;
+            }
+            self.end_transaction(None)?;
+            if self.args.format == Format::Flashback {
+                self.flashback.write_reversed(&mut self.out)?;
+            }
+            self.out.flush()?;
+            crate::eline!("sluice dump: interrupted; resume with --start-position {offset} {file}");
+            return Ok(());
+        }
         if self.tracker.in_transaction() && self.args.format != Format::Json {
             // SQL of a transaction the input ends inside (--stop-position or --stop-datetime
             // inside it, a file cut short): applying part of a transaction does what the server
@@ -790,6 +820,16 @@ impl<W: Write> Dumper<W> {
                 }
                 return Ok(());
             };
+            if self.interrupt.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) && !ev.in_payload {
+                let at = if self.tracker.in_transaction() {
+                    self.tx_begin.clone()
+                } else {
+                    (ev.file.to_string(), ev.offset)
+                };
+                self.interrupted_at = Some(at);
+                self.stop = true;
+                return Ok(());
+            }
             self.summary.events += 1;
             if stop.is_some_and(|s| ev.offset >= s && !ev.in_payload)
                 || self
@@ -801,6 +841,9 @@ impl<W: Write> Dumper<W> {
                 return Ok(());
             }
             let step = self.tracker.observe(&ev);
+            if matches!(step, Step::Begin | Step::StatementBegins) {
+                self.tx_begin = (ev.file.to_string(), ev.offset);
+            }
             // --start-gtid: a transaction the state holds is skipped whole
             if let (Some(g), Step::Begin) = (&self.start_gtid, step) {
                 self.skip_tx = gtid_of(&ev.event.event).is_some_and(|t| g.contains(&t));
