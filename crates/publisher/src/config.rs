@@ -54,7 +54,7 @@ pub use metrics::MetricsSection;
 pub use output::{OutputSection, ValueMode};
 pub use problem::{ConfigError, Problem, Problems};
 pub use registry::RegistrySection;
-pub use snapshot::{SnapshotMode, SnapshotSection};
+pub use snapshot::{condition_problem, SnapshotMode, SnapshotSection};
 pub use source::{SourceSection, SourceUrl, TlsSetting};
 use values::{
     byte_size, opt_byte_size, optional_secret, read_secret, socket_address, validate_http_endpoint, validate_secret,

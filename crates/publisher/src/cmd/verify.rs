@@ -137,23 +137,45 @@ pub fn run(args: VerifyArgs) -> Exit {
         Ok(c) => c,
         Err(exit) => return exit,
     };
-    let mut filters = HashMap::new();
-    for w in &args.wheres {
-        match w.split_once('=') {
-            Some((t, cond)) if t.split('.').count() == 2 && !cond.trim().is_empty() => {
-                filters.insert(t.trim().to_string(), cond.to_string());
-            }
-            _ => {
-                crate::eline!("{NAME}: --where {w:?}: write it as db.table=CONDITION (e.g. shop.orders=id > 1000)");
-                return Exit::Usage;
-            }
-        }
-    }
     for t in &args.tables {
         if let Some(m) = crate::config::table_pattern_problem(t) {
             crate::eline!("{NAME}: --table {m}");
             return Exit::Usage;
         }
+    }
+    // the rows are kept in memory by key, a pass over the topic and the table for each share
+    if args.memory_limit < 1 << 20 {
+        crate::eline!("{NAME}: --memory-limit {}: at least 1MiB (256MiB by default)", args.memory_limit);
+        return Exit::Usage;
+    }
+    let captured = crate::filter::TableFilter::from_config(&cfg.filter);
+    let mut filters = HashMap::new();
+    for w in &args.wheres {
+        let Some((t, cond)) = w.split_once('=').filter(|(t, _)| t.trim().split('.').count() == 2) else {
+            crate::eline!("{NAME}: --where {w:?}: write it as db.table=CONDITION (e.g. shop.orders=id > 1000)");
+            return Exit::Usage;
+        };
+        let t = t.trim();
+        // pasted into the chunk queries: one condition, as snapshot.where
+        if let Some(why) = crate::config::condition_problem(cond) {
+            crate::eline!("{NAME}: --where {t}: the condition {why}");
+            return Exit::Usage;
+        }
+        let (db, table) = t.split_once('.').unwrap_or_default();
+        let selected = if args.tables.is_empty() {
+            captured.matches(db, table)
+        } else {
+            args.tables.iter().any(|p| crate::filter::table_matches(p, db, table))
+        };
+        if !selected {
+            crate::eline!(
+                "{NAME}: --where {t}: the table is not verified (not selected by {}): a condition for it would do \
+                 nothing",
+                if args.tables.is_empty() { "[filter]" } else { "--table" }
+            );
+            return Exit::Usage;
+        }
+        filters.insert(t.to_string(), cond.to_string());
     }
     let opts = Options {
         chunk: usize::try_from(args.chunk_size).unwrap_or(10_000),
@@ -179,8 +201,9 @@ pub fn run(args: VerifyArgs) -> Exit {
         (Some(Target::Kafka), _) | (None, false) => vec![TargetKind::Kafka],
         (Some(Target::Elasticsearch), true) => vec![TargetKind::Elasticsearch],
         (Some(Target::Both) | None, true) => vec![TargetKind::Kafka, TargetKind::Elasticsearch],
-        (Some(_), false) => {
-            crate::eline!("{NAME}: --target {:?} needs an [elasticsearch] section in the configuration", args.target);
+        (Some(t), false) => {
+            let t = if t == Target::Both { "both" } else { "elasticsearch" };
+            crate::eline!("{NAME}: --target {t} needs an [elasticsearch] section in the configuration");
             return Exit::Usage;
         }
     };

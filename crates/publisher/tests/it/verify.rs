@@ -178,6 +178,21 @@ fn verify_live_exact_and_bounded() {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = verify(&config, &["--memory-limit", "lots"]);
     assert_eq!(code, 2, "{err}");
+    for (args, says) in [
+        // zero bytes for the keys made a pass for every key, without end
+        (&["--memory-limit", "0"][..], "--memory-limit 0: at least 1MiB"),
+        (&["--where", "vt.t=id > 0; DROP TABLE vt.t"], "--where vt.t: the condition must be one condition"),
+        (
+            &["-t", "vt.t", "--where", "vt.c=id > 0"],
+            "--where vt.c: the table is not verified (not selected by --table)",
+        ),
+        (&["--where", "other.t=id > 0"], "--where other.t: the table is not verified (not selected by [filter])"),
+        (&["--target", "both"], "--target both needs an [elasticsearch] section"),
+    ] {
+        let (code, out, err) = verify(&config, args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 
     // live: a workload runs while verify compares
     let stop = Arc::new(AtomicBool::new(false));
