@@ -182,7 +182,15 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     };
     // ... also under another server id
     if checked.replicas().await.is_ok_and(|r| r.iter().any(|(_, host)| *host == source_cfg.report_host)) {
-        return Err(running(cfg, &source_cfg.report_host));
+        if !force {
+            return Err(format!("{}, or pass --force to take over", running(cfg, &source_cfg.report_host)));
+        }
+        crate::report!(
+            out,
+            "source {:?}: the server lists its replica {}; --force: moving it anyway",
+            cfg.source.name,
+            source_cfg.report_host
+        );
     }
     let start = resolve_at(&cfg.filter, &mut checked, to).await.map_err(|e| e.to_string())?;
     drop(checked);
@@ -202,7 +210,7 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     };
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, None).await.map_err(|e| e.to_string())?;
     let resume = start.resume.clone();
-    commit_start(StartSettings::of(cfg), &mut sink, committed, start, snapshot, signals, || {})
+    commit_start(StartSettings::of(cfg), &mut sink, committed, start, snapshot, signals, false, || {})
         .await
         .map_err(|e| e.to_string())?;
     crate::report!(

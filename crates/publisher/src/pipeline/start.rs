@@ -207,7 +207,7 @@ async fn commit_and_open(
     let resume = start.resume.clone();
     let (m, file, pos) = (Arc::clone(metrics), resume.file.clone(), resume.position);
     let then = move || m.commit(&file, pos);
-    let schemas = commit_start(s, sink, committed, start, snapshot.clone(), signals, then).await?;
+    let schemas = commit_start(s, sink, committed, start, snapshot.clone(), signals, true, then).await?;
     let checked = CheckedConnection::open(&source_cfg).await?;
     let source = ReplicationSource::open(source_cfg.clone(), checked, resume).await?;
     Ok(Opened { source, source_cfg, schemas, snapshot, signals })
@@ -246,7 +246,10 @@ pub async fn resolve_at(
 
 /// Commits `start` as the source's checkpoint, in a Kafka transaction of its own, with the
 /// tables' definitions as a new schema history that supersedes what `committed` holds; returns
-/// that history once the commit is through.
+/// that history once the commit is through. `by_run`: committed by the `sluice run` that
+/// streams from it; otherwise (`sluice position set`) it is marked as no running instance's,
+/// so that a `set` moments later is not refused as if one ran.
+#[allow(clippy::too_many_arguments)]
 pub async fn commit_start(
     s: StartSettings<'_>,
     sink: &mut KafkaSink,
@@ -254,12 +257,15 @@ pub async fn commit_start(
     start: ResolvedStart,
     snapshot: Option<SnapshotProgress>,
     signals_offset: Option<i64>,
+    by_run: bool,
     then: impl FnOnce() + Send + 'static,
 ) -> Result<SchemaHistory, Error> {
     let mut schemas = committed.into_history(start.tables);
     super::send_schema_changes(&mut schemas, sink, &schemas_topic(&s.kafka.topic_prefix), &s.source.name).await?;
-    let checkpoint =
-        Checkpoint::of(&start.resume).with_schema_version(schemas.version()).with_snapshot(snapshot, signals_offset);
+    let checkpoint = Checkpoint::of(&start.resume)
+        .with_schema_version(schemas.version())
+        .with_snapshot(snapshot, signals_offset)
+        .renewed(!by_run);
     sink.commit(&checkpoint, then).await?;
     sink.finish().await?;
     Ok(schemas)

@@ -107,6 +107,9 @@ fn position_set_moves_past_a_ddl_sluice_cannot_follow() {
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("source \"pos\": checkpoint set to mysql-bin.000001:"), "{}", run.stdout);
     assert!(run.stdout.contains("(was mysql-bin.000001:"), "{}", run.stdout);
+    // set's own checkpoint is no running instance's: a second set at once is not refused
+    let again = position(&["set", "--to", "current"], &config);
+    assert_eq!(again.code, Some(0), "{}\n{}", again.stdout, again.stderr);
     // a position that cannot be is refused as usage, naming the forms
     let run = position(&["set", "--to", "yesterday"], &config);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
