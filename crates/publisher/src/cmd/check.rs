@@ -383,6 +383,19 @@ async fn table_lines(
         ok = false;
         lines.push(format!("[ERROR] naming: {problem}"));
     }
+    let (keys, paging) = crate::pipeline::start::key_column_problems(&cfg.output.key_columns, &filter, &tables);
+    for problem in keys {
+        ok = false;
+        lines.push(format!("[ERROR] key columns: {problem}"));
+    }
+    let reads_rows = matches!(cfg.snapshot.mode, SnapshotMode::Initial | SnapshotMode::WhenNeeded);
+    for (table, problem) in paging {
+        let (db, t) = table.split_once('.').unwrap_or_default();
+        let snapshotted = reads_rows && !cfg.snapshot.exclude.iter().any(|p| crate::filter::table_matches(p, db, t));
+        ok &= !snapshotted;
+        // otherwise only a snapshot asked for later (`sluice snapshot`) would be refused
+        lines.push(format!("{} key columns: {problem}", if snapshotted { "[ERROR]" } else { "[warning]" }));
+    }
     for (name, condition) in &cfg.snapshot.filters {
         // the server's own parser: a condition must compile where the snapshot puts it
         let (db, table) = name.split_once('.').unwrap_or((name.as_str(), ""));

@@ -351,6 +351,79 @@ pub fn naming_problems(routes: &Routes, filter: &TableFilter, tables: &[TrackedT
     out
 }
 
+/// What is wrong with `[output.key_columns]` for the captured `tables`, as two lists: what no
+/// record of the table can be built with (a column the table lacks, or one
+/// `filter.exclude_columns` leaves out: `sluice run` refuses the table's first row), and what
+/// only a snapshot of a table without a primary key refuses, since it pages by these columns
+/// (a column that may be NULL, or whose type does not compare exactly), with the table's name.
+/// Values that repeat are found only when read.
+pub fn key_column_problems(
+    key_columns: &std::collections::BTreeMap<String, Vec<String>>,
+    filter: &TableFilter,
+    tables: &[TrackedTable],
+) -> (Vec<String>, Vec<(String, String)>) {
+    let (mut always, mut snapshot) = (Vec::new(), Vec::new());
+    for (name, names) in key_columns {
+        let Some(t) = tables.iter().find(|t| format!("{}.{}", t.database, t.table).eq_ignore_ascii_case(name)) else {
+            continue;
+        };
+        let excluded = filter.excluded_columns(&t.database, &t.table);
+        for n in names {
+            let Some(c) = t.columns.iter().find(|c| c.name.eq_ignore_ascii_case(n)) else {
+                always.push(format!("output.key_columns.\"{name}\": {n:?} is not a column of the table"));
+                continue;
+            };
+            if excluded.iter().any(|p| crate::filter::wildcard(p, &c.name)) {
+                always.push(format!(
+                    "output.key_columns.\"{name}\": {n:?} is left out by filter.exclude_columns but is part of the \
+                     record key: keep it, or name other key columns"
+                ));
+            }
+            if !t.primary_key.is_empty() {
+                continue;
+            }
+            let inexact = matches!(
+                c.type_name.as_str(),
+                "float"
+                    | "double"
+                    | "json"
+                    | "vector"
+                    | "uuid"
+                    | "inet4"
+                    | "inet6"
+                    | "geometry"
+                    | "point"
+                    | "linestring"
+                    | "polygon"
+                    | "multipoint"
+                    | "multilinestring"
+                    | "multipolygon"
+                    | "geometrycollection"
+            );
+            if c.nullable {
+                snapshot.push((
+                    name.clone(),
+                    format!(
+                    "output.key_columns.\"{name}\": {n:?} may be NULL, so a snapshot cannot page the table by it: name \
+                     NOT NULL columns that identify a row, or leave the table out of snapshots (snapshot.exclude)"
+                ),
+                ));
+            } else if inexact {
+                snapshot.push((
+                    name.clone(),
+                    format!(
+                    "output.key_columns.\"{name}\": {n:?} is {}, whose values do not compare exactly, so a snapshot \
+                     cannot page the table by it: name other columns, or leave the table out of snapshots \
+                     (snapshot.exclude)",
+                    c.sql_type
+                ),
+                ));
+            }
+        }
+    }
+    (always, snapshot)
+}
+
 /// The `filter.include` patterns that match none of `tables` (the tables the server shows).
 fn unseen_includes<'a>(include: &'a [String], tables: &[TrackedTable]) -> Vec<&'a str> {
     include
@@ -385,9 +458,48 @@ pub async fn resolve_early(s: StartSettings<'_>) -> Option<ResolvedStart> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::TrackedColumn;
 
     fn table(database: &str, table: &str) -> TrackedTable {
         TrackedTable::without_columns(database, table)
+    }
+
+    #[test]
+    fn key_columns_are_checked_against_the_tables() {
+        let col = |name: &str, type_name: &str, nullable: bool| TrackedColumn {
+            name: name.into(),
+            sql_type: type_name.to_uppercase(),
+            type_name: type_name.into(),
+            unsigned: false,
+            charset: None,
+            enum_values: None,
+            set_values: None,
+            nullable,
+        };
+        let mut log = table("shop", "log");
+        log.columns = vec![col("at", "datetime", false), col("who", "varchar", true), col("score", "double", false)];
+        let mut orders = table("shop", "orders");
+        orders.columns = vec![col("id", "int", false), col("note", "varchar", true)];
+        orders.primary_key = vec!["id".into()];
+        let keys: std::collections::BTreeMap<String, Vec<String>> = [
+            ("shop.log".to_string(), vec!["at".to_string(), "who".into(), "score".into(), "nope".into()]),
+            ("shop.orders".to_string(), vec!["note".to_string()]),
+            ("shop.gone".to_string(), vec!["x".to_string()]),
+        ]
+        .into();
+        let filter = crate::config::FilterSection {
+            exclude_columns: vec!["shop.orders.note".into()],
+            ..crate::config::FilterSection::default()
+        };
+        let (always, paging) = key_column_problems(&keys, &TableFilter::from_config(&filter), &[log, orders]);
+        assert_eq!(always.len(), 2, "{always:#?}");
+        assert!(always[0].contains("\"shop.log\": \"nope\" is not a column of the table"), "{always:#?}");
+        assert!(always[1].contains("\"shop.orders\": \"note\" is left out by filter.exclude_columns"), "{always:#?}");
+        // only the table without a primary key is paged by them; "at" is fine
+        let paging: Vec<&str> = paging.iter().map(|(t, m)| (assert_eq!(t, "shop.log"), m.as_str()).1).collect();
+        assert_eq!(paging.len(), 2, "{paging:#?}");
+        assert!(paging[0].contains("\"who\" may be NULL"), "{paging:#?}");
+        assert!(paging[1].contains("\"score\" is DOUBLE, whose values do not compare exactly"), "{paging:#?}");
     }
 
     #[test]
