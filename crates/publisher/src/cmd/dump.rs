@@ -679,14 +679,32 @@ impl<W: Write> Dumper<W> {
             let filter = self.filter.clone();
             // a dump that just ended (`--follow | head`) may still be registered with the server id:
             // the server drops it within a few heartbeat periods
-            let patience = std::time::Instant::now() + cfg.heartbeat * 3 + std::time::Duration::from_secs(5);
+            let patience_for = cfg.heartbeat * 3 + std::time::Duration::from_secs(5);
+            let patience = std::time::Instant::now() + patience_for;
+            let mut said = false;
             let (mut src, loaded) = loop {
                 match ReplicationSource::start_with_schema(cfg.clone(), start.clone(), Some(&filter)).await {
                     Err(e) if e.is_predecessor_registered() && std::time::Instant::now() < patience => {
-                        tracing::info!(
-                            "Waiting for the server to drop the previous dump's connection (same server id)"
-                        );
+                        if !said {
+                            tracing::info!(
+                                "Server id {} is registered by a connection from this host: a dump that just ended \
+                                 (the server drops it within a few heartbeats) or one still running (then give this \
+                                 one another --server-id); waiting up to {} s",
+                                cfg.server_id,
+                                patience_for.as_secs()
+                            );
+                            said = true;
+                        }
                         tokio::time::sleep(cfg.heartbeat / 2 + std::time::Duration::from_millis(200)).await;
+                    }
+                    Err(e) if e.is_predecessor_registered() => {
+                        tracing::error!(
+                            "Server id {} is still in use after {} s: another dump or replica from this host is \
+                             connected with it; give this dump another --server-id",
+                            cfg.server_id,
+                            patience_for.as_secs()
+                        );
+                        return Err(Failure::Source(e));
                     }
                     r => break r.map_err(Failure::Source)?,
                 }
@@ -710,13 +728,17 @@ impl<W: Write> Dumper<W> {
                 };
                 match next {
                     Ok(Some(SourceEvent::Event(ev, step))) => {
+                        let ts = ev.event.header.timestamp;
                         if stop.as_ref().is_some_and(|(file, pos)| {
                             ev.file != file.as_str() || (ev.offset >= *pos && !ev.in_payload)
-                        }) {
+                        }) || self.args.stop_datetime.is_some_and(|t| ts >= t && ts != 0)
+                        {
                             break Ok(());
                         }
                         self.summary.events += 1;
-                        if let Err(e) = self.handle(&ev, step, false) {
+                        // --start-datetime: the events before it are read, not dumped (as from files)
+                        let skip = self.args.start_datetime.is_some_and(|t| ts < t);
+                        if let Err(e) = self.handle(&ev, step, skip) {
                             break Err(e);
                         }
                         // keep output timely when following
@@ -889,8 +911,8 @@ impl<W: Write> Dumper<W> {
             // a statement of its own (a DDL): it may change the tracked schema
             Step::Statement | Step::StatementBegins => {
                 let mut emptied = Vec::new();
-                if let (Event::Query(q), false) = (&ev.event.event, skip) {
-                    if q.error_code == 0 {
+                if let Event::Query(q) = &ev.event.event {
+                    if q.error_code == 0 && !skip {
                         // files have no tracked schema: a DROP DATABASE names no tables there
                         let effects = match &self.schemas {
                             Some(h) => h.row_effects(&q.schema, &q.query),
@@ -908,6 +930,7 @@ impl<W: Write> Dumper<W> {
                             })
                             .collect();
                     }
+                    // a statement before the range still changes the tables the range's rows are in
                     if let (Some(h), 0) = (&mut self.schemas, q.error_code) {
                         let at = format!("{}:{}", ev.file, ev.offset);
                         h.apply_query(&q.schema, &q.query, q.status.charset_database, &at, &self.filter);
@@ -915,6 +938,16 @@ impl<W: Write> Dumper<W> {
                 }
                 if step == Step::Statement || !emptied.is_empty() {
                     self.end_transaction(None)?;
+                }
+                if let (Event::Query(q), Format::Flashback, false) = (&ev.event.event, self.args.format, skip) {
+                    let changed =
+                        table_changed(&q.query).map(|(db, t)| (db.unwrap_or_else(|| q.schema.to_string()), t));
+                    if q.error_code == 0
+                        && emptied.is_empty()
+                        && changed.is_some_and(|(db, t)| self.filter.matches(&db, &t))
+                    {
+                        self.not_undone(ev, &q.query)?;
+                    }
                 }
                 for (database, table, by) in emptied {
                     self.emptied(ev, &database, &table, by)?;
@@ -936,6 +969,28 @@ impl<W: Write> Dumper<W> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Flashback: a statement that changes tables (ALTER, RENAME, CREATE, DROP) is not undone,
+    /// and the rows changed before it are undone as they were then (with columns it may have
+    /// dropped or renamed): the script says where it stands, and so does the log.
+    fn not_undone(&mut self, ev: &Located<'_>, query: &str) -> Result<(), Failure> {
+        let at = format!("{}:{}", ev.file, ev.offset);
+        let head: String = query.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(120).collect();
+        tracing::warn!(
+            at = %at,
+            statement = %head,
+            "The flashback script does not undo this statement; the statements below its line in the script \
+             undo rows as they were before it: run the script up to that line, undo the statement by hand, then \
+             the rest (or dump the range after it separately)"
+        );
+        self.flashback.begin();
+        self.flashback.push(&format!(
+            "-- not undone: `{head}` at {at}; the statements below undo rows as they were before it: undo it by \
+             hand first"
+        ))?;
+        self.flashback.begin();
         Ok(())
     }
 
@@ -1156,6 +1211,28 @@ impl<W: Write> Dumper<W> {
     }
 }
 
+/// The table (database if named, table) whose definition a statement changes (flashback
+/// cannot undo it): `ALTER`, `CREATE`, `DROP` or `RENAME` `TABLE`, its first table.
+fn table_changed(query: &str) -> Option<(Option<String>, String)> {
+    let mut words = query.split_whitespace();
+    let verb = words.next()?.to_ascii_uppercase();
+    if !matches!(verb.as_str(), "ALTER" | "CREATE" | "DROP" | "RENAME") {
+        return None;
+    }
+    // ALTER [ONLINE] [IGNORE] TABLE, CREATE [OR REPLACE] [TEMPORARY] TABLE, ...
+    words.by_ref().take(4).find(|w| w.eq_ignore_ascii_case("TABLE"))?;
+    let mut name = words.next()?;
+    if name.eq_ignore_ascii_case("IF") {
+        name = words.find(|w| w.eq_ignore_ascii_case("EXISTS")).and_then(|_| words.next())?;
+    }
+    let name = name.split(['(', ',']).next()?.trim_end_matches(';');
+    let unquote = |s: &str| s.trim_matches('`').to_string();
+    match name.split_once("`.`").or_else(|| name.split_once('.')) {
+        Some((db, t)) => Some((Some(unquote(db)), unquote(t))),
+        None => Some((None, unquote(name))),
+    }
+}
+
 /// The `dump --source` flags that resume after `resume`: by GTID when the stream has GTIDs
 /// (with the file and position as the alternative once the stream has named its file).
 fn resume_flags(resume: &ResumePoint) -> String {
@@ -1172,6 +1249,21 @@ fn resume_flags(resume: &ResumePoint) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tables_whose_definition_a_statement_changes() {
+        let t = |q: &str| table_changed(q);
+        let named = |db: &str, table: &str| Some((Some(db.to_string()), table.to_string()));
+        assert_eq!(t("ALTER TABLE t_alter DROP COLUMN a"), Some((None, "t_alter".into())));
+        assert_eq!(t("alter online table `shop`.`orders` add x int"), named("shop", "orders"));
+        assert_eq!(t("CREATE TABLE IF NOT EXISTS shop.t(id int)"), named("shop", "t"));
+        assert_eq!(t("CREATE OR REPLACE TABLE a (id INT)"), Some((None, "a".into())));
+        assert_eq!(t("RENAME TABLE a TO b"), Some((None, "a".into())));
+        assert_eq!(t("DROP TABLE IF EXISTS `x`.`y`, z"), named("x", "y"));
+        for other in ["CREATE DATABASE d", "DROP VIEW v", "INSERT INTO t VALUES (1)", "BEGIN", ""] {
+            assert_eq!(t(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn datetimes() {

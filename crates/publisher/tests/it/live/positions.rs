@@ -135,3 +135,29 @@ fn positions_gtids_rotation_and_purge() {
     assert_ne!(run.code, Some(0), "{}", run.stderr);
     assert!(run.stdout.is_empty());
 }
+
+/// `--start-datetime` and `--stop-datetime` bound a dump from a server as they bound one of
+/// files (a dump from a server ignored both, silently, and printed every row): only the rows
+/// written in the window, the DDL before it still followed.
+#[test]
+fn datetimes_bound_a_dump_from_a_server() {
+    let Some(db) = Server::start("live-datetimes", &[]) else { return };
+    db.sql("CREATE DATABASE t; CREATE TABLE t.p (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)");
+    db.sql("INSERT INTO t.p VALUES (1, 'early')");
+    // the binlog's timestamps are whole seconds: a second between the windows' edges
+    let second = || std::thread::sleep(std::time::Duration::from_millis(1100));
+    second();
+    let from = db.scalar("SELECT DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%d %H:%i:%s')");
+    db.sql("ALTER TABLE t.p ADD COLUMN w INT NOT NULL DEFAULT 7");
+    db.sql("INSERT INTO t.p VALUES (2, 'inside', 8)");
+    second();
+    let to = db.scalar("SELECT DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%d %H:%i:%s')");
+    db.sql("INSERT INTO t.p VALUES (3, 'late', 9)");
+    let run = dump(&db, &["--from", "earliest", "--start-datetime", &from, "--stop-datetime", &to]).ok();
+    let rows = run.rows();
+    assert_eq!(ids(&rows), [2], "{}", run.stdout);
+    assert_eq!(rows[0]["after"]["w"], 8, "{}", run.stdout);
+    // the window's start only: everything from it on
+    let run = dump(&db, &["--from", "earliest", "--start-datetime", &from]).ok();
+    assert_eq!(ids(&run.rows()), [2, 3], "{}", run.stdout);
+}
