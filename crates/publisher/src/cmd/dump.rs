@@ -540,8 +540,9 @@ impl<W: Write> Dumper<W> {
     /// What the output starts with, from files or from a server alike.
     fn preamble(&mut self) -> Result<(), Failure> {
         if self.args.format == Format::Sql || self.args.format == Format::Flashback {
-            // TIMESTAMP literals are printed in UTC
-            writeln!(self.out, "SET time_zone = '+00:00';")?;
+            // text literals are UTF-8 (a client of another default character set stored them
+            // mangled), TIMESTAMP literals UTC
+            writeln!(self.out, "SET NAMES utf8mb4;\nSET time_zone = '+00:00';")?;
         }
         Ok(())
     }

@@ -516,9 +516,10 @@ fn flashback_restores_the_snapshot_and_refuses_without_column_names() {
     let out = sluice(["dump", "--format", "flashback", "--start-position", &pos.to_string(), file.to_str().unwrap()]);
     let undo = ok_stdout(&out, "dump --format flashback");
     assert!(undo.contains("DELETE FROM `fb`.`orders`") && undo.contains("INSERT INTO `fb`.`events`"), "{undo}");
-    // the same range read from the server: the same SQL, its UTC time zone included (a live
-    // dump once left it out, so TIMESTAMPs moved by the session's offset when applied)
-    assert!(undo.starts_with("SET time_zone = '+00:00';\n"), "{undo}");
+    // the same range read from the server: the same SQL, its character set and UTC time zone
+    // included (a live dump once left the time zone out, so TIMESTAMPs moved by the session's
+    // offset when applied)
+    assert!(undo.starts_with("SET NAMES utf8mb4;\nSET time_zone = '+00:00';\n"), "{undo}");
     let (end_file, end) = server.binlog_path_position();
     assert_eq!(end_file, file, "the workload rotated the binlog");
     let name = file.file_name().unwrap().to_str().unwrap();
@@ -539,7 +540,9 @@ fn flashback_restores_the_snapshot_and_refuses_without_column_names() {
         &end_text,
     ]);
     assert_eq!(ok_stdout(&live, "dump --source --format flashback"), undo, "live and offline flashback differ");
-    server.sql_text(&undo);
+    // applied by a client whose session is latin1 and not in UTC: the script sets both itself
+    // (without SET NAMES, 'bé 😀' came back mangled)
+    server.sql_text(&format!("SET NAMES latin1; SET time_zone = '+05:00';\n{undo}"));
     let after = snapshot(&server);
     assert_eq!(before, after, "flashback did not restore the snapshot;\nflashback SQL:\n{undo}");
     let n: usize = after.values().map(|rows| rows.len() * rows.first().map_or(0, BTreeMap::len)).sum();
