@@ -89,6 +89,22 @@ impl Shutdown {
         shutdown
     }
 
+    /// As [`Shutdown::on_signal`], for a command a person runs and may want to stop at once:
+    /// a second signal exits with 130 (the work may be blocked, e.g. writing to a slow pipe,
+    /// and not reach its next boundary soon).
+    pub fn on_signal_or_exit(what: &'static str) -> Shutdown {
+        let (trigger, shutdown) = Shutdown::manual();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("{what} (again to stop at once)");
+            trigger.stop();
+            shutdown_signal().await;
+            crate::eline!("sluice: interrupted again: stopping now");
+            std::process::exit(130);
+        });
+        shutdown
+    }
+
     /// A stop asked for with the returned trigger (tests, and commands that stop themselves).
     pub fn manual() -> (ShutdownTrigger, Shutdown) {
         let (tx, rx) = tokio::sync::watch::channel(false);

@@ -256,6 +256,9 @@ struct Dumper<W: Write> {
     skip_tx: bool,
     /// The counts of the file (or live stream) being dumped.
     summary: Summary,
+    /// The row changes of the open transaction: counted in `summary` once it is written (an
+    /// interrupted dump, or SQL of a cut transaction, leaves it out).
+    tx_rows: Counts,
     /// JSON lines rendered on worker threads (None: on this one).
     pool: Option<Pool>,
     keys: json::KeysCache,
@@ -472,6 +475,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
         shown,
         skip_tx: false,
         summary: Summary::default(),
+        tx_rows: Counts::default(),
         pool,
         keys: json::KeysCache::default(),
     };
@@ -569,7 +573,13 @@ impl<W: Write> Dumper<W> {
             let stop = if i == last { self.args.stop_position } else { None };
             self.summary = Summary::default();
             let res = self.run_file(&mut reader, start, stop);
-            let summary = std::mem::take(&mut self.summary);
+            let mut summary = std::mem::take(&mut self.summary);
+            let cut = res.is_err() || (self.tracker.in_transaction() && self.interrupted_at.is_none());
+            if cut && self.args.format == Format::Json {
+                // the JSON lines of a transaction the input ends inside, or an error cuts, are
+                // printed after this (see `finish` and `run`)
+                summary.rows.add_all(&self.tx_rows);
+            }
             if let Err(Failure::Output(e)) = &res {
                 if crate::console::is_closed_pipe(e) {
                     // the reader has what it wanted (`| head`): no summary of a cut-off dump
@@ -714,18 +724,16 @@ impl<W: Write> Dumper<W> {
             schemas.set_lower_case_table_names(src.lower_case_table_names());
             self.schemas = Some(schemas);
             self.summary = Summary::default();
-            // One listener for the whole dump: a listener made anew for each event missed every
-            // signal that came while an event was being printed (nearly all the time of a busy
-            // dump), and once tokio handles the signal nothing else stops the process.
-            let interrupted = crate::process::shutdown_signal();
-            tokio::pin!(interrupted);
+            // One listener for the whole dump, on a task of its own: a listener made anew for each
+            // event missed every signal that came while an event was being printed; this one
+            // says so at once, even while this loop is blocked on a slow reader of the output,
+            // and a second signal stops at once (tokio handles the signal, so nothing else would)
+            let interrupted =
+                crate::process::Shutdown::on_signal_or_exit("Interrupted; stopping at the last complete transaction");
             let result = loop {
                 let next = tokio::select! {
                     ev = src.next_event() => ev,
-                    () = &mut interrupted => {
-                        tracing::info!("Interrupted; stopping at the last complete transaction");
-                        break Ok(());
-                    }
+                    () = interrupted.requested() => break Ok(()),
                 };
                 match next {
                     Ok(Some(SourceEvent::Event(ev, step))) => {
@@ -812,6 +820,7 @@ impl<W: Write> Dumper<W> {
             }
             self.spool.clear();
             self.flashback.discard_current();
+            self.tx_rows = Counts::default();
         }
         // JSON: rows of a transaction the input ends inside are printed, without an xid
         self.end_transaction(None)?;
@@ -1049,6 +1058,7 @@ impl<W: Write> Dumper<W> {
 
     /// Writes the lines held for the transaction that ended (with its `xid`, if any).
     fn write_transaction(&mut self, xid: Option<u64>) -> Result<(), Failure> {
+        self.summary.rows.add_all(&std::mem::take(&mut self.tx_rows));
         if !self.spool.is_empty() {
             match self.args.format {
                 Format::Json => {
@@ -1078,6 +1088,7 @@ impl<W: Write> Dumper<W> {
         self.drain()?;
         self.spool.clear();
         self.flashback.discard_current();
+        self.tx_rows = Counts::default();
         Ok(())
     }
 
@@ -1104,7 +1115,7 @@ impl<W: Write> Dumper<W> {
     /// A rendered event's lines into the spool and its rows into the counts; its error, if
     /// it stopped early, after the lines it did render.
     fn take_done(&mut self, done: Done) -> Result<(), Failure> {
-        self.summary.rows.add_all(&done.counts);
+        self.tx_rows.add_all(&done.counts);
         self.spool.append(done.block)?;
         match done.error {
             Some((e, event_no)) => {
@@ -1192,7 +1203,7 @@ impl<W: Write> Dumper<W> {
         loop {
             let Some(res) = iter.next_into(&mut row) else { return Ok(()) };
             res.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, header.event_type)))?;
-            self.summary.rows.add(rows.kind, 1);
+            self.tx_rows.add(rows.kind, 1);
             if self.args.format == Format::Sql {
                 let stmt = sql::redo(rows.kind, table, &row).map_err(Failure::Sql)?;
                 self.spool.push(&stmt)?;
