@@ -772,7 +772,10 @@ impl<'c> Pipeline<'c> {
         let (gtid, read_ms) = (self.tx.gtid.clone(), self.read_ms);
         let mut ctx = self.context(header.server_id, ts_ms, ev.file, ev.offset, read_ms, gtid, Snapshot::No);
         ctx.transaction = Some(TransactionInfo { id: self.tx.id.clone(), total_order: 0, data_collection_order: 0 });
-        let t = self.tables.get_or_register(&rows.table, &self.settings, &mut self.registry, self.metrics).await?;
+        let t = self
+            .tables
+            .get_or_register(&rows.table, &self.settings, &mut self.registry, self.metrics, &self.schemas)
+            .await?;
         sink.ensure_topic(&t.topic).await?;
         let name = rows.table.qualified_name();
         // a snapshot chunk read meanwhile leaves the rows this event changes to it

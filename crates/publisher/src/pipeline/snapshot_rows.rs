@@ -118,7 +118,8 @@ impl Pipeline<'_> {
 
     /// The table version of a snapshot's rows (registered when new) and its topic.
     async fn snapshot_table(&mut self, tm: &Arc<TableMap>, sink: &mut KafkaSink) -> Result<(), Error> {
-        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
+        let t =
+            self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics, &self.schemas).await?;
         let topic = t.topic.clone();
         sink.ensure_topic(&topic).await?;
         Ok(())
@@ -160,7 +161,10 @@ impl Pipeline<'_> {
         let mut ctx = self.context(server_id, now, &chunk.at.0, chunk.at.1, now, None, Snapshot::Yes);
         // the table's schemas once per chunk, not per row (a name built and hashed per row
         // was 2% of the snapshot's CPU); the loop below is `publish_row` with them at hand
-        let t = self.tables.get_or_register(&plan.table_map, &self.settings, &mut self.registry, self.metrics).await?;
+        let t = self
+            .tables
+            .get_or_register(&plan.table_map, &self.settings, &mut self.registry, self.metrics, &self.schemas)
+            .await?;
         // the envelope's bytes of the chunk's rows but its first and last (marked apart)
         let parts = (self.settings.output.value_mode == ValueMode::Envelope)
             .then(|| EnvelopeParts::new(&ctx, &t.schema.database, &t.schema.table));
@@ -196,7 +200,8 @@ impl Pipeline<'_> {
         img: &RowImage<'_>,
         sink: &mut KafkaSink,
     ) -> Result<(), Error> {
-        let t = self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics).await?;
+        let t =
+            self.tables.get_or_register(tm, &self.settings, &mut self.registry, self.metrics, &self.schemas).await?;
         let out = Out {
             encoder: &self.encoder,
             table: t,

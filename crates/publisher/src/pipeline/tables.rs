@@ -173,16 +173,18 @@ pub struct Tables {
 
 impl Tables {
     /// The cached schemas of `tm`'s table version, building and registering them when new.
+    /// `tracked`: every table the stream knows, for a new table whose topic one of them has.
     ///
     /// # Errors
-    /// A schema that cannot be built (the message names table and column), or the registry's
-    /// refusal or absence.
+    /// A schema that cannot be built (the message names table and column), the registry's
+    /// refusal or absence, or a new table whose topic a captured table already has.
     pub async fn get_or_register(
         &mut self,
         tm: &Arc<TableMap>,
         settings: &Settings<'_>,
         registry: &mut RegistryClient,
         metrics: &Metrics,
+        tracked: &crate::schema::SchemaHistory,
     ) -> Result<&CachedTable, Error> {
         let name = tm.qualified_name();
         let current = self.by_name.get(&name).is_some_and(|c| Arc::ptr_eq(&c.tm, tm) || *c.tm == **tm);
@@ -202,12 +204,20 @@ impl Tables {
             }
         }
         if !current {
-            // a table created since the start, whose topic another table has: refused before
-            // anything of it is registered
+            // a table created since the start, whose topic another captured table has (one
+            // published in this run, or one only known to the tracked schema so far): refused
+            // before anything of it is registered, as a start would refuse both
             let topic = settings.routes.topic_of(&tm.database, &tm.table);
-            if let Some(other) = self.by_name.values().find(|c| c.topic == topic && c.tm.qualified_name() != name) {
-                let problems =
-                    settings.routes.collisions([(&*other.tm.database, &*other.tm.table), (&*tm.database, &*tm.table)]);
+            let published = self.by_name.values().map(|c| (&*c.tm.database, &*c.tm.table));
+            let known = tracked
+                .tables()
+                .filter(|t| settings.filter.matches(&t.database, &t.table))
+                .map(|t| (t.database.as_str(), t.table.as_str()));
+            let other = published.chain(known).find(|(db, t)| {
+                !format!("{db}.{t}").eq_ignore_ascii_case(&name) && settings.routes.topic_of(db, t) == topic
+            });
+            if let Some((db, t)) = other {
+                let problems = settings.routes.collisions([(db, t), (&*tm.database, &*tm.table)]);
                 if !problems.is_empty() {
                     return Err(Error::Naming(problems));
                 }
