@@ -432,7 +432,8 @@ pub fn run(mut args: DumpArgs) -> Exit {
         }
     }
     args.files = files;
-    let problems = usage_problems(&args);
+    let mut problems = usage_problems(&args);
+    problems.extend(order_problems(&args.files));
     if !problems.is_empty() {
         for m in problems {
             crate::eline!("sluice dump: {m}");
@@ -1223,6 +1224,31 @@ impl<W: Write> Dumper<W> {
     }
 }
 
+/// Files named out of the order the server wrote them, or twice: the dump reads them in the
+/// order given, so a flashback of them undid the later changes first (its undo of the earlier
+/// ones then matched nothing) or every change twice. Names of one server's series
+/// (`base.NNNNNN`) are compared; others only for the same path twice.
+fn order_problems(files: &[PathBuf]) -> Vec<String> {
+    let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().trim_end_matches(".gz").to_string());
+    let mut out = Vec::new();
+    for (i, pair) in files.windows(2).enumerate() {
+        let (a, b) = (&pair[0], &pair[1]);
+        if files[..=i].contains(b) {
+            out.push(format!("{} is named twice: each file is read once, in the order given", b.display()));
+            continue;
+        }
+        let (Some(na), Some(nb)) = (name(a), name(b)) else { continue };
+        if crate::position::binlog_order((&na, 0), (&nb, 0)).is_some_and(|o| o.is_ge()) {
+            out.push(format!(
+                "{} comes before {} but was written after it: name the files in the order the server wrote them",
+                a.display(),
+                b.display()
+            ));
+        }
+    }
+    out
+}
+
 /// The table (database if named, table) whose definition a statement changes (flashback
 /// cannot undo it): `ALTER`, `CREATE`, `DROP` or `RENAME` `TABLE`, its first table.
 fn table_changed(query: &str) -> Option<(Option<String>, String)> {
@@ -1261,6 +1287,19 @@ fn resume_flags(resume: &ResumePoint) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_out_of_order_or_twice_are_named() {
+        let f = |names: &[&str]| order_problems(&names.iter().map(PathBuf::from).collect::<Vec<_>>());
+        assert!(f(&["a/mysql-bin.000002", "b/mysql-bin.000003.gz", "mysql-bin.000010"]).is_empty());
+        assert!(f(&["x.log", "y.log", "other-bin.000001"]).is_empty(), "names of no series are not compared");
+        let p = f(&["mysql-bin.000003", "mysql-bin.000002"]);
+        assert!(p.len() == 1 && p[0].contains("mysql-bin.000003 comes before mysql-bin.000002"), "{p:?}");
+        let p = f(&["d/mysql-bin.000002", "e/mysql-bin.000002"]);
+        assert_eq!(p.len(), 1, "the same file in two places: {p:?}");
+        let p = f(&["x.log", "y.log", "x.log"]);
+        assert!(p.len() == 1 && p[0].contains("x.log is named twice"), "{p:?}");
+    }
 
     #[test]
     fn tables_whose_definition_a_statement_changes() {

@@ -166,27 +166,33 @@ fn impossible_ranges_and_damaged_input_are_said() {
 }
 
 /// Ctrl-C (SIGINT) ends a dump of files after its last complete transaction, whole lines only,
-/// with exit 130 and where to resume; the resumed dump gives exactly the rest. The dump (of the
-/// recorded file named 20 times, 4.5 MB of JSON) is held on a full pipe when the signal comes
+/// with exit 130 and where to resume; the resumed dump gives exactly the rest. The dump (of 20
+/// copies of the recorded file, 4.5 MB of JSON) is held on a full pipe when the signal comes
 /// (nobody reads its output yet), so the signal lands in the middle of the input, as a user's
 /// would. Before, the signal's default action cut the output in the middle of a line, with no
 /// summary.
 #[test]
 fn an_interrupted_dump_of_files_ends_on_a_whole_transaction_and_says_where_to_resume() {
-    let file = binlog();
-    let f = file.to_str().unwrap();
-    let copies = 20;
-    let args = |start: Option<&str>, files: usize| -> Vec<String> {
-        let mut a = vec!["dump", "--threads", "1"];
+    // the recorded file 20 times, as a series of files in the server's order
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<String> = (1..=20)
+        .map(|n| {
+            let path = dir.path().join(format!("mysql-bin.{n:06}"));
+            std::fs::copy(binlog(), &path).unwrap();
+            path.to_str().unwrap().to_string()
+        })
+        .collect();
+    let args = |start: Option<&str>, from: usize| -> Vec<String> {
+        let mut a: Vec<String> = ["dump", "--threads", "1"].map(String::from).into();
         if let Some(s) = start {
-            a.extend(["--start-position", s]);
+            a.extend(["--start-position".to_string(), s.to_string()]);
         }
-        a.extend(std::iter::repeat_n(f, files));
-        a.into_iter().map(String::from).collect()
+        a.extend(files[from..].iter().cloned());
+        a
     };
-    let (code, full, _) = run_to_end(&args(None, copies));
+    let (code, full, _) = run_to_end(&args(None, 0));
     assert_eq!(code, Some(0));
-    let mut child = sluice().args(args(None, copies)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = sluice().args(args(None, 0)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_secs(1));
     let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(st.success());
@@ -202,13 +208,12 @@ fn an_interrupted_dump_of_files_ends_on_a_whole_transaction_and_says_where_to_re
     }
     let resume =
         err.lines().find_map(|l| l.split("resume with --start-position ").nth(1)).unwrap_or_else(|| panic!("{err}"));
-    let offset = resume.split(' ').next().unwrap();
-    // a summary per file begun: the interrupted one is the last
-    let begun = err.lines().filter(|l| l.starts_with("sluice dump: ") && l.contains(" events, ")).count();
-    let (code, rest, err2) = run_to_end(&args(Some(offset), copies - begun + 1));
+    let (offset, file) = resume.split_once(' ').unwrap();
+    let from = files.iter().position(|f| f == file).unwrap_or_else(|| panic!("{resume}"));
+    let (code, rest, err2) = run_to_end(&args(Some(offset), from));
     assert_eq!(code, Some(0), "{err2}");
     // the two parts are the whole dump, each row once
-    assert!([first, rest].concat() == full, "interrupted in file {begun} at {offset}: the parts differ from the whole");
+    assert!([first, rest].concat() == full, "interrupted in {file} at {offset}: the parts differ from the whole");
 }
 
 /// Flashback SQL does not undo a table's DDL: the script marks where each ALTER or CREATE of a
@@ -286,8 +291,12 @@ fn the_output_is_the_same_on_any_number_of_threads() {
     // 47,273 rows of 16 tables in 1,462 events: many events in flight at once
     let sakila = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../binlog/tests/data/fixtures/mysql/mysql-binlog-connector-java/mysql-bin.sakila.gz");
-    let (f, d, s) = (file.to_str().unwrap(), damaged.to_str().unwrap(), sakila.to_str().unwrap());
-    for (inputs, code) in [(vec![f, s, f], 0), (vec![s, "--no-verify-checksum", d, f], 65)] {
+    // the recorded file once more, under a name of its own (a file named twice is refused)
+    let again = dir.path().join("again.000003");
+    std::fs::copy(&file, &again).unwrap();
+    let (f, d, s, a) =
+        (file.to_str().unwrap(), damaged.to_str().unwrap(), sakila.to_str().unwrap(), again.to_str().unwrap());
+    for (inputs, code) in [(vec![f, s, a], 0), (vec![s, "--no-verify-checksum", d, f], 65)] {
         let run = |threads: &str| run_to_end(&[&["dump", "--threads", threads][..], &inputs].concat());
         let (one_code, one_out, one_err) = run("1");
         assert_eq!(one_code, Some(code), "{inputs:?}: {one_err}");
