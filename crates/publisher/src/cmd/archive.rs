@@ -46,12 +46,14 @@ checksums are verified as the events arrive; after a crash or a disconnect the c
 from the last whole event it holds, so a file is never torn or doubled.
 
 Exit 0: stopped by a signal, or at the server's end with --until-end; 1: the copy cannot go on
-(a gap, a bad checksum, the next file purged from the server); 2: a bad configuration.")]
+(a gap, a bad checksum, the next file purged from the server, or with --until-end a server that
+stayed unreachable for 6 attempts in a row, about a minute); 2: a bad configuration.")]
 pub struct ArchiveArgs {
     /// The configuration file (`[source]` and `[archive]`).
     #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
     pub config: PathBuf,
-    /// Copy up to the server's current end, then stop (default: follow it).
+    /// Copy up to the server's current end, then stop (default: follow it). Gives up, exit 1,
+    /// when the server stays unreachable for 6 attempts in a row.
     #[arg(long)]
     pub until_end: bool,
 }
@@ -125,7 +127,16 @@ async fn archive(cfg: &ArchiveConfig, until_end: bool) -> Exit {
     if let Some(r) = &resume {
         tracing::info!(file = %r.file, size = r.size, "Continuing the archive");
     }
-    let mut a = Archiver { cfg, connect, copier: Copier::new(resume), store, until_end, metrics, progressed: false };
+    let mut a = Archiver {
+        cfg,
+        connect,
+        copier: Copier::new(resume),
+        store,
+        until_end,
+        metrics,
+        progressed: false,
+        failures: 0,
+    };
     let exit = supervise(&mut a, &shutdown).await;
     if exit == Exit::Ok {
         if let Err(e) = a.store.close(a.copier.summary()) {
@@ -168,7 +179,14 @@ struct Archiver<'a> {
     metrics: Arc<ArchiveMetrics>,
     /// The last attempt copied something (the backoff starts over).
     progressed: bool,
+    /// Attempts in a row that failed without copying anything.
+    failures: u32,
 }
+
+/// `--until-end` gives up after this many attempts in a row that copy nothing (about a minute
+/// of backoff): a one-off or scheduled copy must end, where a running archiver waits for the
+/// server for as long as it takes.
+const UNTIL_END_ATTEMPTS: u32 = 6;
 
 impl Supervised for Archiver<'_> {
     type Error = ArchiveError;
@@ -188,7 +206,13 @@ impl Supervised for Archiver<'_> {
         self.progressed = self.copier.position().map(|(f, s)| (f.to_string(), s)) != before;
         // what was written is kept whatever ended the dump
         self.store.sync(self.copier.summary(), true).map_err(ArchiveError::Definite)?;
-        r
+        self.failures = if r.is_err() && !self.progressed { self.failures + 1 } else { 0 };
+        match r {
+            Err(ArchiveError::Transient(e)) if self.until_end && self.failures >= UNTIL_END_ATTEMPTS => Err(
+                ArchiveError::Definite(format!("{e} ({UNTIL_END_ATTEMPTS} attempts in a row; --until-end gives up)")),
+            ),
+            r => r,
+        }
     }
 
     fn ended(&mut self, restarting: bool) {
