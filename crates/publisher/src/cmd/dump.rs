@@ -20,7 +20,7 @@ use sluice_binlog::event::Event;
 use sluice_binlog::file::BinlogReader;
 use sluice_binlog::rows::{RowChange, RowsEvent};
 use sluice_binlog::temporal::days_from_civil;
-use sluice_binlog::transaction::{gtid_of, GtidState, ResumePoint, Step, TransactionTracker};
+use sluice_binlog::transaction::{gtid_of, AnyGtid, GtidState, ResumePoint, Step, TransactionTracker};
 use sluice_binlog::walk::Located;
 use sluice_binlog::Error as BinlogError;
 
@@ -879,7 +879,21 @@ impl<W: Write> Dumper<W> {
             }
             // --start-gtid: a transaction the state holds is skipped whole
             if let (Some(g), Step::Begin) = (&self.start_gtid, step) {
-                self.skip_tx = gtid_of(&ev.event.event).is_some_and(|t| g.contains(&t));
+                let gtid = gtid_of(&ev.event.event);
+                // a set of the other flavour holds nothing of this file: said, not ignored
+                if let Some(t) =
+                    gtid.as_ref().filter(|t| matches!(t, AnyGtid::Mysql(_)) != matches!(g, GtidState::Mysql(_)))
+                {
+                    return Err(Failure::Usage(format!(
+                        "--start-gtid is a {} GTID set, but {} holds {} GTIDs ({t} at offset {}): give a set of the \
+                         file's server",
+                        if matches!(g, GtidState::Mysql(_)) { "MySQL" } else { "MariaDB" },
+                        ev.file,
+                        if matches!(t, AnyGtid::Mysql(_)) { "MySQL" } else { "MariaDB" },
+                        ev.offset
+                    )));
+                }
+                self.skip_tx = gtid.is_some_and(|t| g.contains(&t));
             }
             let skip = start.is_some_and(|s| ev.offset < s)
                 || self.args.start_datetime.is_some_and(|t| ev.event.header.timestamp < t)
