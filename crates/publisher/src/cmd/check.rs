@@ -42,6 +42,18 @@ pub fn run(args: CheckArgs) -> Exit {
     };
     let mut out = Report::default();
     crate::report!(out, "[ok] config: {} is valid", args.config.display());
+    // the [archive] section is sluice archive's: checked as that command loads it
+    let archive_ok = match archive_problems(&args.config) {
+        None => true,
+        Some(Ok(())) => {
+            crate::report!(out, "[ok] archive: the [archive] section is valid for sluice archive");
+            true
+        }
+        Some(Err(e)) => {
+            crate::report!(out, "[ERROR] archive: {e}");
+            false
+        }
+    };
     let connect = match crate::source::SourceConfig::for_run(&cfg.source) {
         Ok(c) => c.connect,
         Err(e) => {
@@ -251,7 +263,7 @@ pub fn run(args: CheckArgs) -> Exit {
             }
             failover_ok &= ok;
         }
-        if source_ok && checkpoint_ok && registry_ok && failover_ok {
+        if source_ok && checkpoint_ok && registry_ok && failover_ok && archive_ok {
             Exit::Ok
         } else {
             Exit::Failure
@@ -332,6 +344,20 @@ async fn failover_lines(cfg: &Config, index: usize, checkpoint: Option<&Checkpoi
         lines.insert(0, format!("[ok] failover {name}: reachable, set up for capture; {gtids}"));
     }
     (ok, lines)
+}
+
+/// When the configuration has an `[archive]` section (in the file or from `SLUICE_ARCHIVE__*`):
+/// whether `sluice archive` would take it.
+fn archive_problems(path: &std::path::Path) -> Option<Result<(), String>> {
+    let env = crate::process::env_vars(&["SLUICE_"]).ok()?;
+    let in_file = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .is_some_and(|t| t.contains_key("archive"));
+    if !in_file && !env.iter().any(|(k, _)| k.starts_with("SLUICE_ARCHIVE__")) {
+        return None;
+    }
+    Some(crate::config::ArchiveConfig::load(path, env).map(|_| ()).map_err(|e| e.to_string()))
 }
 
 /// How many captured tables this user can read, each table it cannot named with the GRANT to

@@ -119,6 +119,11 @@ impl ArchiveSection {
             if let Err(e) = crate::archive::store::check_url(&self.to) {
                 p.push("archive.to", e);
             }
+        } else if std::path::Path::new(&self.to).exists() && !std::path::Path::new(&self.to).is_dir() {
+            p.push(
+                "archive.to",
+                format!("{} is a file: give a directory (made when missing) or an object store URL", self.to),
+            );
         }
         if self.server_id == 0 {
             p.push("archive.server_id", "must not be 0");

@@ -13,7 +13,7 @@ pub struct KafkaSection {
     /// without them, see the `schema` module) to `<prefix>.__schemas`.
     #[serde(default = "default_prefix")]
     pub topic_prefix: String,
-    /// Partitions of topics Sluice creates.
+    /// Partitions of topics Sluice creates (1 to 10000).
     #[serde(default = "default_partitions")]
     pub partitions: i32,
     /// Replication factor of topics Sluice creates.
@@ -177,8 +177,10 @@ impl KafkaSection {
         {
             p.push("kafka.topic_prefix", format!("{:?} must be letters, digits, '.', '_' or '-'", self.topic_prefix));
         }
-        if self.partitions < 1 {
-            p.push("kafka.partitions", "must be at least 1");
+        // a topic's partitions each cost the broker files and memory: tens of thousands is
+        // past what any cluster serves for one topic (and a typo more likely than a wish)
+        if !(1..=10_000).contains(&self.partitions) {
+            p.push("kafka.partitions", "must be from 1 to 10000");
         }
         if self.replication_factor < 1 {
             p.push("kafka.replication_factor", "must be at least 1");

@@ -311,6 +311,11 @@ fn the_example_configuration_is_valid() {
     let same = text.replace("server_id = 51003", "server_id = 51001");
     let e = ArchiveConfig::parse(&same, Path::new("sluice.toml"), Vec::new()).unwrap_err().to_string();
     assert!(e.contains("archive.server_id"), "{e}");
+    // a file where the directory goes: said at load (it failed at the first write, exit 1)
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let on_file = text.replace("/var/lib/sluice/archive", file.path().to_str().unwrap());
+    let e = ArchiveConfig::parse(&on_file, Path::new("sluice.toml"), Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("archive.to") && e.contains("is a file: give a directory"), "{e}");
 }
 
 #[test]
