@@ -206,11 +206,17 @@ pub(super) fn validate_secret(p: &mut Problems, key: &str, file: &Option<PathBuf
     if let Some(f) = file {
         if !f.exists() {
             p.push(format!("{key}_file"), format!("{} does not exist", f.display()));
+        } else if let Err(e) = std::fs::read(f) {
+            // a directory, or no permission: said here, naming the key, not at the connection
+            p.push(format!("{key}_file"), format!("cannot read {}: {e}", f.display()));
         }
     }
     if let Some(v) = env {
-        if std::env::var_os(v).is_none() {
-            p.push(format!("{key}_env"), format!("names {v}, which is not set"));
+        match std::env::var_os(v) {
+            None => p.push(format!("{key}_env"), format!("names {v}, which is not set")),
+            // an empty secret is no secret: it connected without a password, without a word
+            Some(value) if value.is_empty() => p.push(format!("{key}_env"), format!("names {v}, which is empty")),
+            Some(_) => {}
         }
     }
 }
