@@ -431,6 +431,14 @@ pub fn run(mut args: DumpArgs) -> Exit {
             args.start_position = None;
         }
     }
+    // every input before any output (`-`, standard input, aside): a missing file after the
+    // first was found only once the ones before it were printed
+    for f in files.iter().filter(|f| f.as_os_str() != "-") {
+        if let Err(e) = std::fs::File::open(f) {
+            crate::eline!("sluice dump: {}: {e}", f.display());
+            return Exit::NoInput;
+        }
+    }
     args.files = files;
     let mut problems = usage_problems(&args);
     problems.extend(order_problems(&args.files));
