@@ -88,9 +88,12 @@ enum Command {
 fn init_logging(format: LogFormat, filter: &str) {
     // sqlparser logs every statement it parses at debug level: DDL from the binlog may carry a
     // password (a FEDERATED table's CONNECTION), so it speaks only when asked by name
+    let given = filter;
     let filter = if filter.contains("sqlparser") { filter.to_string() } else { format!("{filter},sqlparser=warn") };
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (filter, refused) = match tracing_subscriber::EnvFilter::try_new(filter) {
+        Ok(f) => (f, None),
+        Err(e) => (tracing_subscriber::EnvFilter::new("info,sqlparser=warn"), Some(e)),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -101,6 +104,9 @@ fn init_logging(format: LogFormat, filter: &str) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+    if let Some(e) = refused {
+        tracing::warn!("The log filter {given:?} (--log or SLUICE_LOG) is not one ({e}); logging at info");
     }
 }
 
