@@ -263,9 +263,10 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
             reports.push(r);
         }
     }
-    if let Err(e) = publish_metrics(v.source_name(), &reports, args).await {
+    // the comparisons' outcomes stand; a failed push or metrics file fails the run on its own
+    let published = publish_metrics(v.source_name(), &reports, args).await;
+    if let Err(e) = &published {
         crate::eline!("{NAME}: {e}");
-        failed += 1;
     }
     match args.format {
         Format::Text => crate::report!(
@@ -279,7 +280,7 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
             serde_json::json!({"summary": {"comparisons": total, "equal": equal, "not_equal": unequal, "not_verified": failed, "skipped": skipped}})
         ),
     }
-    if unequal + failed == 0 {
+    if unequal + failed == 0 && published.is_ok() {
         Exit::Ok
     } else {
         Exit::Failure
