@@ -504,10 +504,12 @@ pub fn run(mut args: DumpArgs) -> Exit {
             tracing::error!(error = %e, "Writing the output failed");
             Exit::Output
         }
+        // input SQL cannot be written of (no column names): unsupported input, as the exit
+        // codes say
         Err(Failure::Sql(e)) => {
             let _ = d.out.flush();
             tracing::error!("{e}");
-            Exit::Failure
+            Exit::Data
         }
         Err(Failure::Usage(msg)) => {
             tracing::error!("{msg}");
