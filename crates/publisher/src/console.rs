@@ -11,9 +11,30 @@ use std::fmt;
 use std::io::{self, Write};
 
 /// Writes one line to stderr; a write error is ignored (there is nowhere left to report it).
+/// Control characters in it (from a file or table name) are written escaped: a name holding
+/// `ESC [31m` must not recolour or move the terminal's cursor. Newlines and tabs stay.
 pub fn stderr_line(args: fmt::Arguments<'_>) {
+    let line = args.to_string();
+    let line = shown(&line);
     let mut e = io::stderr().lock();
-    let _ = e.write_fmt(args).and_then(|()| e.write_all(b"\n"));
+    let _ = e.write_all(line.as_bytes()).and_then(|()| e.write_all(b"\n"));
+}
+
+/// `text` with its control characters but newline and tab escaped (`\u{1b}`).
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hidden(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The report lines a command prints on stdout (`sluice check`, `sluice position`), each
@@ -64,4 +85,16 @@ macro_rules! report {
 /// True when `e` says the reader of the output has gone away.
 pub fn is_closed_pipe(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::BrokenPipe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(shown("plain: a\tb\nc"), "plain: a\tb\nc");
+        assert_eq!(shown("x\u{1b}[31m.000001"), "x\\u{1b}[31m.000001");
+        assert_eq!(shown("bell\u{7}"), "bell\\u{7}");
+    }
 }
