@@ -145,6 +145,19 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     if tables.is_empty() && problems.is_empty() {
         problems.push(format!("no table that [filter] captures matches {}", args.tables.join(", ")));
     }
+    // a table whose topic another captured table has: sluice run stops on its first record
+    // (a start refuses both), so the request is refused here rather than sent
+    let routes = crate::pipeline::tables::Routes::new(&cfg.routes, &cfg.kafka.topic_prefix);
+    for name in &tables {
+        let (db, table) = name.split_once('.').unwrap_or_default();
+        let topic = routes.topic_of(db, table);
+        let other = existing
+            .iter()
+            .find(|(d, t)| (d != db || t != table) && filter.matches(d, t) && routes.topic_of(d, t) == topic);
+        if let Some((d, t)) = other {
+            problems.extend(routes.collisions([(d.as_str(), t.as_str()), (db, table)]));
+        }
+    }
     let _ = conn.quit().await;
     if !problems.is_empty() {
         for p in &problems {

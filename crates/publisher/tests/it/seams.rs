@@ -1108,6 +1108,10 @@ fn seams_one_by_one() {
     let text = log_text(&log);
     assert!(text.contains("tables shop.é, shop.ë would all publish to topic items.shop._"), "{text}");
     assert!(reader.read("items.shop._").is_empty(), "a record of shop.ë reached shop.é's topic");
+    // a snapshot of either is refused before it is asked for
+    let out = support::sluice(&["snapshot", "--config", config.to_str().unwrap(), "--table", "shop.é"]);
+    assert_eq!(out.code, Some(2), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("would all publish to topic items.shop._"), "{}", out.stderr);
     // its own advice, filter.exclude, lets it start again (the committed history still holds
     // shop.ë; the start checks the tables the configuration captures now)
     write("[filter]\nexclude = [\"shop.ü\", \"shop.sp ace\", \"shop.ë\"]\nexclude_columns = [\"shop.tablé_ü.ü\"]\n");
