@@ -39,12 +39,11 @@ pub fn interrupt_flag(what: &'static str) -> std::sync::Arc<std::sync::atomic::A
     let spawned = rt.map(|rt| {
         std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
             rt.block_on(async {
-                shutdown_signal().await;
-                tracing::info!("{what}");
+                let stop = Shutdown::on_signal_or_exit(what);
+                stop.requested().await;
                 set.store(true, Ordering::SeqCst);
-                shutdown_signal().await;
-                crate::eline!("sluice: interrupted again: stopping now");
-                std::process::exit(130);
+                // the watcher goes on, for a second signal
+                std::future::pending::<()>().await;
             });
         })
     });

@@ -490,8 +490,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
     };
     if d.args.live.source.is_none() {
         // the live dump watches the signals in its own loop
-        d.interrupt =
-            Some(crate::process::interrupt_flag("Interrupted: ending the dump at this event (again to stop at once)"));
+        d.interrupt = Some(crate::process::interrupt_flag("Interrupted: ending the dump at this event"));
     }
     let result = d.preamble().and_then(|()| if d.args.live.source.is_some() { d.run_live() } else { d.run_all() });
     let result = result.and_then(|()| d.finish());
@@ -802,43 +801,31 @@ impl<W: Write> Dumper<W> {
     }
 
     fn finish(&mut self) -> Result<(), Failure> {
-        if let Some((file, offset)) = self.interrupted_at.clone() {
-            // an interrupted dump ends after the last complete transaction, in every format:
-            // the transaction it cut is dumped whole by the resumed one
-            if self.tracker.in_transaction() {
-                self.discard_transaction()?;
-            }
-            self.end_transaction(None)?;
-            if self.args.format == Format::Flashback {
-                self.flashback.write_reversed(&mut self.out)?;
-            }
-            self.out.flush()?;
-            crate::eline!("sluice dump: interrupted; resume with --start-position {offset} {file}");
-            return Ok(());
-        }
-        if self.tracker.in_transaction() && self.args.format != Format::Json {
-            // SQL of a transaction the input ends inside (--stop-position or --stop-datetime
-            // inside it, a file cut short): applying part of a transaction does what the server
-            // never did, so it is left out, as after a decoding error
+        let interrupted = self.interrupted_at.is_some();
+        // a transaction the input ends inside: an interrupted dump leaves it out in every format
+        // (the resumed one dumps it whole); SQL leaves it out of a range that ends inside it (a
+        // --stop-position or --stop-datetime inside it, a file cut short), since applying part
+        // of a transaction does what the server never did; JSON prints its rows, without an xid
+        if self.tracker.in_transaction() && (interrupted || self.args.format != Format::Json) {
             self.drain()?;
             let cut = self.spool.len() + self.flashback.current_len() as u64;
-            if cut > 0 {
+            if cut > 0 && !interrupted {
                 tracing::warn!(
                     "The input ends inside a transaction: its {cut} row changes so far are not written as SQL (part of \
                      a transaction must not be applied); to include it, end the range after its COMMIT (a later \
                      --stop-position or --stop-datetime)"
                 );
             }
-            self.spool.clear();
-            self.flashback.discard_current();
-            self.tx_rows = Counts::default();
+            self.discard_transaction()?;
         }
-        // JSON: rows of a transaction the input ends inside are printed, without an xid
         self.end_transaction(None)?;
         if self.args.format == Format::Flashback {
             self.flashback.write_reversed(&mut self.out)?;
         }
         self.out.flush()?;
+        if let Some((file, offset)) = &self.interrupted_at {
+            crate::eline!("sluice dump: interrupted; resume with --start-position {offset} {file}");
+        }
         Ok(())
     }
 

@@ -382,24 +382,7 @@ pub fn key_column_problems(
             if !t.primary_key.is_empty() {
                 continue;
             }
-            let inexact = matches!(
-                c.type_name.as_str(),
-                "float"
-                    | "double"
-                    | "json"
-                    | "vector"
-                    | "uuid"
-                    | "inet4"
-                    | "inet6"
-                    | "geometry"
-                    | "point"
-                    | "linestring"
-                    | "polygon"
-                    | "multipoint"
-                    | "multilinestring"
-                    | "multipolygon"
-                    | "geometrycollection"
-            );
+            let inexact = !crate::snapshot::plan::exact_data_type(&c.type_name);
             if c.nullable {
                 snapshot.push((
                     name.clone(),

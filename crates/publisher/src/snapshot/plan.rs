@@ -246,11 +246,8 @@ pub async fn load(
             }
         }
     }
-    // MariaDB orders UUIDs by its own rule, not by their bytes: they are not chunk keys
-    let orderable = |i: usize| {
-        columns.get(i).is_some_and(orderable)
-            && data_types.get(i).is_some_and(|t| !matches!(t.as_str(), "uuid" | "inet6" | "inet4"))
-    };
+    let orderable =
+        |i: usize| columns.get(i).is_some_and(orderable) && data_types.get(i).is_some_and(|t| exact_data_type(t));
     let chunk_key = primary.clone().or_else(|| {
         indexes
             .iter()
@@ -368,6 +365,31 @@ fn selected(name: &str, c: &Column, data_type: &str) -> String {
         _ if matches!(c.ty, ColumnType::Enum | ColumnType::Set) => format!("{q}+0"),
         _ => q,
     }
+}
+
+/// True when values of an `information_schema` DATA_TYPE compare exactly in SQL, as a chunk
+/// key column's must: not FLOAT, DOUBLE, JSON, VECTOR or a geometry, nor MariaDB's UUID and
+/// INET types, which it orders by its own rule, not by their bytes. (`sluice check` asks it of
+/// `[output.key_columns]`.)
+pub fn exact_data_type(data_type: &str) -> bool {
+    !matches!(
+        data_type,
+        "float"
+            | "double"
+            | "json"
+            | "vector"
+            | "uuid"
+            | "inet4"
+            | "inet6"
+            | "geometry"
+            | "point"
+            | "linestring"
+            | "polygon"
+            | "multipoint"
+            | "multilinestring"
+            | "multipolygon"
+            | "geometrycollection"
+    )
 }
 
 /// True when values of `c` compare exactly in SQL (a chunk key column).
