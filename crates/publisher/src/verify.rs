@@ -685,12 +685,8 @@ impl Verifier {
         report: &mut TableReport,
     ) -> Result<(Option<Selection>, Option<Mark>), VerifyError> {
         if let Some(n) = self.opts.sample {
-            let chunks = reader.sample(n).await?;
-            report.scope = Some(format!(
-                "a sample of {} random chunks of up to {} rows (records without a row are not looked for)",
-                chunks.len(),
-                self.opts.chunk
-            ));
+            let (chunks, what) = reader.sample(n).await?;
+            report.scope = Some(format!("a sample of {what} (records without a row are not looked for)"));
             return Ok((Some(Selection { chunks, changed: HashMap::with_hasher(BuildDigest) }), None));
         }
         let Some(server_id) = self.opts.since else { return Ok((None, None)) };

@@ -150,6 +150,25 @@ impl TablePlan {
         Some(format!("SELECT CONCAT(MIN({name}), ' ', MAX({name})){from}{filter}"))
     }
 
+    /// For a chunk key that starts with an integer column: the SQL of the rows whose first
+    /// key column is in `from..to`, in key order, at most `limit` (`verify --sample`: a window
+    /// of key values, where the next `limit` rows from a random value would favour the rows
+    /// after a gap in the keys).
+    pub fn window_sql(&self, from: i128, to: i128, limit: usize) -> Option<String> {
+        let Method::Chunked(key) = &self.method else { return None };
+        let names: Vec<String> = key
+            .iter()
+            .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote))
+            .collect::<Option<_>>()?;
+        let first = names.first()?;
+        let mut sql = format!("{} WHERE {first} >= {from} AND {first} < {to}", self.select);
+        if let Some(f) = &self.filter {
+            sql.push_str(&format!(" AND ({f})"));
+        }
+        sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", names.join(", ")));
+        Some(sql)
+    }
+
     /// The chunk key's column indexes (empty for a one-pass table).
     pub fn key(&self) -> &[usize] {
         match &self.method {

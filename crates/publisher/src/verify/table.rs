@@ -187,43 +187,25 @@ impl TableReader {
     }
 
     /// `count` chunks from random places of the table (`verify --sample`), in key order,
-    /// overlapping ones merged by the caller (a row may come twice). A chunk key starting with
-    /// an integer column is entered at a random value between its smallest and largest (one
-    /// index lookup per chunk); any other at a random row number (`OFFSET`: the server walks the
-    /// index up to it, so a sample of such a table costs up to a read of its keys).
+    /// overlapping ones merged by the caller (a row may come twice), and what each is.
+    ///
+    /// Every row has the same chance to be in the sample. A chunk key starting with an
+    /// integer column is sampled by windows of key values: a random start between the
+    /// smallest and largest, the rows whose first key column is within `width` of it (one index
+    /// lookup each). The width is the chunk size spread over the key range by the table's
+    /// estimated row count, so a window holds about a chunk where the keys are even; a window
+    /// of more rows is cut at the chunk size. (The next chunk from a random value would pick the
+    /// rows after each gap in the keys far more often than the others: with keys 1..200 and
+    /// 7777, nearly every chunk would be the row 7777.) Any other key is entered at a random
+    /// row number (`OFFSET`: the server walks the index up to it, so a sample of such a table
+    /// costs up to a read of its keys).
     ///
     /// # Errors
     /// A failing query.
-    pub(crate) async fn sample(&mut self, count: u32) -> Result<Vec<Chunk>, VerifyError> {
+    pub(crate) async fn sample(&mut self, count: u32) -> Result<(Vec<Chunk>, String), VerifyError> {
         let mut chunks = Vec::new();
-        if let Some(sql) = self.plan.first_key_bounds_sql() {
-            let err = |e| VerifyError::Other(format!("{}: reading its key range: {e}", self.plan.name));
-            let bounds = crate::source::server::scalar(&mut self.conn, &sql).await.map_err(err)?;
-            // NULL: no rows (or none matching --where)
-            let Some((lo, hi)) = bounds.as_deref().and_then(|b| {
-                let (a, b) = b.split_once(' ')?;
-                Some((a.parse::<i128>().ok()?, b.parse::<i128>().ok()?))
-            }) else {
-                return Ok(chunks);
-            };
-            let mut starts: Vec<i128> = (0..count)
-                .map(|_| lo + i128::from(fastrand::u64(..=u64::try_from(hi - lo).unwrap_or(u64::MAX))))
-                .collect();
-            starts.sort_unstable();
-            starts.dedup();
-            for s in starts {
-                // rows with a first key column > s - 1, i.e. from s on
-                let after = [(s - 1).to_string()];
-                chunks.push(self.chunk(Some(&after)).await?);
-            }
-        } else {
-            let err = |e| VerifyError::Other(format!("{}: counting its rows: {e}", self.plan.name));
-            let sql = format!("SELECT COUNT(*) FROM ({}) AS t", self.plan.all_sql());
-            let rows: u64 = crate::source::server::scalar(&mut self.conn, &sql)
-                .await
-                .map_err(err)?
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(0);
+        let Some(sql) = self.plan.first_key_bounds_sql() else {
+            let rows = self.count_rows().await?;
             let mut starts: Vec<u64> = (0..count).map(|_| fastrand::u64(..rows.max(1))).collect();
             starts.sort_unstable();
             starts.dedup();
@@ -232,8 +214,72 @@ impl TableReader {
                 let (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
                 chunks.push(Chunk { rows, columns, next: None });
             }
+            let what = format!("{} random chunks of up to {} rows", chunks.len(), self.chunk);
+            return Ok((chunks, what));
+        };
+        let err = |e| VerifyError::Other(format!("{}: reading its key range: {e}", self.plan.name));
+        let bounds = crate::source::server::scalar(&mut self.conn, &sql).await.map_err(err)?;
+        // NULL: no rows (or none matching --where)
+        let Some((lo, hi)) = bounds.as_deref().and_then(|b| {
+            let (a, b) = b.split_once(' ')?;
+            Some((a.parse::<i128>().ok()?, b.parse::<i128>().ok()?))
+        }) else {
+            return Ok((chunks, "no rows".into()));
+        };
+        // the server's estimate, or (none yet, say for a table just filled) a count
+        let rows = match self.plan.estimate.filter(|&e| e > 0) {
+            Some(e) => e,
+            None => self.count_rows().await?,
+        };
+        let width = window_width(hi - lo + 1, rows, self.chunk);
+        // a start before `lo` too: the first rows are in as many windows as the others
+        let span = u128::try_from(hi - lo + width).unwrap_or(u128::MAX);
+        let draw = || lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0);
+        // windows in a gap of the keys hold no row: they are drawn again (each row is in as many
+        // windows as any other, so the windows that hold rows are as fair as all), up to a
+        // bound on the queries for a table whose keys are mostly gaps
+        let (mut windows, mut cut, mut tried) = (Vec::new(), 0, std::collections::HashSet::new());
+        for _ in 0..count.saturating_mul(20) {
+            if windows.len() >= count as usize || tried.len() as u128 >= span {
+                break;
+            }
+            let s = draw();
+            if !tried.insert(s) {
+                continue;
+            }
+            // one row more than a chunk: whether the window held more
+            let Some(sql) = self.plan.window_sql(s, s.saturating_add(width), self.chunk + 1) else { break };
+            let (mut rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
+            if rows.len() > self.chunk {
+                rows.truncate(self.chunk);
+                cut += 1;
+            }
+            if !rows.is_empty() {
+                windows.push((s, Chunk { rows, columns, next: None }));
+            }
         }
-        Ok(chunks)
+        windows.sort_unstable_by_key(|(s, _)| *s);
+        chunks.extend(windows.into_iter().map(|(_, c)| c));
+        let key = self.plan.key().first().and_then(|&k| self.plan.table_map.columns.get(k)).map(|c| c.display_name());
+        let mut what = format!(
+            "{} random chunks of up to {} rows, each the rows of {width} consecutive values of {}",
+            chunks.len(),
+            self.chunk,
+            key.unwrap_or_default()
+        );
+        if cut > 0 {
+            // rows denser than the estimate: those windows' first rows only
+            what.push_str(&format!(" ({cut} held more rows and were cut at the chunk size)"));
+        }
+        Ok((chunks, what))
+    }
+
+    /// The rows the table's plan reads (a full count: an index scan).
+    async fn count_rows(&mut self) -> Result<u64, VerifyError> {
+        let err = |e| VerifyError::Other(format!("{}: counting its rows: {e}", self.plan.name));
+        let sql = format!("SELECT COUNT(*) FROM ({}) AS t", self.plan.all_sql());
+        let count = crate::source::server::scalar(&mut self.conn, &sql).await.map_err(err)?;
+        Ok(count.and_then(|c| c.parse().ok()).unwrap_or(0))
     }
 
     /// The rows of these keys (chunk-key SQL literals), those that exist.
@@ -271,9 +317,33 @@ impl TableReader {
     }
 }
 
+/// How many consecutive key values a sampled window spans so that it holds about `chunk` of
+/// `rows` rows spread over `span` values (at least 1).
+fn window_width(span: i128, rows: u64, chunk: usize) -> i128 {
+    let (rows, chunk) = (i128::from(rows.max(1)), i128::try_from(chunk.max(1)).unwrap_or(i128::MAX));
+    // rounded up; a window never wider than the whole range
+    (span.saturating_mul(chunk).saturating_add(rows - 1) / rows).clamp(1, span.max(1))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Mark;
+    use super::{window_width, Mark};
+
+    #[test]
+    fn a_window_holds_about_a_chunk_of_rows() {
+        // dense keys: a window is a chunk's worth of values
+        assert_eq!(window_width(1000, 1000, 50), 50);
+        // keys 1..200 and 7777: 201 rows over 7777 values
+        assert_eq!(window_width(7777, 201, 50), 1935);
+        // more rows than the range holds (a stale estimate): at least one value
+        assert_eq!(window_width(10, 1_000_000, 50), 1);
+        // a chunk larger than the table: the whole range
+        assert_eq!(window_width(100, 10, 1000), 100);
+        // the whole i64 range does not overflow
+        let span = i128::from(i64::MAX) - i128::from(i64::MIN) + 1;
+        assert_eq!(window_width(span, 1 << 40, 1 << 20), span >> 20);
+        assert_eq!(window_width(1, 0, 0), 1);
+    }
     use crate::position::Checkpoint;
 
     fn checkpoint(file: &str, position: u64, gtid: Option<&str>, flavor: &str) -> Checkpoint {

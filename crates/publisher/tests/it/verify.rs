@@ -401,6 +401,9 @@ fn verify_sample_and_since_checkpoint() {
     let s: Vec<String> = (1..=500).map(|i| format!("('s\u{e9}{i}', {i})")).collect();
     server.sql(&format!("INSERT INTO vt.s VALUES {}", s.join(",")));
     server.sql("INSERT INTO vt.w VALUES (1, 1, 'a'), (2, 2, 'b')");
+    server.sql("CREATE TABLE vt.g (id INT PRIMARY KEY, v INT)");
+    let g: Vec<String> = (1..=200).chain([7777]).map(|i| format!("({i}, {i})")).collect();
+    server.sql(&format!("INSERT INTO vt.g VALUES {}", g.join(",")));
     let (config, log) = services.config("verify-since", "", "[filter]\ninclude = [\"vt.*\"]");
     let run = start_sluice(&config, &log);
     services.wait_caught_up("sluice", "verify-since", &log);
@@ -428,6 +431,16 @@ fn verify_sample_and_since_checkpoint() {
         assert_eq!(r["equal"].as_u64(), Some(rows), "{r}");
         assert!(r["scope"].as_str().unwrap().contains("random chunks"), "{r}");
     }
+
+    // keys with a gap (1..200 and 7777): the sample is not stuck on the row after the gap
+    // (chunks from random key values were nearly all the row 7777 alone)
+    let (code, out, err) = verify(&config, &["--sample", "10", "--chunk-size", "10", "--format", "json", "-t", "vt.g"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let g = report(&reports(&out), "vt.g").clone();
+    let rows = g["rows"].as_u64().unwrap();
+    assert!(rows > 1 && rows <= 100, "{g}");
+    assert_eq!(g["equal"].as_u64(), Some(rows), "{g}");
+    assert!(g["scope"].as_str().unwrap().contains("consecutive values of id"), "{g}");
 
     // a condition: its rows only; the target's other keys are not taken for extras
     let (code, out, err) = verify(&config, &["--format", "json", "-t", "vt.t", "--where", "vt.t=id <= 100"]);
