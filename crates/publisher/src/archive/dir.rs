@@ -250,7 +250,24 @@ impl DirArchive {
                     std::fs::remove_file(root.join(&f.file)).map_err(|e| io("removing an uploaded file from", e))?;
                     continue;
                 }
-                Some(s) => s.stored = f.compressed().then(|| f.file.clone()),
+                Some(s) => {
+                    // the archive's own copy cut (or changed) since: readers would take its
+                    // end for the file's, and an upload would store it so
+                    if s.complete && !f.compressed() {
+                        let len = std::fs::metadata(root.join(&f.file)).map_err(|e| io("reading", e))?.len();
+                        if len != s.size {
+                            return Err(format!(
+                                "{}: {} is {len} bytes, but the archive's index lists it complete at {} bytes: it was \
+                                 cut or changed after it was archived. Restore it from a copy of the archive (or \
+                                 remove it and its entry in {INDEX}; the archive then lacks its events)",
+                                root.display(),
+                                f.file,
+                                s.size
+                            ));
+                        }
+                    }
+                    s.stored = f.compressed().then(|| f.file.clone());
+                }
                 None => {
                     let r = walk_file(&f.name, f.open(root).map_err(|e| io("reading", e))?)?;
                     let mut summary = r.summarizer.summary().clone();
@@ -799,5 +816,24 @@ mod tests {
         let index = read_index(dir.path()).unwrap();
         assert_eq!(index[0].stored.as_deref(), Some("mysql-bin.000001.gz"), "{index:?}");
         assert!(index[0].complete);
+    }
+
+    /// A complete file of the spool cut after it was archived: the archiver does not start
+    /// (it would upload the cut copy, and readers take its end for the file's).
+    #[test]
+    fn a_complete_file_cut_after_it_was_archived_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/pipeline/mysql-bin.000001")).unwrap();
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file).unwrap();
+        std::fs::write(dir.path().join("mysql-bin.000002"), MAGIC).unwrap();
+        let (a, _) = DirArchive::open(dir.path(), false, None).unwrap();
+        drop(a);
+        assert!(read_index(dir.path()).unwrap()[0].complete);
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file[..file.len() - 40]).unwrap();
+        let Err(e) = DirArchive::open(dir.path(), false, None) else { panic!("started on a cut file") };
+        assert!(e.contains("mysql-bin.000001 is") && e.contains("lists it complete"), "{e}");
+        // restored: starts again
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file).unwrap();
+        assert!(DirArchive::open(dir.path(), false, None).is_ok());
     }
 }

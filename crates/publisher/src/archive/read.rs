@@ -122,6 +122,8 @@ pub struct ArchiveFeed {
     /// Offset of the next event in `name`.
     at: u64,
     last_type: Option<EventType>,
+    /// The file's size when the index says it is complete: it must end there.
+    complete_at: Option<u64>,
 }
 
 impl std::fmt::Debug for ArchiveFeed {
@@ -194,7 +196,16 @@ impl ArchiveFeed {
         if magic != MAGIC {
             return Err(format!("{name} in {root} is not a binlog file (no magic number)"));
         }
-        Ok(Some(ArchiveFeed { root: root.clone(), name: name.to_string(), input, at: 4, last_type: None }))
+        // an index that cannot be read says nothing of the file: its events still can be
+        let complete_at = root.index().await.ok().and_then(|i| i.into_iter().find(|s| s.file == name && s.complete));
+        Ok(Some(ArchiveFeed {
+            root: root.clone(),
+            name: name.to_string(),
+            input,
+            at: 4,
+            last_type: None,
+            complete_at: complete_at.map(|s| s.size),
+        }))
     }
 
     /// The file being read.
@@ -248,7 +259,7 @@ impl ArchiveFeed {
         let what = |e: std::io::Error| format!("reading {} in {} at {}: {e}", self.name, self.root, self.at);
         let mut header = [0u8; HEADER_LEN];
         if !read_full(&mut self.input, &mut header).map_err(what)? {
-            return Ok(Read1::End);
+            return self.end();
         }
         let h = EventHeader::parse(&header).map_err(|e| format!("{} at {}: {e}", self.name, self.at))?;
         if h.event_size < HEADER_LEN as u32 || h.event_size > MAX_EVENT {
@@ -260,11 +271,26 @@ impl ArchiveFeed {
         let mut event = vec![0u8; h.event_size as usize];
         event[..HEADER_LEN].copy_from_slice(&header);
         if !read_full(&mut self.input, &mut event[HEADER_LEN..]).map_err(what)? {
-            return Ok(Read1::End);
+            return self.end();
         }
         self.at += u64::from(h.event_size);
         self.last_type = Some(h.event_type);
         Ok(Read1::Event(Bytes::from(event)))
+    }
+
+    /// The file's end at `self.at`: where a file being written may end, but a complete one
+    /// only at the size its index gives (a file cut after it was archived would otherwise end
+    /// the archive there, and the events after the cut be taken for never written).
+    fn end(&self) -> Result<Read1, String> {
+        match self.complete_at {
+            Some(size) if size != self.at => Err(format!(
+                "{root}: the archived {name} ends at {at}, but the archive's index lists it complete at {size}                  bytes: it was cut or changed after it was archived, and the events from {at} on are not in it.                  Restore the file from a copy of the archive (or from the server, if it still has it)",
+                root = self.root,
+                name = self.name,
+                at = self.at
+            )),
+            _ => Ok(Read1::End),
+        }
     }
 }
 
@@ -421,6 +447,29 @@ mod tests {
         }
         assert_eq!(n, got.len() - 1);
         assert_eq!(feed.file_end(), FileEnd::Open, "the torn event is not taken");
+        // the same file listed complete in the index: cut after it was archived, an error
+        // (else the archive would seem to end there, the events after the cut never written)
+        let index = [FileSummary {
+            file: "mysql-bin.000001".into(),
+            size: file.len() as u64,
+            complete: true,
+            ..Default::default()
+        }];
+        std::fs::write(dir.path().join(crate::archive::dir::INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", mid).await.unwrap();
+        let e = loop {
+            match feed.next_raw() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("a cut complete file ended without an error"),
+                Err(e) => break e,
+            }
+        };
+        assert!(e.contains("lists it complete") && e.contains("mysql-bin.000001 ends at"), "{e}");
+        // whole again: read to its end as before
+        std::fs::write(dir.path().join("mysql-bin.000001"), &file).unwrap();
+        let (mut feed, _) = ArchiveFeed::open(&Archive::Dir(dir.path().into()), "mysql-bin.000001", mid).await.unwrap();
+        while feed.next_raw().unwrap().is_some() {}
+        std::fs::remove_file(dir.path().join(crate::archive::dir::INDEX)).unwrap();
         // gzipped, the same events
         let gz = dir.path().join("mysql-bin.000001.gz");
         let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::fast());
