@@ -22,19 +22,82 @@ pub fn stderr_line(args: fmt::Arguments<'_>) {
 
 /// `text` with its control characters but newline and tab escaped (`\u{1b}`).
 pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(hidden) {
+    escaped(text, |c| c.is_control() && c != '\n' && c != '\t', false)
+}
+
+/// `text` with the characters `hidden` picks escaped; with `colours`, the ANSI colour
+/// sequences (`ESC [ digits ; m`) kept as they are.
+fn escaped(text: &str, hidden: impl Fn(char) -> bool, colours: bool) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(&hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let colour = colours && c == '\u{1b}' && colour_len(rest) > 0;
+        if colour {
+            let n = colour_len(rest);
+            out.push_str(&rest[..n]);
+            rest = &rest[n..];
+            continue;
+        }
         if hidden(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
+        rest = &rest[c.len_utf8()..];
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The length of the ANSI colour sequence `text` starts with (0: none).
+fn colour_len(text: &str) -> usize {
+    let Some(params) = text.strip_prefix("\u{1b}[") else { return 0 };
+    let digits = params.bytes().take_while(|b| b.is_ascii_digit() || *b == b';').count();
+    if params.as_bytes().get(digits) == Some(&b'm') {
+        2 + digits + 1
+    } else {
+        0
+    }
+}
+
+/// Where text-format log lines go: stderr, each event's control characters escaped (newlines
+/// inside it too: a table name holding `\n` must not forge a second log line, nor one holding
+/// `ESC [2J` clear the operator's terminal), the colours tracing adds on a terminal kept. JSON
+/// logs escape them by JSON's rules already.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLines {
+    /// Colours are on (stderr is a terminal).
+    pub colours: bool,
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogLines {
+    type Writer = LogLines;
+
+    fn make_writer(&'a self) -> LogLines {
+        *self
+    }
+}
+
+impl Write for LogLines {
+    /// One call per event: tracing formats the whole line first.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let (line, end) = match text.strip_suffix('\n') {
+            Some(line) => (line, "\n"),
+            None => (&text[..], ""),
+        };
+        let line = escaped(line, |c| c.is_control() && c != '\t', self.colours);
+        let mut e = io::stderr().lock();
+        e.write_all(line.as_bytes())?;
+        e.write_all(end.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
 }
 
 /// The report lines a command prints on stdout (`sluice check`, `sluice position`), each
@@ -96,5 +159,20 @@ mod tests {
         assert_eq!(shown("plain: a\tb\nc"), "plain: a\tb\nc");
         assert_eq!(shown("x\u{1b}[31m.000001"), "x\\u{1b}[31m.000001");
         assert_eq!(shown("bell\u{7}"), "bell\\u{7}");
+    }
+
+    #[test]
+    fn log_lines_keep_tracings_colours_only() {
+        let log = |line: &str, colours| escaped(line, |c| c.is_control() && c != '\t', colours).into_owned();
+        // tracing's own colours stay on a terminal; a name's escape sequences and newlines do not
+        let line = "\u{1b}[33m WARN\u{1b}[0m table=\"a\nb\u{1b}[2J\u{1b}[31mred\" done";
+        assert_eq!(
+            log(line, true),
+            "\u{1b}[33m WARN\u{1b}[0m table=\"a\\nb\\u{1b}[2J\u{1b}[31mred\" done",
+            "colours kept, the cursor's move and the newline escaped"
+        );
+        assert_eq!(log(line, false), "\\u{1b}[33m WARN\\u{1b}[0m table=\"a\\nb\\u{1b}[2J\\u{1b}[31mred\" done");
+        assert_eq!(log("\u{1b}[", true), "\\u{1b}[", "a cut sequence");
+        assert_eq!(log("caf\u{e9} \u{85}", false), "caf\u{e9} \\u{85}");
     }
 }

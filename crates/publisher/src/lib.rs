@@ -47,3 +47,6 @@ pub(crate) mod schema;
 pub(crate) mod snapshot;
 pub(crate) mod source;
 pub(crate) mod verify;
+
+/// The writer of text-format log lines (the binary sets up logging).
+pub use console::LogLines;

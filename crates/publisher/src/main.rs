@@ -94,16 +94,16 @@ fn init_logging(format: LogFormat, filter: &str) {
         Ok(f) => (f, None),
         Err(e) => (tracing_subscriber::EnvFilter::new("info,sqlparser=warn"), Some(e)),
     };
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colours)
         .with_target(false)
         // its own report of a failed write is an eprintln!, which panics on a closed stderr
         .log_internal_errors(false);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_writer(sluice::LogLines { colours }).init(),
+        LogFormat::Json => builder.with_writer(std::io::stderr).json().init(),
     }
     if let Some(e) = refused {
         tracing::warn!("The log filter {given:?} (--log or SLUICE_LOG) is not one ({e}); logging at info");
