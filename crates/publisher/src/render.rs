@@ -9,8 +9,6 @@
 //! SQL literals are safe under any `sql_mode`: strings containing a backslash or a control
 //! character, and every binary value, are written as hex literals.
 
-use std::fmt::Write as _;
-
 use base64::Engine as _;
 use serde_json::{json, Value as Json};
 use sluice_binlog::charset::{ascii_compatible, decode_text};
@@ -130,11 +128,13 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
     // serde_json escapes `"`, `\\` and the control characters below 0x20, nothing else: text
     // without them (nearly all of it) is copied as it is, the rest goes through serde_json.
     if !has_special_byte(s.as_bytes(), false) {
-        out.reserve(s.len() + 2);
+        reserve_value(out, s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
         out.push(b'"');
     } else {
+        // at least its own length, and more as escapes need (by doubling, rarely)
+        reserve_value(out, s.len() + 2);
         // Writing into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *out, s);
     }
@@ -328,13 +328,25 @@ fn write_f32_json(out: &mut Vec<u8>, f: f32) {
     write_f64_json(out, shortest, || f.to_string());
 }
 
+/// Makes room for a value of `len` bytes and the rest of its line. Without the rest, the
+/// line's closing bytes would outgrow a buffer sized exactly for a huge value, and the
+/// buffer's doubling would hold it twice over at once (a 100 MiB BLOB's 200 MiB of hex
+/// peaked at 600 MiB).
+fn reserve_value(out: &mut Vec<u8>, len: usize) {
+    /// The rest of a line after its largest value: closing quotes, brackets and the like.
+    const REST: usize = 4096;
+    out.reserve(len.saturating_add(REST));
+}
+
 fn write_b64_str(out: &mut Vec<u8>, bytes: &[u8]) {
     // Encoded in place: base64 needs no escaping, so the text is neither built apart nor
     // copied nor scanned (and `encode_slice` is the engine's fast path; `encode_string`
     // goes through its chunked encoder).
     out.push(b'"');
     let start = out.len();
-    out.resize(start + base64::encoded_len(bytes.len(), true).unwrap_or(0), 0);
+    let len = base64::encoded_len(bytes.len(), true).unwrap_or(0);
+    reserve_value(out, len);
+    out.resize(start + len, 0);
     let written = out
         .get_mut(start..)
         .and_then(|dst| base64::engine::general_purpose::STANDARD.encode_slice(bytes, dst).ok())
@@ -502,69 +514,117 @@ fn enum_name_str(col: &Column, index: u16) -> Option<&str> {
     names.get(usize::from(index) - 1).map(|n| &**n)
 }
 
-fn hex_literal(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2 + 3);
-    s.push_str("X'");
-    for b in bytes {
-        let _ = write!(s, "{b:02X}");
+/// Appends `X'..'`: the bytes as a hex literal (written straight into `out`: a 100 MiB BLOB
+/// is 200 MiB of hex, and a copy of it per step of building the statement was a gigabyte).
+fn write_hex_literal(out: &mut Vec<u8>, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    reserve_value(out, bytes.len() * 2 + 3);
+    out.extend_from_slice(b"X'");
+    for &b in bytes {
+        out.push(HEX[usize::from(b >> 4)]);
+        out.push(HEX[usize::from(b & 15)]);
     }
-    s.push('\'');
-    s
+    out.push(b'\'');
 }
 
-/// A string literal: `'...'` with quotes doubled, or a `_utf8mb4 X'..'` hex literal when the
-/// text holds a backslash or a control character (whose meaning depends on sql_mode).
-pub fn sql_string(s: &str) -> String {
+/// Appends a string literal: `'...'` with quotes doubled, or a `_utf8mb4 X'..'` hex literal
+/// when the text holds a backslash or a control character (whose meaning depends on sql_mode).
+fn write_sql_string(out: &mut Vec<u8>, s: &str) {
     if s.chars().any(|c| c == '\\' || c.is_control()) {
-        return format!("_utf8mb4 {}", hex_literal(s.as_bytes()));
+        out.extend_from_slice(b"_utf8mb4 ");
+        write_hex_literal(out, s.as_bytes());
+        return;
     }
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        if c == '\'' {
-            out.push('\'');
+    reserve_value(out, s.len() + 2);
+    out.push(b'\'');
+    for part in s.split_inclusive('\'') {
+        out.extend_from_slice(part.as_bytes());
+        if part.ends_with('\'') {
+            out.push(b'\'');
         }
-        out.push(c);
     }
-    out.push('\'');
-    out
+    out.push(b'\'');
 }
 
-/// One value as an SQL literal.
-pub fn value_sql(v: &Value<'_>, col: &Column) -> String {
-    match v {
-        Value::Null => "NULL".into(),
-        Value::Int(i) => i.to_string(),
-        Value::UInt(u) => u.to_string(),
+/// A string literal, as [`write_sql_string`] writes it.
+#[cfg(test)]
+pub fn sql_string(s: &str) -> String {
+    let mut out = Vec::new();
+    write_sql_string(&mut out, s);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends one value as an SQL literal.
+pub fn write_value_sql(out: &mut Vec<u8>, v: &Value<'_>, col: &Column) {
+    use std::io::Write as _;
+    // writes into a Vec cannot fail
+    let _ = match v {
+        Value::Null => out.write_all(b"NULL"),
+        Value::Int(i) => write!(out, "{i}"),
+        Value::UInt(u) => write!(out, "{u}"),
         // approximate-value literals (`1.7976931348623157e308`): a plain decimal of more than
         // 65 digits is read by MySQL/MariaDB as an exact DECIMAL literal and clipped (1.79e308
         // became 1e65, -2.2e-308 became 0); FLOAT goes through its exact f64 value so the
         // server's rounding back to FLOAT gives the same bits
-        Value::Float(f) => format!("{:e}", f64::from(*f)),
-        Value::Double(d) => format!("{d:e}"),
-        Value::Decimal(d) => d.to_string(),
-        Value::Year(y) => y.to_string(),
-        Value::Date(d) => format!("'{d}'"),
-        Value::Time(t) => format!("'{t}'"),
-        Value::DateTime(dt) => format!("'{dt}'"),
+        Value::Float(f) => write!(out, "{:e}", f64::from(*f)),
+        Value::Double(d) => write!(out, "{d:e}"),
+        Value::Decimal(d) => write!(out, "{d}"),
+        Value::Year(y) => write!(out, "{y}"),
+        Value::Date(d) => write!(out, "'{d}'"),
+        Value::Time(t) => write!(out, "'{t}'"),
+        Value::DateTime(dt) => write!(out, "'{dt}'"),
         // the SQL output sets time_zone='+00:00' first, so UTC text replays the same instant
-        Value::Timestamp(ts) => format!("'{ts}'"),
-        Value::Text { bytes, collation } => match decode_text(bytes, *collation) {
-            Ok(s) => sql_string(&s),
-            Err(_) => hex_literal(bytes),
+        Value::Timestamp(ts) => write!(out, "'{ts}'"),
+        Value::Text { bytes, collation } => {
+            match decode_text(bytes, *collation) {
+                Ok(s) => write_sql_string(out, &s),
+                Err(_) => write_hex_literal(out, bytes),
+            }
+            Ok(())
+        }
+        Value::Bytes(b) => {
+            write_hex_literal(out, b);
+            Ok(())
+        }
+        Value::Enum(i) => match enum_name(col, *i) {
+            Some(n) => {
+                write_sql_string(out, &n);
+                Ok(())
+            }
+            None => write!(out, "{i}"),
         },
-        Value::Bytes(b) => hex_literal(b),
-        Value::Enum(i) => enum_name(col, *i).map_or_else(|| i.to_string(), |n| sql_string(&n)),
-        Value::Set(bits) => set_names(col, *bits).map_or_else(|| bits.to_string(), |n| sql_string(&n)),
-        Value::Bit { value, .. } => format!("b'{value:b}'"),
-        Value::Json(doc) => sql_string(&doc.to_string()),
-        Value::JsonDiff(_) => "NULL /* partial JSON update without a before image */".into(),
-        Value::Geometry { srid, wkb } => format!("ST_GeomFromWKB({}, {srid})", hex_literal(wkb)),
+        Value::Set(bits) => match set_names(col, *bits) {
+            Some(n) => {
+                write_sql_string(out, &n);
+                Ok(())
+            }
+            None => write!(out, "{bits}"),
+        },
+        Value::Bit { value, .. } => write!(out, "b'{value:b}'"),
+        Value::Json(doc) => {
+            write_sql_string(out, &doc.to_string());
+            Ok(())
+        }
+        Value::JsonDiff(_) => out.write_all(b"NULL /* partial JSON update without a before image */"),
+        Value::Geometry { srid, wkb } => {
+            out.extend_from_slice(b"ST_GeomFromWKB(");
+            write_hex_literal(out, wkb);
+            write!(out, ", {srid})")
+        }
         Value::Vector(bytes) => {
             let items: Vec<String> = vector_floats(bytes).iter().map(f32::to_string).collect();
-            format!("STRING_TO_VECTOR('[{}]')", items.join(","))
+            write!(out, "STRING_TO_VECTOR('[{}]')", items.join(","))
         }
-    }
+    };
+}
+
+/// One value as an SQL literal, as [`write_value_sql`] writes it.
+#[cfg(test)]
+pub fn value_sql(v: &Value<'_>, col: &Column) -> String {
+    let mut out = Vec::new();
+    write_value_sql(&mut out, v, col);
+    // every literal is UTF-8: digits, quoted text decoded from its charset, or hex
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// A backquoted identifier.

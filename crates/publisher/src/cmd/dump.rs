@@ -1217,11 +1217,9 @@ impl<W: Write> Dumper<W> {
             res.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, header.event_type)))?;
             self.tx_rows.add(rows.kind, 1);
             if self.args.format == Format::Sql {
-                let stmt = sql::redo(rows.kind, table, &row).map_err(Failure::Sql)?;
-                self.spool.push(&stmt)?;
+                self.spool.push_with(|out| sql::redo(out, rows.kind, table, &row).map_err(Failure::Sql))?;
             } else {
-                let stmt = sql::undo(rows.kind, table, &row).map_err(Failure::Sql)?;
-                self.flashback.push(&stmt)?;
+                self.flashback.push_with(|out| sql::undo(out, rows.kind, table, &row).map_err(Failure::Sql))?;
             }
         }
     }

@@ -110,7 +110,20 @@ pub struct TxSpool {
 
 impl TxSpool {
     /// Adds a line (without newline; it must not contain one, as serialized JSON never does).
+    #[cfg(test)]
     pub fn push(&mut self, line: &str) -> io::Result<()> {
+        self.push_with(|buf| {
+            buf.extend_from_slice(line.as_bytes());
+            Ok(())
+        })
+    }
+
+    /// Holds the line `write` appends to the buffer it is given (no newline), written where it
+    /// is held; an error from `write` holds nothing.
+    pub fn push_with<E: From<io::Error>>(
+        &mut self,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut b = match self.blocks.pop() {
             Some(b) => {
                 self.held -= b.bytes();
@@ -119,9 +132,14 @@ impl TxSpool {
             }
             None => self.empty_block(),
         };
-        b.line().extend_from_slice(line.as_bytes());
+        let before = b.buf.len();
+        if let Err(e) = write(b.line()) {
+            b.buf.truncate(before);
+            self.append(b)?;
+            return Err(e);
+        }
         b.end_line();
-        self.append(b)
+        Ok(self.append(b)?)
     }
 
     /// An empty block to render lines into, reusing the buffers of lines flushed earlier.
@@ -188,10 +206,24 @@ impl TxSpool {
     pub fn flush_with(&mut self, out: &mut impl Write, suffix: &str) -> io::Result<()> {
         if let Some(mut f) = self.file.take() {
             f.seek(SeekFrom::Start(0))?;
-            for line in BufReader::new(f).split(b'\n') {
-                out.write_all(&line?)?;
-                out.write_all(suffix.as_bytes())?;
-                out.write_all(b"\n")?;
+            // copied a buffer at a time, the suffix put before each newline: a line is not
+            // read whole first (a 100 MiB row's statement would be held again)
+            let mut input = BufReader::with_capacity(1 << 20, f);
+            loop {
+                let buf = input.fill_buf()?;
+                if buf.is_empty() {
+                    break;
+                }
+                let mut start = 0;
+                while let Some(nl) = buf[start..].iter().position(|&b| b == b'\n') {
+                    out.write_all(&buf[start..start + nl])?;
+                    out.write_all(suffix.as_bytes())?;
+                    out.write_all(b"\n")?;
+                    start += nl + 1;
+                }
+                out.write_all(&buf[start..])?;
+                let n = buf.len();
+                input.consume(n);
             }
         }
         // The lines in memory go out as a vectored write of (line, suffix) pairs, so that
@@ -256,12 +288,31 @@ impl ReverseSpool {
 
     /// Adds a statement to the current transaction.
     pub fn push(&mut self, stmt: &str) -> io::Result<()> {
+        self.push_with(|buf| {
+            buf.extend_from_slice(stmt.as_bytes());
+            Ok(())
+        })
+    }
+
+    /// Adds the statement `write` appends to the buffer it is given, written where it is held;
+    /// an error from `write` adds nothing.
+    pub fn push_with<E: From<io::Error>>(
+        &mut self,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
         if self.transactions.is_empty() {
             self.transactions.push(0);
         }
-        let off = self.written + self.mem.len() as u64;
-        let len = u32::try_from(stmt.len()).map_err(|_| io::Error::other("statement over 4 GiB"))?;
-        self.mem.extend_from_slice(stmt.as_bytes());
+        let start = self.mem.len();
+        let off = self.written + start as u64;
+        if let Err(e) = write(&mut self.mem) {
+            self.mem.truncate(start);
+            return Err(e);
+        }
+        let Ok(len) = u32::try_from(self.mem.len() - start) else {
+            self.mem.truncate(start);
+            return Err(io::Error::other("statement over 4 GiB").into());
+        };
         self.statements.push((off, len));
         if self.mem.len() > MEMORY_LIMIT {
             let f = match &mut self.file {
@@ -271,6 +322,10 @@ impl ReverseSpool {
             f.write_all(&self.mem)?;
             self.written += self.mem.len() as u64;
             self.mem.clear();
+            if self.mem.capacity() > 2 * MEMORY_LIMIT {
+                // a huge statement's room is not kept for the small ones after it
+                self.mem = Vec::new();
+            }
         }
         Ok(())
     }

@@ -10,7 +10,7 @@
 use sluice_binlog::rows::{RowChange, RowImage, RowsKind};
 use sluice_binlog::{TableMap, Value};
 
-use crate::render::{ident, value_sql};
+use crate::render::{ident, write_value_sql};
 
 /// Why a change cannot become SQL.
 #[derive(Debug, thiserror::Error)]
@@ -27,12 +27,22 @@ pub enum SqlError {
     NoImage(String),
 }
 
-fn table_ident(t: &TableMap) -> String {
-    format!("{}.{}", ident(&t.database), ident(&t.table))
+fn write_table(out: &mut Vec<u8>, t: &TableMap) {
+    out.extend_from_slice(ident(&t.database).as_bytes());
+    out.push(b'.');
+    out.extend_from_slice(ident(&t.table).as_bytes());
 }
 
-fn col_name(t: &TableMap, i: usize) -> String {
-    t.columns.get(i).map(|c| ident(&c.display_name())).unwrap_or_default()
+fn write_col_name(out: &mut Vec<u8>, t: &TableMap, i: usize) {
+    if let Some(c) = t.columns.get(i) {
+        out.extend_from_slice(ident(&c.display_name()).as_bytes());
+    }
+}
+
+fn write_value(out: &mut Vec<u8>, t: &TableMap, i: usize, v: &Value<'_>) {
+    if let Some(c) = t.columns.get(i) {
+        write_value_sql(out, v, c);
+    }
 }
 
 fn present<'v, 'a>(t: &'v TableMap, img: &'v RowImage<'a>) -> impl Iterator<Item = (usize, &'v Value<'a>)> + 'v {
@@ -43,35 +53,54 @@ fn present<'v, 'a>(t: &'v TableMap, img: &'v RowImage<'a>) -> impl Iterator<Item
         .filter(move |(i, _)| *i < t.columns.len())
 }
 
-fn insert(t: &TableMap, img: &RowImage<'_>) -> String {
-    let (names, vals): (Vec<String>, Vec<String>) = present(t, img)
-        .map(|(i, v)| (col_name(t, i), t.columns.get(i).map(|c| value_sql(v, c)).unwrap_or_default()))
-        .unzip();
-    format!("INSERT INTO {} ({}) VALUES ({});", table_ident(t), names.join(", "), vals.join(", "))
+/// Appends `items` with `sep` between them, each written by `each`.
+fn write_list<T>(out: &mut Vec<u8>, items: impl Iterator<Item = T>, sep: &[u8], mut each: impl FnMut(&mut Vec<u8>, T)) {
+    for (n, item) in items.enumerate() {
+        if n > 0 {
+            out.extend_from_slice(sep);
+        }
+        each(out, item);
+    }
 }
 
-fn assignments(t: &TableMap, img: &RowImage<'_>) -> String {
-    present(t, img)
-        .map(|(i, v)| format!("{}={}", col_name(t, i), t.columns.get(i).map(|c| value_sql(v, c)).unwrap_or_default()))
-        .collect::<Vec<_>>()
-        .join(", ")
+fn insert(out: &mut Vec<u8>, t: &TableMap, img: &RowImage<'_>) {
+    out.extend_from_slice(b"INSERT INTO ");
+    write_table(out, t);
+    out.extend_from_slice(b" (");
+    write_list(out, present(t, img), b", ", |out, (i, _)| write_col_name(out, t, i));
+    out.extend_from_slice(b") VALUES (");
+    write_list(out, present(t, img), b", ", |out, (i, v)| write_value(out, t, i, v));
+    out.extend_from_slice(b");");
 }
 
-fn where_clause(t: &TableMap, img: &RowImage<'_>) -> Result<String, SqlError> {
+fn assignments(out: &mut Vec<u8>, t: &TableMap, img: &RowImage<'_>) {
+    write_list(out, present(t, img), b", ", |out, (i, v)| {
+        write_col_name(out, t, i);
+        out.push(b'=');
+        write_value(out, t, i, v);
+    });
+}
+
+fn where_clause(out: &mut Vec<u8>, t: &TableMap, img: &RowImage<'_>) -> Result<(), SqlError> {
     let has_pk = t.columns.iter().any(|c| c.primary_key);
     let key_in_image =
         has_pk && t.columns.iter().filter(|c| c.primary_key).all(|c| matches!(img.values.get(c.index), Some(Some(_))));
-    let parts: Vec<String> = present(t, img)
-        .filter(|(i, _)| !key_in_image || t.columns.get(*i).is_some_and(|c| c.primary_key))
-        .map(|(i, v)| match v {
-            Value::Null => format!("{} IS NULL", col_name(t, i)),
-            v => format!("{}={}", col_name(t, i), t.columns.get(i).map(|c| value_sql(v, c)).unwrap_or_default()),
-        })
-        .collect();
-    if parts.is_empty() {
+    let mut parts =
+        present(t, img).filter(|(i, _)| !key_in_image || t.columns.get(*i).is_some_and(|c| c.primary_key)).peekable();
+    if parts.peek().is_none() {
         return Err(SqlError::NoImage(t.qualified_name()));
     }
-    Ok(parts.join(" AND "))
+    write_list(out, parts, b" AND ", |out, (i, v)| {
+        write_col_name(out, t, i);
+        match v {
+            Value::Null => out.extend_from_slice(b" IS NULL"),
+            v => {
+                out.push(b'=');
+                write_value(out, t, i, v);
+            }
+        }
+    });
+    Ok(())
 }
 
 fn check_names(t: &TableMap) -> Result<(), SqlError> {
@@ -82,48 +111,59 @@ fn check_names(t: &TableMap) -> Result<(), SqlError> {
     }
 }
 
-/// The statement that re-does a change.
-pub fn redo(kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<String, SqlError> {
-    check_names(t)?;
-    let none = || SqlError::NoImage(t.qualified_name());
-    Ok(match kind {
-        RowsKind::Write => insert(t, row.after.as_ref().ok_or_else(none)?),
-        RowsKind::Delete => {
-            format!(
-                "DELETE FROM {} WHERE {} LIMIT 1;",
-                table_ident(t),
-                where_clause(t, row.before.as_ref().ok_or_else(none)?)?
-            )
-        }
-        RowsKind::Update | RowsKind::PartialUpdate => format!(
-            "UPDATE {} SET {} WHERE {} LIMIT 1;",
-            table_ident(t),
-            assignments(t, row.after.as_ref().ok_or_else(none)?),
-            where_clause(t, row.before.as_ref().ok_or_else(none)?)?
-        ),
-    })
+fn delete(out: &mut Vec<u8>, t: &TableMap, img: &RowImage<'_>) -> Result<(), SqlError> {
+    out.extend_from_slice(b"DELETE FROM ");
+    write_table(out, t);
+    out.extend_from_slice(b" WHERE ");
+    where_clause(out, t, img)?;
+    out.extend_from_slice(b" LIMIT 1;");
+    Ok(())
 }
 
-/// The statement that undoes a change: INSERT <-> DELETE, UPDATE with images swapped.
-pub fn undo(kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<String, SqlError> {
+fn update(out: &mut Vec<u8>, t: &TableMap, set: &RowImage<'_>, matching: &RowImage<'_>) -> Result<(), SqlError> {
+    out.extend_from_slice(b"UPDATE ");
+    write_table(out, t);
+    out.extend_from_slice(b" SET ");
+    assignments(out, t, set);
+    out.extend_from_slice(b" WHERE ");
+    where_clause(out, t, matching)?;
+    out.extend_from_slice(b" LIMIT 1;");
+    Ok(())
+}
+
+/// Appends the statement that re-does a change to `out` (a statement is written where it is
+/// held: a huge value is not copied from string to string on its way).
+///
+/// # Errors
+/// The binlog has no column names, or an image is missing.
+pub fn redo(out: &mut Vec<u8>, kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<(), SqlError> {
     check_names(t)?;
     let none = || SqlError::NoImage(t.qualified_name());
-    Ok(match kind {
-        RowsKind::Write => {
-            format!(
-                "DELETE FROM {} WHERE {} LIMIT 1;",
-                table_ident(t),
-                where_clause(t, row.after.as_ref().ok_or_else(none)?)?
-            )
+    match kind {
+        RowsKind::Write => insert(out, t, row.after.as_ref().ok_or_else(none)?),
+        RowsKind::Delete => delete(out, t, row.before.as_ref().ok_or_else(none)?)?,
+        RowsKind::Update | RowsKind::PartialUpdate => {
+            update(out, t, row.after.as_ref().ok_or_else(none)?, row.before.as_ref().ok_or_else(none)?)?
         }
-        RowsKind::Delete => insert(t, row.before.as_ref().ok_or_else(none)?),
-        RowsKind::Update | RowsKind::PartialUpdate => format!(
-            "UPDATE {} SET {} WHERE {} LIMIT 1;",
-            table_ident(t),
-            assignments(t, row.before.as_ref().ok_or_else(none)?),
-            where_clause(t, row.after.as_ref().ok_or_else(none)?)?
-        ),
-    })
+    }
+    Ok(())
+}
+
+/// Appends the statement that undoes a change: INSERT <-> DELETE, UPDATE with images swapped.
+///
+/// # Errors
+/// As [`redo`].
+pub fn undo(out: &mut Vec<u8>, kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<(), SqlError> {
+    check_names(t)?;
+    let none = || SqlError::NoImage(t.qualified_name());
+    match kind {
+        RowsKind::Write => delete(out, t, row.after.as_ref().ok_or_else(none)?)?,
+        RowsKind::Delete => insert(out, t, row.before.as_ref().ok_or_else(none)?),
+        RowsKind::Update | RowsKind::PartialUpdate => {
+            update(out, t, row.before.as_ref().ok_or_else(none)?, row.after.as_ref().ok_or_else(none)?)?
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -159,6 +199,18 @@ mod tests {
                 Some(name.map_or(Value::Null, |n| Value::Text { bytes: n.as_bytes(), collation: Some(45) })),
             ],
         }
+    }
+
+    fn redo(kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<String, SqlError> {
+        let mut out = Vec::new();
+        super::redo(&mut out, kind, t, row)?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    fn undo(kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<String, SqlError> {
+        let mut out = Vec::new();
+        super::undo(&mut out, kind, t, row)?;
+        Ok(String::from_utf8(out).unwrap())
     }
 
     #[test]
