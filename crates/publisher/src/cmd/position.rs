@@ -21,7 +21,7 @@ use crate::kafka::{positions_topic, KafkaSink};
 use crate::pipeline::start::{commit_start, resolve_at, StartSettings};
 use crate::position::{Checkpoint, StartFrom};
 use crate::process::now_ms;
-use crate::source::{CheckedConnection, SourceConfig};
+use crate::source::{CheckedConnection, SourceConfig, SourceError};
 
 /// Arguments of `sluice position`.
 #[derive(Debug, Args)]
@@ -79,7 +79,7 @@ pub fn run(args: PositionArgs) -> Exit {
     let mut out = Report::default();
     let work = async {
         match &args.action {
-            Action::Show { .. } => show(&cfg, &mut out).await,
+            Action::Show { .. } => show(&cfg, &mut out).await.map_err(Refused::Failed),
             Action::Set { to, force, .. } => set(&cfg, to, *force, &mut out).await,
         }
     };
@@ -88,9 +88,13 @@ pub fn run(args: PositionArgs) -> Exit {
         Err(exit) => return exit,
     };
     match (result, out.failure()) {
-        (Err(m), _) => {
+        (Err(Refused::Failed(m)), _) => {
             crate::eline!("sluice position: {m}");
             Exit::Failure
+        }
+        (Err(Refused::Position(m)), _) => {
+            crate::eline!("sluice position: {m}");
+            Exit::Usage
         }
         (Ok(_), Some(e)) => {
             crate::eline!("sluice position: writing the output failed: {e}");
@@ -155,20 +159,34 @@ fn running(cfg: &Config, report_host: &str) -> String {
     )
 }
 
-async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Result<bool, String> {
+/// Why `sluice position` did not do it.
+enum Refused {
+    /// The position given is not on the server (exit 2).
+    Position(String),
+    /// The source or Kafka could not do it, or an instance runs (exit 1).
+    Failed(String),
+}
+
+impl From<String> for Refused {
+    fn from(m: String) -> Refused {
+        Refused::Failed(m)
+    }
+}
+
+async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Result<bool, Refused> {
     let source_cfg = SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?;
     // whatever the grants (SHOW SLAVE HOSTS below needs an optional one), a running instance
     // shows in its checkpoint: it commits at least every 10 s, and marks its last commit
     if let Ok(Some(c)) = committed_checkpoint(cfg).await {
         if let Some(why) = c.maybe_live(now_ms()) {
             if !force {
-                return Err(format!(
+                return Err(Refused::Failed(format!(
                     "source {:?}: {why}. Stop it first (SIGTERM: it marks its last checkpoint), or wait until {} s \
                      after its last commit, or pass --force to take over (a running instance is then fenced and \
                      stops with exit 1)",
                     cfg.source.name,
                     crate::position::LIVE_WITHIN.as_secs()
-                ));
+                )));
             }
             crate::report!(out, "source {:?}: {why}; --force: moving it anyway", cfg.source.name);
         }
@@ -176,14 +194,14 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     let mut checked = match CheckedConnection::open(&source_cfg).await {
         Ok(c) => c,
         Err(e) if e.is_predecessor_registered() => {
-            return Err(running(cfg, &source_cfg.report_host));
+            return Err(running(cfg, &source_cfg.report_host).into());
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.to_string().into()),
     };
     // ... also under another server id
     if checked.replicas().await.is_ok_and(|r| r.iter().any(|(_, host)| *host == source_cfg.report_host)) {
         if !force {
-            return Err(format!("{}, or pass --force to take over", running(cfg, &source_cfg.report_host)));
+            return Err(format!("{}, or pass --force to take over", running(cfg, &source_cfg.report_host)).into());
         }
         crate::report!(
             out,
@@ -192,7 +210,15 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
             source_cfg.report_host
         );
     }
-    let start = resolve_at(&cfg.filter, &mut checked, to).await.map_err(|e| e.to_string())?;
+    let start = match resolve_at(&cfg.filter, &mut checked, to).await {
+        Ok(s) => s,
+        // a position the server does not have (purged, not reached, the other flavour's
+        // GTIDs): the position given is wrong, as the help's exit 2 says
+        Err(e @ crate::pipeline::Error::Source(SourceError::Start(_) | SourceError::Purged(_))) => {
+            return Err(Refused::Position(e.to_string()))
+        }
+        Err(e) => return Err(e.to_string().into()),
+    };
     drop(checked);
     let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await.map_err(|e| e.to_string())?;
     // an unreadable checkpoint is what this command repairs: say what it was, and go on

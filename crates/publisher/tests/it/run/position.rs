@@ -113,6 +113,10 @@ fn position_set_moves_past_a_ddl_sluice_cannot_follow() {
     // a position that cannot be is refused as usage, naming the forms
     let run = position(&["set", "--to", "yesterday"], &config);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
+    // ... and so is one the server does not have, naming it
+    let run = position(&["set", "--to", "mysql-bin.000099:4"], &config);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("mysql-bin.000099"), "{}", run.stderr);
 
     sql("INSERT INTO shop.t VALUES (3, 3);");
     let mut child = start_sluice(&config, &log);
