@@ -15,12 +15,10 @@ COPY --from=build /sluice /usr/local/bin/sluice
 # no transparent huge pages for the allocator, also on hosts where THP is "always": a 2 MiB page
 # per touched region kept peak RSS about 40% higher (bench/README.md, "Memory")
 ENV MIMALLOC_ALLOW_THP=0
-# pages freed by another thread than the one that took them (a snapshot's rows are read on a
-# task of their own and freed by the pipeline) given back at once, not after mimalloc's default
-# second: the 1 M-row snapshot peaked at 65-82 MiB without this, 56.5 MiB with it, at no
-# measurable cost in time (bench/README.md, "The snapshot's memory"). The binary sets it for
-# itself when it is unset (by running itself again); set here, it starts once.
-ENV MIMALLOC_PURGE_DELAY=0
+# MIMALLOC_PURGE_DELAY is not set here: the binary sets it for itself, per command (0 for
+# the services, whose freed pages go back at once: the 1 M-row snapshot peaked at 65-82 MiB
+# with mimalloc's default second; 10 ms for `sluice dump`, 10-13% faster); a value set in the
+# pod's environment is kept.
 # the chart's pod security context runs it as this non-root user, on a read-only root filesystem
 USER 10001:10001
 ENTRYPOINT ["/usr/local/bin/sluice"]

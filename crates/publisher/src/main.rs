@@ -128,12 +128,18 @@ fn code(exit: Exit) -> u8 {
 /// back. A snapshot's rows are read on one thread and freed on another, so the default kept
 /// 10-25 MiB more at the peak: 65-82 MiB for the 1 M-row snapshot and up to 67 MiB for the
 /// streaming benchmark, against 53-57 MiB with the pages given back at once, at no cost in time
-/// the benchmarks could show (`bench/README.md`, "The snapshot's memory"). mimalloc reads its
-/// options from the environment only while the process loads, so a process started without the
-/// setting runs itself again, once, with it (`exec`: the same process id, name, arguments and
-/// standard streams). A value the user set, any value, is kept; when the `exec` fails (no
-/// `/proc`, or the binary's file was removed since it started), Sluice runs as it is.
-fn give_freed_pages_back_at_once() {
+/// the benchmarks could show (`bench/README.md`, "The snapshot's memory"). So the commands that
+/// run as services give pages back at once (`0`). `sluice dump` is not one: its buffers go from
+/// the reading thread to the workers and back many times a second, and giving each back at
+/// once cost it 10-13% of its time in page faults and TLB shootdowns for 3-5 MiB less at the
+/// peak; it keeps them 10 ms (`bench/README.md`, "The dump's freed pages").
+///
+/// mimalloc reads its options from the environment only while the process loads, so a process
+/// started without the setting runs itself again, once, with it (`exec`: the same process id,
+/// name, arguments and standard streams). A value the user set, any value, is kept; when the
+/// `exec` fails (no `/proc`, or the binary's file was removed since it started), Sluice runs
+/// as it is.
+fn set_purge_delay(command: &Command) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
@@ -141,6 +147,10 @@ fn give_freed_pages_back_at_once() {
         if std::env::var_os(PURGE_DELAY).is_some() {
             return;
         }
+        let delay = match command {
+            Command::Dump(_) => "10",
+            _ => "0",
+        };
         // the binary's own path (/proc/self/exe resolved), not /proc/self/exe itself: the
         // kernel names the process after the file run, and `ps`, `top` and `pgrep sluice`
         // would see "exe"
@@ -156,13 +166,14 @@ fn give_freed_pages_back_at_once() {
             again.arg0(arg0);
         }
         // returns only when it failed
-        let _ = again.args(args).env(PURGE_DELAY, "0").exec();
+        let _ = again.args(args).env(PURGE_DELAY, delay).exec();
     }
 }
 
 fn main() -> ExitCode {
-    give_freed_pages_back_at_once();
+    // parsed first to know the command (a --help or a usage error ends here, as before)
     let cli = Cli::parse();
+    set_purge_delay(&cli.command);
     init_logging(cli.log_format, &cli.log);
     let exit = match cli.command {
         Command::Dump(args) => cmd::dump::run(*args),

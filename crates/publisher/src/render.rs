@@ -335,7 +335,8 @@ fn write_f32_json(out: &mut Vec<u8>, f: f32) {
 fn reserve_value(out: &mut Vec<u8>, len: usize) {
     /// The rest of a line after its largest value: closing quotes, brackets and the like.
     const REST: usize = 4096;
-    out.reserve(len.saturating_add(REST));
+    // small values as before: room for the rest of each would grow every buffer early
+    out.reserve(if len < 16 * REST { len } else { len.saturating_add(REST) });
 }
 
 fn write_b64_str(out: &mut Vec<u8>, bytes: &[u8]) {
