@@ -706,6 +706,20 @@ pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String>
     if files.is_empty() {
         return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()));
     }
+    // a complete file cut since it was archived would be read to the cut without a word (at
+    // an event boundary the file looks whole): the events after it would be missing
+    for f in files.iter().filter(|f| !f.compressed()) {
+        let Some(s) = index.iter().find(|s| s.file == f.name && s.complete) else { continue };
+        let len = std::fs::metadata(root.join(&f.file)).map_err(|e| format!("reading {}: {e}", f.file))?.len();
+        if len != s.size {
+            return Err(format!(
+                "{} is {len} bytes, but the archive's index lists it complete at {} bytes: it was cut or changed \
+                 after it was archived. Restore it from a copy of the archive (or dump the server's own file)",
+                root.join(&f.file).display(),
+                s.size
+            ));
+        }
+    }
     let files = files.into_iter().map(|f| (f.name, f.file)).collect();
     Ok(in_range(&index, files, range)?.into_iter().map(|f| root.join(f)).collect())
 }
@@ -744,6 +758,11 @@ mod tests {
         };
         // b.000012 is not in the index yet (the file being written): always taken
         assert_eq!(names(None, None), ["b.000009", "b.000010", "b.000011", "b.000012"]);
+        // a complete file of another size than the index's: cut after it was archived
+        std::fs::write(root.join("b.000010"), [MAGIC.as_slice(), b"more"].concat()).unwrap();
+        let e = files_between(root, &Range::default()).unwrap_err();
+        assert!(e.contains("b.000010 is 8 bytes") && e.contains("complete at 4 bytes"), "{e}");
+        std::fs::write(root.join("b.000010"), MAGIC).unwrap();
         assert_eq!(names(Some(250), None), ["b.000010", "b.000011", "b.000012"]);
         assert_eq!(names(None, Some(190)), ["b.000009", "b.000012"]);
         assert_eq!(names(Some(195), Some(301)), ["b.000009", "b.000010", "b.000012"]);
