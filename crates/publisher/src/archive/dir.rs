@@ -694,6 +694,38 @@ pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std:
     Ok(None)
 }
 
+/// A complete file of the archive in `root` (`files` as listed) whose size is not the one
+/// its index gives: cut or changed since it was archived. A reader would read it to the cut
+/// without a word (at an event boundary the file looks whole), the events after it missing.
+/// Only plain files are looked at: a cut gzipped one fails its read.
+///
+/// # Errors
+/// A file that cannot be looked at.
+fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Option<String>, String> {
+    for f in files.iter().filter(|f| !f.compressed()) {
+        let Some(s) = index.iter().find(|s| s.file == f.name && s.complete) else { continue };
+        let len = std::fs::metadata(root.join(&f.file)).map_err(|e| format!("reading {}: {e}", f.file))?.len();
+        if len != s.size {
+            return Ok(Some(format!(
+                "{} is {len} bytes, but the archive's index lists it complete at {} bytes: it was cut or changed \
+                 after it was archived. Restore it from a copy of the archive",
+                root.join(&f.file).display(),
+                s.size
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// [`cut_file`] for the archive in `root`.
+///
+/// # Errors
+/// The archive cannot be listed or its index read.
+pub fn cut_file_in(root: &Path) -> Result<Option<String>, String> {
+    let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
+    cut_file(root, &read_index(root)?, &files)
+}
+
 /// The files of the archive in `root` that may hold events from `from` to before `to`
 /// (seconds since the epoch; either open), oldest first, chosen by the index without reading
 /// them (files the index does not list yet are taken).
@@ -706,19 +738,8 @@ pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String>
     if files.is_empty() {
         return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()));
     }
-    // a complete file cut since it was archived would be read to the cut without a word (at
-    // an event boundary the file looks whole): the events after it would be missing
-    for f in files.iter().filter(|f| !f.compressed()) {
-        let Some(s) = index.iter().find(|s| s.file == f.name && s.complete) else { continue };
-        let len = std::fs::metadata(root.join(&f.file)).map_err(|e| format!("reading {}: {e}", f.file))?.len();
-        if len != s.size {
-            return Err(format!(
-                "{} is {len} bytes, but the archive's index lists it complete at {} bytes: it was cut or changed \
-                 after it was archived. Restore it from a copy of the archive (or dump the server's own file)",
-                root.join(&f.file).display(),
-                s.size
-            ));
-        }
+    if let Some(why) = cut_file(root, &index, &files)? {
+        return Err(format!("{why} (or dump the server's own file)"));
     }
     let files = files.into_iter().map(|f| (f.name, f.file)).collect();
     Ok(in_range(&index, files, range)?.into_iter().map(|f| root.join(f)).collect())

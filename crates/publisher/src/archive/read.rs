@@ -331,6 +331,11 @@ pub enum Coverage {
 /// # Errors
 /// The archive cannot be listed or its index read.
 pub async fn coverage(root: &Archive, server: &[(String, u64)], file: &str) -> Result<Coverage, String> {
+    if let Archive::Dir(d) = root {
+        if let Some(why) = super::dir::cut_file_in(d)? {
+            return Ok(Coverage::Gap(why));
+        }
+    }
     let names = root.names().await?;
     let index = root.index().await?;
     let held = || match (names.first(), names.last()) {
@@ -488,7 +493,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut index = Vec::new();
         for (name, size, complete) in names {
-            std::fs::write(dir.path().join(name), MAGIC).unwrap();
+            // as long as the index says (a complete file of another size is a cut one)
+            let mut bytes = MAGIC.to_vec();
+            bytes.resize((*size as usize).max(MAGIC.len()), 0);
+            std::fs::write(dir.path().join(name), bytes).unwrap();
             index.push(FileSummary { file: name.to_string(), size: *size, complete: *complete, ..Default::default() });
         }
         std::fs::write(dir.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
@@ -517,6 +525,13 @@ mod tests {
             coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap(),
             Coverage::Covered { files: 2, bytes: 300 }
         );
+        // a complete file cut after it was archived: a gap, naming it
+        std::fs::write(a.path().join("b.000004"), MAGIC).unwrap();
+        let why = gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap());
+        assert!(why.contains("b.000004 is 4 bytes") && why.contains("complete at 200 bytes"), "{why}");
+        let mut whole = MAGIC.to_vec();
+        whole.resize(200, 0);
+        std::fs::write(a.path().join("b.000004"), whole).unwrap();
         // ending just before the server's oldest, complete
         let server = logs(&[("b.000006", 80)]);
         assert_eq!(
