@@ -62,10 +62,22 @@ fn colour_len(text: &str) -> usize {
     }
 }
 
-/// Where text-format log lines go: stderr, each event's control characters escaped (newlines
-/// inside it too: a table name holding `\n` must not forge a second log line, nor one holding
-/// `ESC [2J` clear the operator's terminal), the colours tracing adds on a terminal kept. JSON
-/// logs escape them by JSON's rules already.
+/// One event's text as a log line shows it (see [`LogLines`]).
+fn log_line(line: &str, colours: bool) -> std::borrow::Cow<'_, str> {
+    let line = escaped(line, |c| c.is_control() && c != '\t' && c != '\n', colours);
+    if line.contains('\n') {
+        std::borrow::Cow::Owned(line.replace('\n', "\n    "))
+    } else {
+        line
+    }
+}
+
+/// Where text-format log lines go: stderr, each event's control characters escaped (a name
+/// holding `ESC [2J` must not clear the operator's terminal), the colours tracing adds on a
+/// terminal kept, and a newline inside an event followed by an indent: a multi-line message
+/// (the server checks' list) stays readable, and a table name holding `\n` cannot forge a log
+/// line of its own (every real one starts with its time at the margin). JSON logs escape them
+/// by JSON's rules already.
 #[derive(Debug, Clone, Copy)]
 pub struct LogLines {
     /// Colours are on (stderr is a terminal).
@@ -88,7 +100,7 @@ impl Write for LogLines {
             Some(line) => (line, "\n"),
             None => (&text[..], ""),
         };
-        let line = escaped(line, |c| c.is_control() && c != '\t', self.colours);
+        let line = log_line(line, self.colours);
         let mut e = io::stderr().lock();
         e.write_all(line.as_bytes())?;
         e.write_all(end.as_bytes())?;
@@ -163,15 +175,20 @@ mod tests {
 
     #[test]
     fn log_lines_keep_tracings_colours_only() {
-        let log = |line: &str, colours| escaped(line, |c| c.is_control() && c != '\t', colours).into_owned();
-        // tracing's own colours stay on a terminal; a name's escape sequences and newlines do not
-        let line = "\u{1b}[33m WARN\u{1b}[0m table=\"a\nb\u{1b}[2J\u{1b}[31mred\" done";
+        let log = |line: &str, colours| log_line(line, colours).into_owned();
+        // tracing's own colours stay on a terminal; a name's escape sequences do not, and a
+        // newline in it starts an indented line, not one that looks like a log line of its own
+        let line = "\u{1b}[33m WARN\u{1b}[0m table=\"a\n2026-12-06T00:00:00Z INFO b\u{1b}[2J\u{1b}[31mred\" done";
         assert_eq!(
             log(line, true),
-            "\u{1b}[33m WARN\u{1b}[0m table=\"a\\nb\\u{1b}[2J\u{1b}[31mred\" done",
-            "colours kept, the cursor's move and the newline escaped"
+            "\u{1b}[33m WARN\u{1b}[0m table=\"a\n    2026-12-06T00:00:00Z INFO b\\u{1b}[2J\u{1b}[31mred\" done",
+            "colours kept, the cursor's move escaped, the newline indented"
         );
-        assert_eq!(log(line, false), "\\u{1b}[33m WARN\\u{1b}[0m table=\"a\\nb\\u{1b}[2J\\u{1b}[31mred\" done");
+        assert_eq!(
+            log(line, false),
+            "\\u{1b}[33m WARN\\u{1b}[0m table=\"a\n    2026-12-06T00:00:00Z INFO b\\u{1b}[2J\\u{1b}[31mred\" done"
+        );
+        assert_eq!(log("not ready:\n- binlog_format", false), "not ready:\n    - binlog_format");
         assert_eq!(log("\u{1b}[", true), "\\u{1b}[", "a cut sequence");
         assert_eq!(log("caf\u{e9} \u{85}", false), "caf\u{e9} \\u{85}");
     }
