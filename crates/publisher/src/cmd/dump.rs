@@ -582,7 +582,10 @@ impl<W: Write> Dumper<W> {
             let start = if i == 0 { self.args.start_position } else { None };
             let stop = if i == last { self.args.stop_position } else { None };
             self.summary = Summary::default();
-            let res = self.run_file(&mut reader, start, stop);
+            let mut res = self.run_file(&mut reader, start, stop);
+            if res.is_ok() && i != last && self.tracker.in_transaction() && !self.stop {
+                res = self.file_ends_inside_a_transaction(reader.name());
+            }
             let mut summary = std::mem::take(&mut self.summary);
             let cut = res.is_err() || (self.tracker.in_transaction() && self.interrupted_at.is_none());
             if cut && self.args.format == Format::Json {
@@ -798,6 +801,30 @@ impl<W: Write> Dumper<W> {
             crate::eline!("sluice dump: resume with {}", resume_flags(resume));
             result
         })
+    }
+
+    /// A file before the last ends inside a transaction: a server ends its files between
+    /// transactions, so this one was cut short (the transaction's end, and what came after it
+    /// in the file, are missing). Its rows are left out of SQL and flashback (part of a
+    /// transaction must not be applied), or written without an xid as JSON, as at the end of
+    /// the input; the next file starts afresh (its rows must not join this transaction).
+    fn file_ends_inside_a_transaction(&mut self, file: &str) -> Result<(), Failure> {
+        self.drain()?;
+        let held = self.spool.len() + self.flashback.current_len() as u64;
+        let done = if self.args.format == Format::Json {
+            self.end_transaction(None)?;
+            "written without an xid"
+        } else {
+            self.discard_transaction()?;
+            "not written (part of a transaction must not be applied)"
+        };
+        tracing::warn!(
+            "{file} ends inside a transaction, and a server ends its files between transactions: it was cut short, \
+             and the end of that transaction and any after it in the file are missing; its {held} row changes so far \
+             are {done}"
+        );
+        self.tracker.reset();
+        Ok(())
     }
 
     fn finish(&mut self) -> Result<(), Failure> {

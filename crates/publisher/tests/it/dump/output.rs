@@ -276,6 +276,40 @@ fn a_range_ending_inside_a_transaction_writes_none_of_it_as_sql() {
     assert!(lines.iter().all(|l| l["xid"].is_null()), "{lines:?}");
 }
 
+/// A file before the last that ends inside a transaction was cut short (a server ends its
+/// files between transactions): its part of the transaction is left out of SQL and flashback
+/// and written without an xid as JSON, and the next file's rows do not join it. The dump of
+/// both is the dump of each alone, one after the other.
+#[test]
+fn a_file_cut_inside_a_transaction_does_not_run_into_the_next() {
+    let file = binlog();
+    let bytes = std::fs::read(&file).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // the recorded file's transaction of six row changes: GTID at 165893, XID at 167255; an
+    // event starts at 166577, after three of them
+    let cut = dir.path().join("cut.000001");
+    std::fs::write(&cut, &bytes[..166_577]).unwrap();
+    let next = dir.path().join("cut.000002");
+    std::fs::copy(&file, &next).unwrap();
+    let (c, n) = (cut.to_str().unwrap(), next.to_str().unwrap());
+    for format in ["sql", "flashback", "json"] {
+        let (code, both, err) = run_to_end(&["dump", "--format", format, c, n]);
+        assert_eq!(code, Some(0), "{format}: {err}");
+        assert!(err.contains("cut.000001 ends inside a transaction"), "{format}: {err}");
+        let (_, first, _) = run_to_end(&["dump", "--format", format, c]);
+        let (_, second, _) = run_to_end(&["dump", "--format", format, n]);
+        let (both, first, second) =
+            (String::from_utf8(both).unwrap(), String::from_utf8(first).unwrap(), String::from_utf8(second).unwrap());
+        let expected = match format {
+            "json" => first + &second,
+            // one preamble; a flashback undoes the later file first
+            "sql" => first + second.trim_start_matches("SET NAMES utf8mb4;\nSET time_zone = '+00:00';\n"),
+            _ => second + first.trim_start_matches("SET NAMES utf8mb4;\nSET time_zone = '+00:00';\n"),
+        };
+        assert!(both == expected, "{format}: the dump of both differs from each alone's\n{err}");
+    }
+}
+
 /// JSON lines are rendered on worker threads (`--threads`) and handed back in order: the output,
 /// the summaries and the exit code are the same for any number of threads, on good input and
 /// on input whose rows stop decoding in the middle of an event (where the lines before the bad
