@@ -192,7 +192,13 @@ impl ArchiveFeed {
             return Ok(None);
         };
         let mut magic = [0u8; 4];
-        input.read_exact(&mut magic).map_err(|e| format!("reading {name} in {root}: {e}"))?;
+        input.read_exact(&mut magic).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => format!(
+                "{root}: the archived {name} is shorter than a binlog's 4-byte magic number (cut, or emptied, after it \
+                 was archived?): restore it from a copy of the archive"
+            ),
+            _ => format!("reading {name} in {root}: {e}"),
+        })?;
         if magic != MAGIC {
             return Err(format!("{name} in {root} is not a binlog file (no magic number)"));
         }
@@ -284,7 +290,9 @@ impl ArchiveFeed {
     fn end(&self) -> Result<Read1, String> {
         match self.complete_at {
             Some(size) if size != self.at => Err(format!(
-                "{root}: the archived {name} ends at {at}, but the archive's index lists it complete at {size}                  bytes: it was cut or changed after it was archived, and the events from {at} on are not in it.                  Restore the file from a copy of the archive (or from the server, if it still has it)",
+                "{root}: the archived {name} ends at {at}, but the archive's index lists it complete at {size} \
+                 bytes: it was cut or changed after it was archived, and the events from {at} on are not in it. \
+                 Restore the file from a copy of the archive (or from the server, if it still has it)",
                 root = self.root,
                 name = self.name,
                 at = self.at

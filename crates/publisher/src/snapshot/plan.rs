@@ -145,27 +145,49 @@ impl TablePlan {
             return None;
         }
         let name = quote(first.name.as_deref()?);
-        let from = &self.select[self.select.rfind(" FROM ")?..];
+        let from = self.from();
         let filter = self.filter.as_ref().map(|f| format!(" WHERE ({f})")).unwrap_or_default();
         Some(format!("SELECT CONCAT(MIN({name}), ' ', MAX({name})){from}{filter}"))
     }
 
-    /// For a chunk key that starts with an integer column: the SQL of the rows whose first
-    /// key column is in `from..to`, in key order, at most `limit` (`verify --sample`: a window
-    /// of key values, where the next `limit` rows from a random value would favour the rows
-    /// after a gap in the keys).
-    pub fn window_sql(&self, from: i128, to: i128, limit: usize) -> Option<String> {
+    /// ` FROM db.table`, as the plan's SELECT reads it.
+    fn from(&self) -> String {
+        format!(" FROM {}.{}", quote(&self.table_map.database), quote(&self.table_map.table))
+    }
+
+    /// The condition of a window of the first key column's values, `from..to`, with the
+    /// configured one; and the key's columns quoted. None for a table read in one pass.
+    fn window(&self, from: i128, to: i128) -> Option<(String, Vec<String>)> {
         let Method::Chunked(key) = &self.method else { return None };
         let names: Vec<String> = key
             .iter()
             .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote))
             .collect::<Option<_>>()?;
         let first = names.first()?;
-        let mut sql = format!("{} WHERE {first} >= {from} AND {first} < {to}", self.select);
+        let mut condition = format!("{first} >= {from} AND {first} < {to}");
         if let Some(f) = &self.filter {
-            sql.push_str(&format!(" AND ({f})"));
+            condition.push_str(&format!(" AND ({f})"));
         }
-        sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", names.join(", ")));
+        Some((condition, names))
+    }
+
+    /// The SQL counting the rows of a window of the first key column's values (see
+    /// [`TablePlan::window_sql`]).
+    pub fn window_count_sql(&self, from: i128, to: i128) -> Option<String> {
+        let (condition, _) = self.window(from, to)?;
+        Some(format!("SELECT COUNT(*){} WHERE {condition}", self.from()))
+    }
+
+    /// For a chunk key that starts with an integer column: the SQL of the rows whose first
+    /// key column is in `from..to`, in key order, at most `limit` from the `skip`th on (`verify
+    /// --sample`: a window of key values, where the next `limit` rows from a random value would
+    /// favour the rows after a gap in the keys).
+    pub fn window_sql(&self, from: i128, to: i128, limit: usize, skip: u64) -> Option<String> {
+        let (condition, names) = self.window(from, to)?;
+        let mut sql = format!("{} WHERE {condition} ORDER BY {} LIMIT {limit}", self.select, names.join(", "));
+        if skip > 0 {
+            sql.push_str(&format!(" OFFSET {skip}"));
+        }
         Some(sql)
     }
 

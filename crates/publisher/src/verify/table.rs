@@ -189,31 +189,25 @@ impl TableReader {
     /// `count` chunks from random places of the table (`verify --sample`), in key order,
     /// overlapping ones merged by the caller (a row may come twice), and what each is.
     ///
-    /// Every row has the same chance to be in the sample. A chunk key starting with an
-    /// integer column is sampled by windows of key values: a random start between the
-    /// smallest and largest, the rows whose first key column is within `width` of it (one index
-    /// lookup each). The width is the chunk size spread over the key range by the table's
-    /// estimated row count, so a window holds about a chunk where the keys are even; a window
-    /// of more rows is cut at the chunk size. (The next chunk from a random value would pick the
+    /// A chunk key starting with an integer column is sampled by windows of key values: a
+    /// random start between the smallest and largest, the rows whose first key column is within
+    /// `width` of it (one index lookup each). The width is the chunk size spread over the key
+    /// range by the table's estimated row count, so a window holds about a chunk where the keys
+    /// are even. A window in a gap of the keys is drawn again (each row is in as many windows
+    /// as any other, so the windows that hold rows are as fair as all); a window of more rows
+    /// than a chunk gives a chunk's run from a random place in it (its rows counted first), so
+    /// no row is left out of every sample, though rows where the keys are denser than the
+    /// table's average are drawn less often. (The next chunk from a random value would pick the
     /// rows after each gap in the keys far more often than the others: with keys 1..200 and
-    /// 7777, nearly every chunk would be the row 7777.) Any other key is entered at a random
-    /// row number (`OFFSET`: the server walks the index up to it, so a sample of such a table
-    /// costs up to a read of its keys).
+    /// 7777, nearly every chunk would be the row 7777.) When every window drawn falls in a gap,
+    /// and for any other key, chunks start at random row numbers (`OFFSET`: the server walks
+    /// the index up to it, so such a sample costs up to a read of the table's keys).
     ///
     /// # Errors
     /// A failing query.
     pub(crate) async fn sample(&mut self, count: u32) -> Result<(Vec<Chunk>, String), VerifyError> {
-        let mut chunks = Vec::new();
         let Some(sql) = self.plan.first_key_bounds_sql() else {
-            let rows = self.count_rows().await?;
-            let mut starts: Vec<u64> = (0..count).map(|_| fastrand::u64(..rows.max(1))).collect();
-            starts.sort_unstable();
-            starts.dedup();
-            for s in starts {
-                let sql = format!("{} OFFSET {s}", self.plan.chunk_sql(None, self.chunk));
-                let (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
-                chunks.push(Chunk { rows, columns, next: None });
-            }
+            let chunks = self.sample_by_row_number(count).await?;
             let what = format!("{} random chunks of up to {} rows", chunks.len(), self.chunk);
             return Ok((chunks, what));
         };
@@ -224,7 +218,7 @@ impl TableReader {
             let (a, b) = b.split_once(' ')?;
             Some((a.parse::<i128>().ok()?, b.parse::<i128>().ok()?))
         }) else {
-            return Ok((chunks, "no rows".into()));
+            return Ok((Vec::new(), "no rows".into()));
         };
         // the server's estimate, or (none yet, say for a table just filled) a count
         let rows = match self.plan.estimate.filter(|&e| e > 0) {
@@ -235,11 +229,9 @@ impl TableReader {
         // a start before `lo` too: the first rows are in as many windows as the others
         let span = u128::try_from(hi - lo + width).unwrap_or(u128::MAX);
         let draw = || lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0);
-        // windows in a gap of the keys hold no row: they are drawn again (each row is in as many
-        // windows as any other, so the windows that hold rows are as fair as all), up to a
-        // bound on the queries for a table whose keys are mostly gaps
         let (mut windows, mut cut, mut tried) = (Vec::new(), 0, std::collections::HashSet::new());
-        for _ in 0..count.saturating_mul(20) {
+        // a bound on the queries for a table whose keys are mostly gaps
+        for _ in 0..count.saturating_mul(50) {
             if windows.len() >= count as usize || tried.len() as u128 >= span {
                 break;
             }
@@ -247,31 +239,73 @@ impl TableReader {
             if !tried.insert(s) {
                 continue;
             }
-            // one row more than a chunk: whether the window held more
-            let Some(sql) = self.plan.window_sql(s, s.saturating_add(width), self.chunk + 1) else { break };
-            let (mut rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
+            let (from, to) = (s, s.saturating_add(width));
+            // one row more than a chunk: whether the window holds more
+            let Some(sql) = self.plan.window_sql(from, to, self.chunk + 1, 0) else { break };
+            let (mut rows, mut columns) = self.rows(&sql, "reading a sampled chunk").await?;
             if rows.len() > self.chunk {
-                rows.truncate(self.chunk);
+                // a run of a chunk from a random place of the window: no row of it is left out
+                let sql = self.plan.window_count_sql(from, to).unwrap_or_default();
+                let err =
+                    |e| VerifyError::Other(format!("{}: counting the rows of a sampled window: {e}", self.plan.name));
+                let held: u64 = crate::source::server::scalar(&mut self.conn, &sql)
+                    .await
+                    .map_err(err)?
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                let skip = fastrand::u64(..=held.saturating_sub(self.chunk as u64));
+                let sql = self.plan.window_sql(from, to, self.chunk, skip).unwrap_or_default();
+                (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
                 cut += 1;
             }
             if !rows.is_empty() {
                 windows.push((s, Chunk { rows, columns, next: None }));
             }
         }
-        windows.sort_unstable_by_key(|(s, _)| *s);
-        chunks.extend(windows.into_iter().map(|(_, c)| c));
         let key = self.plan.key().first().and_then(|&k| self.plan.table_map.columns.get(k)).map(|c| c.display_name());
-        let mut what = format!(
-            "{} random chunks of up to {} rows, each the rows of {width} consecutive values of {}",
-            chunks.len(),
-            self.chunk,
-            key.unwrap_or_default()
-        );
+        let key = key.unwrap_or_default();
+        if windows.is_empty() {
+            // every window fell in a gap of the keys (a few rows far from the others): rows
+            // are there (the bounds said so), so chunks at random row numbers instead
+            let chunks = self.sample_by_row_number(count).await?;
+            let what = format!(
+                "{} random chunks of up to {} rows at random row numbers ({} windows of {width} values of {key} drawn \
+                 fell in gaps of the keys)",
+                chunks.len(),
+                self.chunk,
+                tried.len()
+            );
+            return Ok((chunks, what));
+        }
+        windows.sort_unstable_by_key(|(s, _)| *s);
+        let chunks: Vec<Chunk> = windows.into_iter().map(|(_, c)| c).collect();
+        let each = if width >= hi - lo + 1 {
+            format!("each from the whole range of {key}")
+        } else {
+            format!("each from a window of {width} consecutive values of {key}")
+        };
+        let mut what = format!("{} random chunks of up to {} rows, {each}", chunks.len(), self.chunk);
         if cut > 0 {
-            // rows denser than the estimate: those windows' first rows only
-            what.push_str(&format!(" ({cut} held more rows and were cut at the chunk size)"));
+            what.push_str(&format!(" ({cut} held more rows: a run of them from a random place in each)"));
         }
         Ok((chunks, what))
+    }
+
+    /// `count` chunks starting at random row numbers (`OFFSET`).
+    async fn sample_by_row_number(&mut self, count: u32) -> Result<Vec<Chunk>, VerifyError> {
+        let rows = self.count_rows().await?;
+        let mut starts: Vec<u64> = (0..count).map(|_| fastrand::u64(..rows.max(1))).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        let mut chunks = Vec::new();
+        for s in starts {
+            let sql = format!("{} OFFSET {s}", self.plan.chunk_sql(None, self.chunk));
+            let (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
+            if !rows.is_empty() {
+                chunks.push(Chunk { rows, columns, next: None });
+            }
+        }
+        Ok(chunks)
     }
 
     /// The rows the table's plan reads (a full count: an index scan).
