@@ -279,7 +279,7 @@ impl TableReader {
         }
         windows.sort_unstable_by_key(|(s, _)| *s);
         let chunks: Vec<Chunk> = windows.into_iter().map(|(_, c)| c).collect();
-        let each = if width >= hi - lo + 1 {
+        let each = if width > hi - lo {
             format!("each from the whole range of {key}")
         } else {
             format!("each from a window of {width} consecutive values of {key}")
