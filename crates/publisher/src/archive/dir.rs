@@ -207,6 +207,11 @@ impl DirArchive {
             Err(e) => return Err(io("reading the index of", e)),
         };
         let mut files = stored_files(root, true).map_err(|e| io("listing", e))?;
+        // the archive's own copy cut, changed or gone since: readers would take a cut for the
+        // file's end, an upload would store it so, and the copy would go on past a hole
+        if let Some(why) = cut_file(root, &index, &files)? {
+            return Err(format!("{why} (or remove it and its entry in {INDEX}: the archive then lacks its events)"));
+        }
         let mut archive = DirArchive {
             root: root.to_path_buf(),
             index: Vec::new(),
@@ -250,24 +255,7 @@ impl DirArchive {
                     std::fs::remove_file(root.join(&f.file)).map_err(|e| io("removing an uploaded file from", e))?;
                     continue;
                 }
-                Some(s) => {
-                    // the archive's own copy cut (or changed) since: readers would take its
-                    // end for the file's, and an upload would store it so
-                    if s.complete && !f.compressed() {
-                        let len = std::fs::metadata(root.join(&f.file)).map_err(|e| io("reading", e))?.len();
-                        if len != s.size {
-                            return Err(format!(
-                                "{}: {} is {len} bytes, but the archive's index lists it complete at {} bytes: it was \
-                                 cut or changed after it was archived. Restore it from a copy of the archive (or \
-                                 remove it and its entry in {INDEX}; the archive then lacks its events)",
-                                root.display(),
-                                f.file,
-                                s.size
-                            ));
-                        }
-                    }
-                    s.stored = f.compressed().then(|| f.file.clone());
-                }
+                Some(s) => s.stored = f.compressed().then(|| f.file.clone()),
                 None => {
                     let r = walk_file(&f.name, f.open(root).map_err(|e| io("reading", e))?)?;
                     let mut summary = r.summarizer.summary().clone();
@@ -694,22 +682,55 @@ pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std:
     Ok(None)
 }
 
-/// A complete file of the archive in `root` (`files` as listed) whose size is not the one
-/// its index gives: cut or changed since it was archived. A reader would read it to the cut
-/// without a word (at an event boundary the file looks whole), the events after it missing.
-/// Only plain files are looked at: a cut gzipped one fails its read.
+/// A complete file of the archive in `root` (`files` as listed) that is not as it was
+/// archived: of another size than its index gives (for a gzipped one, the size its gzip
+/// trailer gives), or gone while an older file is still there (retention removes the oldest
+/// first). A reader would read a cut file to the cut without a word (at an event boundary the
+/// file looks whole), or go from the file before a gone one to the file after it: the events
+/// between would be missing.
 ///
 /// # Errors
 /// A file that cannot be looked at.
 fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Option<String>, String> {
-    for f in files.iter().filter(|f| !f.compressed()) {
-        let Some(s) = index.iter().find(|s| s.file == f.name && s.complete) else { continue };
-        let len = std::fs::metadata(root.join(&f.file)).map_err(|e| format!("reading {}: {e}", f.file))?.len();
-        if len != s.size {
+    let look = |f: &Stored, e: std::io::Error| format!("reading {}: {e}", root.join(&f.file).display());
+    for s in index.iter().filter(|s| s.complete) {
+        let Some(f) = files.iter().find(|f| f.name == s.file) else {
+            let older = files.iter().find(|f| order_key(&f.name) < order_key(&s.file));
+            if let (false, Some(older)) = (s.remote, older) {
+                return Ok(Some(format!(
+                    "{}: {} is listed complete in the archive's index but gone, while the older {} is still there: \
+                     the archive lacks its events. Restore it from a copy of the archive",
+                    root.display(),
+                    s.file,
+                    older.name
+                )));
+            }
+            continue;
+        };
+        let path = root.join(&f.file);
+        let (len, size) = if f.compressed() {
+            // a gzip member ends with the size of what it holds, modulo 2^32: a cut file ends
+            // with other bytes there (or is too short to have them)
+            let mut file = File::open(&path).map_err(|e| look(f, e))?;
+            let len = file.metadata().map_err(|e| look(f, e))?.len();
+            let mut trailer = [0u8; 4];
+            let read = len >= 18
+                && std::io::Seek::seek(&mut file, std::io::SeekFrom::End(-4)).is_ok()
+                && std::io::Read::read_exact(&mut file, &mut trailer).is_ok();
+            let isize = if read { u64::from(u32::from_le_bytes(trailer)) } else { u64::MAX };
+            (isize, s.size & u64::from(u32::MAX))
+        } else {
+            (std::fs::metadata(&path).map_err(|e| look(f, e))?.len(), s.size)
+        };
+        if len != size {
+            let what = if f.compressed() {
+                format!("{} does not end as a gzip file of {} bytes does", path.display(), s.size)
+            } else {
+                format!("{} is {len} bytes", path.display())
+            };
             return Ok(Some(format!(
-                "{} is {len} bytes, but the archive's index lists it complete at {} bytes: it was cut or changed \
-                 after it was archived. Restore it from a copy of the archive",
-                root.join(&f.file).display(),
+                "{what}, but the archive's index lists it complete at {} bytes: it was cut or changed after it \
+                 was archived. Restore it from a copy of the archive",
                 s.size
             )));
         }
@@ -856,6 +877,43 @@ mod tests {
         let index = read_index(dir.path()).unwrap();
         assert_eq!(index[0].stored.as_deref(), Some("mysql-bin.000001.gz"), "{index:?}");
         assert!(index[0].complete);
+    }
+
+    /// A gzipped complete file cut, and a complete file gone from between two others, are
+    /// found; the oldest gone (retention removes it first, and a stop can come before the
+    /// index says so) is not.
+    #[test]
+    fn cut_gzipped_and_gone_files_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let body = |n: usize| -> Vec<u8> { [MAGIC.as_slice(), &vec![7u8; n]].concat() };
+        let mut index = Vec::new();
+        for (name, n) in [("b.000001", 100), ("b.000002", 5000), ("b.000003", 300)] {
+            index.push(FileSummary { file: name.into(), size: (n + 4) as u64, complete: true, ..Default::default() });
+            std::fs::write(root.join(name), body(n)).unwrap();
+        }
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
+        // b.000002 gzipped whole: as archived
+        let gz = root.join("b.000002.gz");
+        let mut enc = flate2::write::GzEncoder::new(File::create(&gz).unwrap(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &body(5000)).unwrap();
+        enc.finish().unwrap();
+        std::fs::remove_file(root.join("b.000002")).unwrap();
+        assert_eq!(cut_file_in(root).unwrap(), None);
+        // cut: its trailer is gone
+        let whole = std::fs::read(&gz).unwrap();
+        std::fs::write(&gz, &whole[..whole.len() - 5]).unwrap();
+        let why = cut_file_in(root).unwrap().expect("a cut gzip file");
+        assert!(why.contains("b.000002.gz does not end as a gzip file of 5004 bytes"), "{why}");
+        std::fs::write(&gz, &whole[..3]).unwrap();
+        assert!(cut_file_in(root).unwrap().is_some(), "too short for a trailer");
+        // gone from between b.000001 and b.000003
+        std::fs::remove_file(&gz).unwrap();
+        let why = cut_file_in(root).unwrap().expect("a hole");
+        assert!(why.contains("b.000002 is listed complete") && why.contains("older b.000001"), "{why}");
+        // the oldest ones gone: retention's, not a hole
+        std::fs::remove_file(root.join("b.000001")).unwrap();
+        assert_eq!(cut_file_in(root).unwrap(), None);
     }
 
     /// A complete file of the spool cut after it was archived: the archiver does not start
