@@ -12,17 +12,13 @@ use std::io::{self, Write};
 
 /// Writes one line to stderr; a write error is ignored (there is nowhere left to report it).
 /// Control characters in it (from a file or table name) are written escaped: a name holding
-/// `ESC [31m` must not recolour or move the terminal's cursor. Newlines and tabs stay.
+/// `ESC [31m` must not recolour or move the terminal's cursor. Tabs stay, and a newline starts
+/// an indented line (see [`log_line`]).
 pub fn stderr_line(args: fmt::Arguments<'_>) {
     let line = args.to_string();
-    let line = shown(&line);
+    let line = log_line(&line, false);
     let mut e = io::stderr().lock();
     let _ = e.write_all(line.as_bytes()).and_then(|()| e.write_all(b"\n"));
-}
-
-/// `text` with its control characters but newline and tab escaped (`\u{1b}`).
-pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
-    escaped(text, |c| c.is_control() && c != '\n' && c != '\t', false)
 }
 
 /// `text` with the characters `hidden` picks escaped; with `colours`, the ANSI colour
@@ -129,8 +125,11 @@ impl Report {
         if self.closed || self.failed.is_some() {
             return;
         }
+        // a name's control characters escaped, its newlines indented, as on stderr
+        let line = args.to_string();
+        let line = log_line(&line, false);
         let mut o = io::stdout().lock();
-        if let Err(e) = o.write_fmt(args).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()) {
+        if let Err(e) = o.write_all(line.as_bytes()).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()) {
             if is_closed_pipe(&e) {
                 self.closed = true;
             } else {
@@ -168,7 +167,8 @@ mod tests {
 
     #[test]
     fn control_characters_are_shown_escaped() {
-        assert_eq!(shown("plain: a\tb\nc"), "plain: a\tb\nc");
+        let shown = |text| log_line(text, false).into_owned();
+        assert_eq!(shown("plain: a\tb\nc"), "plain: a\tb\n    c");
         assert_eq!(shown("x\u{1b}[31m.000001"), "x\\u{1b}[31m.000001");
         assert_eq!(shown("bell\u{7}"), "bell\\u{7}");
     }
