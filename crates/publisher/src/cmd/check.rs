@@ -192,31 +192,8 @@ pub fn run(args: CheckArgs) -> Exit {
             }
             Ok(Some(c)) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
-                    let (ok, line) = describe_checkpoint(&c, &logs, now_ms());
-                    // a purged checkpoint: does the archive bridge it?
-                    let archive = match &cfg.source.archive {
-                        Some(root) if !ok => {
-                            Some(match Archive::open(root, cfg.source.archive_credentials_file.as_deref()) {
-                                Ok(a) => crate::archive::read::coverage(&a, &logs, &c.file).await,
-                                Err(e) => Err(e),
-                            })
-                        }
-                        _ => None,
-                    };
-                    let covered = matches!(archive, Some(Ok(Coverage::Covered { .. })));
-                    let line = match &archive {
-                        Some(Ok(Coverage::Covered { files, bytes })) => format!(
-                            "[ok] checkpoint: {c}; {} is no longer on the server, but the archive in {} covers the \
-                             gap: the next start reads {files} archived file(s) ({bytes} bytes), then the server's \
-                             stream",
-                            c.file,
-                            cfg.source.archive.as_deref().unwrap_or_default()
-                        ),
-                        Some(Ok(Coverage::Gap(why))) => format!("{line}; source.archive does not help: {why}"),
-                        Some(Err(e)) => format!("{line}; source.archive cannot be read: {e}"),
-                        None => line,
-                    };
-                    let ok = ok || covered;
+                    let (ok, text) = checkpoint_state_with_archive(&cfg, &c, &logs).await;
+                    let line = format!("[{}] checkpoint: {text}", if ok { "ok" } else { "ERROR" });
                     let purged_but_needed = !ok && cfg.snapshot.mode == SnapshotMode::WhenNeeded;
                     if purged_but_needed {
                         crate::report!(
@@ -502,10 +479,31 @@ pub(crate) fn checkpoint_state(c: &Checkpoint, logs: &[(String, u64)], now_ms: i
     (true, format!("{at}; the server is at {last}, {behind} bytes of binlog past it"))
 }
 
-/// [`checkpoint_state`] as `sluice check`'s report line.
-fn describe_checkpoint(c: &Checkpoint, logs: &[(String, u64)], now_ms: i64) -> (bool, String) {
-    let (ok, text) = checkpoint_state(c, logs, now_ms);
-    (ok, format!("[{}] checkpoint: {text}", if ok { "ok" } else { "ERROR" }))
+/// [`checkpoint_state`], and for a purged checkpoint whether `source.archive` bridges it (then
+/// the next start reads the archive first, and the checkpoint is fine).
+pub(crate) async fn checkpoint_state_with_archive(
+    cfg: &Config,
+    c: &Checkpoint,
+    logs: &[(String, u64)],
+) -> (bool, String) {
+    let (ok, line) = checkpoint_state(c, logs, now_ms());
+    let Some(root) = cfg.source.archive.as_deref().filter(|_| !ok) else { return (ok, line) };
+    let coverage = match Archive::open(root, cfg.source.archive_credentials_file.as_deref()) {
+        Ok(a) => crate::archive::read::coverage(&a, logs, &c.file).await,
+        Err(e) => Err(e),
+    };
+    match coverage {
+        Ok(Coverage::Covered { files, bytes }) => (
+            true,
+            format!(
+                "{c}; {} is no longer on the server, but the archive in {root} covers the gap: the next start reads \
+                 {files} archived file(s) ({bytes} bytes), then the server's stream",
+                c.file
+            ),
+        ),
+        Ok(Coverage::Gap(why)) => (false, format!("{line}; source.archive does not help: {why}")),
+        Err(e) => (false, format!("{line}; source.archive cannot be read: {e}")),
+    }
 }
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ async fn show(cfg: &Config, out: &mut Report) -> Result<bool, String> {
     };
     match logs {
         Ok(logs) => {
-            let (ok, line) = super::check::checkpoint_state(&c, &logs, now_ms());
+            let (ok, line) = super::check::checkpoint_state_with_archive(cfg, &c, &logs).await;
             crate::report!(out, "source {:?}: {line}", cfg.source.name);
             Ok(ok)
         }

@@ -553,6 +553,11 @@ fn catch_up(name: &str, in_store: bool) {
         report.contains("is no longer on the server, but the archive in") && report.contains("covers the gap"),
         "{report}"
     );
+    // ... and so does `sluice position show`, which must not advise moving the checkpoint
+    let out = support::sluice_cmd().args(["position", "show", "--config"]).arg(&config).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(shown.contains("covers the gap") && !shown.contains("position set"), "{shown}");
     let before = count_in(&log, catching_up);
     let _run = start_sluice(&config, &log);
     wait_log(&log, catching_up, before, 60);
