@@ -528,16 +528,16 @@ mod tests {
     #[test]
     fn checkpoint_lines() {
         let logs = [("b.000001".to_string(), 1000), ("b.000002".to_string(), 500), ("b.000003".to_string(), 300)];
-        let (ok, line) = describe_checkpoint(&cp("b.000002", 200), &logs, 1_060_000);
+        let (ok, line) = checkpoint_state(&cp("b.000002", 200), &logs, 1_060_000);
         assert!(ok);
         assert_eq!(
             line,
-            "[ok] checkpoint: b.000002:200 (GTID 0-1-7), committed 60 s ago; the server is at b.000003:300, 600 \
+            "b.000002:200 (GTID 0-1-7), committed 60 s ago; the server is at b.000003:300, 600 \
              bytes of binlog past it"
         );
-        let (ok, line) = describe_checkpoint(&cp("b.000003", 300), &logs, 1_000_000);
+        let (ok, line) = checkpoint_state(&cp("b.000003", 300), &logs, 1_000_000);
         assert!(ok && line.ends_with("0 bytes of binlog past it"), "{line}");
-        let (ok, line) = describe_checkpoint(&cp("a.000009", 4), &logs, 1_000_000);
+        let (ok, line) = checkpoint_state(&cp("a.000009", 4), &logs, 1_000_000);
         assert!(!ok);
         assert!(line.contains("a.000009 is no longer on the server (earliest: b.000001)"), "{line}");
     }
