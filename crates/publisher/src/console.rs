@@ -10,13 +10,43 @@
 use std::fmt;
 use std::io::{self, Write};
 
-/// Writes one line to stderr; a write error is ignored (there is nowhere left to report it).
-/// Control characters in it (from a file or table name) are written escaped: a name holding
-/// `ESC [31m` must not recolour or move the terminal's cursor. Tabs stay, and a newline starts
-/// an indented line (see [`log_line`]).
+/// With `--log-format json`, message lines are JSON too (see [`messages_as_json`]).
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Message lines on stderr ([`stderr_line`], [`stderr_note`]) become JSON objects shaped as
+/// the JSON log's events (`timestamp`, `level`, `fields.message`, `target`): a log collector
+/// that parses every line as JSON then gets a command's stop message and summary too.
+pub fn messages_as_json(on: bool) {
+    JSON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Writes one message line to stderr, a command's error or stop (level `ERROR` as JSON); a
+/// write error is ignored (there is nowhere left to report it). Control characters in it (from
+/// a file or table name) are written escaped: a name holding `ESC [31m` must not recolour or
+/// move the terminal's cursor. Tabs stay, and a newline starts an indented line (see
+/// [`log_line`]).
 pub fn stderr_line(args: fmt::Arguments<'_>) {
+    message("ERROR", args);
+}
+
+/// As [`stderr_line`], for a summary or a notice (level `INFO` as JSON).
+pub fn stderr_note(args: fmt::Arguments<'_>) {
+    message("INFO", args);
+}
+
+fn message(level: &str, args: fmt::Arguments<'_>) {
     let line = args.to_string();
-    let line = log_line(&line, false);
+    let line = if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        let event = serde_json::json!({
+            "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+            "level": level,
+            "fields": {"message": line},
+            "target": "sluice",
+        });
+        std::borrow::Cow::Owned(event.to_string())
+    } else {
+        log_line(&line, false)
+    };
     let mut e = io::stderr().lock();
     let _ = e.write_all(line.as_bytes()).and_then(|()| e.write_all(b"\n"));
 }
@@ -148,6 +178,12 @@ impl Report {
 #[macro_export]
 macro_rules! eline {
     ($($arg:tt)*) => { $crate::console::stderr_line(format_args!($($arg)*)) };
+}
+
+/// A summary or notice line on stderr: [`stderr_note`] with `format!` arguments.
+#[macro_export]
+macro_rules! enote {
+    ($($arg:tt)*) => { $crate::console::stderr_note(format_args!($($arg)*)) };
 }
 
 /// A line of a [`Report`]: `report!(out, "[ok] {x}")`.

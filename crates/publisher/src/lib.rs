@@ -48,5 +48,5 @@ pub(crate) mod snapshot;
 pub(crate) mod source;
 pub(crate) mod verify;
 
-/// The writer of text-format log lines (the binary sets up logging).
-pub use console::LogLines;
+/// The writer of text-format log lines, and JSON message lines (the binary sets up logging).
+pub use console::{messages_as_json, LogLines};

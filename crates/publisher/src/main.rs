@@ -103,7 +103,10 @@ fn init_logging(format: LogFormat, filter: &str) {
         .log_internal_errors(false);
     match format {
         LogFormat::Text => builder.with_writer(sluice::LogLines { colours }).init(),
-        LogFormat::Json => builder.with_writer(std::io::stderr).json().init(),
+        LogFormat::Json => {
+            sluice::messages_as_json(true);
+            builder.with_writer(std::io::stderr).json().init();
+        }
     }
     if let Some(e) = refused {
         tracing::warn!("The log filter {given:?} (--log or SLUICE_LOG) is not one ({e}); logging at info");

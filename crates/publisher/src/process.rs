@@ -98,7 +98,7 @@ impl Shutdown {
             tracing::info!("{what} (again to stop at once)");
             trigger.stop();
             shutdown_signal().await;
-            crate::eline!("sluice: interrupted again: stopping now");
+            crate::enote!("sluice: interrupted again: stopping now");
             std::process::exit(130);
         });
         shutdown

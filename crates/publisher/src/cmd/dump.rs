@@ -407,7 +407,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
         match chosen {
             Ok(chosen) => {
                 if chosen.is_empty() {
-                    crate::eline!("sluice dump: {text}: no archived file holds events of the range asked");
+                    crate::enote!("sluice dump: {text}: no archived file holds events of the range asked");
                 }
                 files.extend(chosen);
             }
@@ -606,7 +606,7 @@ impl<W: Write> Dumper<W> {
                 let types: Vec<String> = stats.unknown_types.iter().map(|(t, n)| format!("type {t} x{n}")).collect();
                 format!(" ({})", types.join(", "))
             };
-            crate::eline!(
+            crate::enote!(
                 "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} tables emptied, {} \
                  unknown events skipped{}{}",
                 reader.name(),
@@ -788,7 +788,7 @@ impl<W: Write> Dumper<W> {
             }
             let resume = src.resume_point();
             let summary = &self.summary;
-            crate::eline!(
+            crate::enote!(
                 "sluice dump: {}: {} events, {} rows ({} inserts, {} updates, {} deletes), {} tables emptied",
                 self.source_url().map(|u| u.to_string()).unwrap_or_default(),
                 summary.events,
@@ -798,7 +798,7 @@ impl<W: Write> Dumper<W> {
                 summary.rows.deletes,
                 summary.truncates
             );
-            crate::eline!("sluice dump: resume with {}", resume_flags(resume));
+            crate::enote!("sluice dump: resume with {}", resume_flags(resume));
             result
         })
     }
@@ -851,7 +851,7 @@ impl<W: Write> Dumper<W> {
         }
         self.out.flush()?;
         if let Some((file, offset)) = &self.interrupted_at {
-            crate::eline!("sluice dump: interrupted; resume with --start-position {offset} {file}");
+            crate::enote!("sluice dump: interrupted; resume with --start-position {offset} {file}");
         }
         Ok(())
     }
