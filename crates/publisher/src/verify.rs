@@ -439,10 +439,10 @@ impl Verifier {
         // --sample, --since-checkpoint: chosen rows, the target's state of their keys only
         let (mut selection, mark) = self.select(&mut reader, &mut side.norm, by_id, report).await?;
         if let Some(f) = filter {
-            let rows = format!("the rows where {f} (records without such a row are not looked for)");
             report.scope = Some(match report.scope.take() {
-                Some(s) => format!("{s}; {rows}"),
-                None => rows,
+                // the sample's scope says already that records without a row are not looked for
+                Some(s) => format!("{s}; of the rows where {f}"),
+                None => format!("the rows where {f} (records without such a row are not looked for)"),
             });
         }
         let picked = match &selection {

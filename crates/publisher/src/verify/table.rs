@@ -226,9 +226,12 @@ impl TableReader {
             None => self.count_rows().await?,
         };
         let width = window_width(hi - lo + 1, rows, self.chunk);
-        // a start before `lo` too: the first rows are in as many windows as the others
-        let span = u128::try_from(hi - lo + width).unwrap_or(u128::MAX);
-        let draw = || lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0);
+        let whole = width > hi - lo;
+        // a start before `lo` too: the first rows are in as many windows as the others; a
+        // window as wide as the whole range is the whole range (every row, when a chunk holds
+        // them all), not a random part of it
+        let span = if whole { 1 } else { u128::try_from(hi - lo + width).unwrap_or(u128::MAX) };
+        let draw = || if whole { lo } else { lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0) };
         let (mut windows, mut cut, mut tried) = (Vec::new(), 0, std::collections::HashSet::new());
         // a bound on the queries for a table whose keys are mostly gaps
         for _ in 0..count.saturating_mul(50) {
@@ -279,7 +282,7 @@ impl TableReader {
         }
         windows.sort_unstable_by_key(|(s, _)| *s);
         let chunks: Vec<Chunk> = windows.into_iter().map(|(_, c)| c).collect();
-        let each = if width > hi - lo {
+        let each = if whole {
             format!("each from the whole range of {key}")
         } else {
             format!("each from a window of {width} consecutive values of {key}")
