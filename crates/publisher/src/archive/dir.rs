@@ -698,10 +698,9 @@ fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Opti
             let older = files.iter().find(|f| order_key(&f.name) < order_key(&s.file));
             if let (false, Some(older)) = (s.remote, older) {
                 return Ok(Some(format!(
-                    "{}: {} is listed complete in the archive's index but gone, while the older {} is still there: \
-                     the archive lacks its events. Restore it from a copy of the archive",
-                    root.display(),
-                    s.file,
+                    "{} is listed complete in the archive's index but gone, while the older {} is still there: the \
+                     archive lacks its events. Restore it from a copy of the archive",
+                    root.join(&s.file).display(),
                     older.name
                 )));
             }
@@ -724,14 +723,13 @@ fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Opti
         };
         if len != size {
             let what = if f.compressed() {
-                format!("{} does not end as a gzip file of {} bytes does", path.display(), s.size)
+                format!("{}'s gzip trailer does not give the {} bytes", path.display(), s.size)
             } else {
-                format!("{} is {len} bytes", path.display())
+                format!("{} is {len} bytes, not the {}", path.display(), s.size)
             };
             return Ok(Some(format!(
-                "{what}, but the archive's index lists it complete at {} bytes: it was cut or changed after it \
-                 was archived. Restore it from a copy of the archive",
-                s.size
+                "{what} the archive's index lists it complete at: it was cut or changed after it was archived. \
+                 Restore it from a copy of the archive",
             )));
         }
     }
@@ -762,8 +760,23 @@ pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String>
     if let Some(why) = cut_file(root, &index, &files)? {
         return Err(format!("{why} (or dump the server's own file)"));
     }
+    // the server numbers its files one after another: a number missing from the archive
+    // between two chosen files is a file gone (with its index entry), and its changes with it
+    let held: std::collections::HashSet<u64> = files.iter().map(|f| order_key(&f.name).0).collect();
     let files = files.into_iter().map(|f| (f.name, f.file)).collect();
-    Ok(in_range(&index, files, range)?.into_iter().map(|f| root.join(f)).collect())
+    let chosen = in_range(&index, files, range)?;
+    for pair in chosen.windows(2) {
+        let name = |f: &str| f.trim_end_matches(".gz").to_string();
+        let (a, b) = (name(&pair[0]), name(&pair[1]));
+        if (order_key(&a).0 + 1..order_key(&b).0).any(|n| !held.contains(&n)) {
+            return Err(format!(
+                "the archive lacks the file(s) between {a} and {b} (gone with their index entries?): their changes \
+                 would be missing. Restore them from a copy of the archive, or dump a range on one side of the gap \
+                 (--start-file {b}, or --stop-datetime before {b}'s first event)"
+            ));
+        }
+    }
+    Ok(chosen.into_iter().map(|f| root.join(f)).collect())
 }
 
 #[cfg(test)]
@@ -800,10 +813,19 @@ mod tests {
         };
         // b.000012 is not in the index yet (the file being written): always taken
         assert_eq!(names(None, None), ["b.000009", "b.000010", "b.000011", "b.000012"]);
+        // a file gone from between two others, with its index entry: the dump would skip its
+        // changes without a word
+        std::fs::rename(root.join("b.000010"), root.join("gone")).unwrap();
+        let without: Vec<_> = index.iter().filter(|s| s.file != "b.000010").cloned().collect();
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&without).unwrap()).unwrap();
+        let e = files_between(root, &Range::default()).unwrap_err();
+        assert!(e.contains("lacks the file(s) between b.000009 and b.000011"), "{e}");
+        std::fs::rename(root.join("gone"), root.join("b.000010")).unwrap();
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
         // a complete file of another size than the index's: cut after it was archived
         std::fs::write(root.join("b.000010"), [MAGIC.as_slice(), b"more"].concat()).unwrap();
         let e = files_between(root, &Range::default()).unwrap_err();
-        assert!(e.contains("b.000010 is 8 bytes") && e.contains("complete at 4 bytes"), "{e}");
+        assert!(e.contains("b.000010 is 8 bytes, not the 4") && e.contains("lists it complete"), "{e}");
         std::fs::write(root.join("b.000010"), MAGIC).unwrap();
         assert_eq!(names(Some(250), None), ["b.000010", "b.000011", "b.000012"]);
         assert_eq!(names(None, Some(190)), ["b.000009", "b.000012"]);
@@ -904,7 +926,7 @@ mod tests {
         let whole = std::fs::read(&gz).unwrap();
         std::fs::write(&gz, &whole[..whole.len() - 5]).unwrap();
         let why = cut_file_in(root).unwrap().expect("a cut gzip file");
-        assert!(why.contains("b.000002.gz does not end as a gzip file of 5004 bytes"), "{why}");
+        assert!(why.contains("b.000002.gz's gzip trailer does not give the 5004 bytes"), "{why}");
         std::fs::write(&gz, &whole[..3]).unwrap();
         assert!(cut_file_in(root).unwrap().is_some(), "too short for a trailer");
         // gone from between b.000001 and b.000003

@@ -247,6 +247,9 @@ struct Dumper<W: Write> {
     interrupted_at: Option<(String, u64)>,
     /// The file and offset of the open transaction's first event.
     tx_begin: (String, u64),
+    /// How the file read last ended: the next file its ROTATE names (`Some(Some(..))`), a
+    /// STOP (`Some(None)`), or neither (`None`: cut short, or its server crashed).
+    file_end: Option<Option<String>>,
     /// Files downloaded from an object store, by the name rows and messages give them (the
     /// store's URL and object, not the temporary copy's path).
     shown: std::collections::HashMap<PathBuf, String>,
@@ -480,6 +483,7 @@ pub fn run(mut args: DumpArgs) -> Exit {
         interrupt: None,
         interrupted_at: None,
         tx_begin: (String::new(), 0),
+        file_end: None,
         start_gtid,
         shown,
         skip_tx: false,
@@ -582,9 +586,14 @@ impl<W: Write> Dumper<W> {
             let start = if i == 0 { self.args.start_position } else { None };
             let stop = if i == last { self.args.stop_position } else { None };
             self.summary = Summary::default();
+            self.file_end = None;
             let mut res = self.run_file(&mut reader, start, stop);
-            if res.is_ok() && i != last && self.tracker.in_transaction() && !self.stop {
-                res = self.file_ends_inside_a_transaction(reader.name());
+            if res.is_ok() && i != last && !self.stop {
+                if self.tracker.in_transaction() {
+                    res = self.file_ends_inside_a_transaction(reader.name());
+                } else {
+                    self.check_next_file(reader.name(), &files[i + 1]);
+                }
             }
             let mut summary = std::mem::take(&mut self.summary);
             let cut = res.is_err() || (self.tracker.in_transaction() && self.interrupted_at.is_none());
@@ -827,6 +836,27 @@ impl<W: Write> Dumper<W> {
         Ok(())
     }
 
+    /// Says when what follows `file` may not be `next`: a server closes each file with a ROTATE
+    /// naming the next one (or a STOP when it shuts down), so a file that ends with neither was
+    /// cut short or its server crashed, and a ROTATE naming another file means the files
+    /// between were not given.
+    fn check_next_file(&self, file: &str, next: &std::path::Path) {
+        let next_name = next.file_name().map(|n| n.to_string_lossy().trim_end_matches(".gz").to_string());
+        match &self.file_end {
+            None => tracing::warn!(
+                "{file} ends without the ROTATE or STOP a server closes its files with: it was cut short, or its \
+                 server crashed while writing it; changes may be missing between it and {}",
+                next.display()
+            ),
+            Some(Some(named)) if next_name.as_deref() != Some(named.as_str()) => tracing::warn!(
+                "{file} ends with a ROTATE to {named}, but the next file given is {}: the changes of the files \
+                 between are not in the dump",
+                next.display()
+            ),
+            Some(_) => {}
+        }
+    }
+
     fn finish(&mut self) -> Result<(), Failure> {
         let interrupted = self.interrupted_at.is_some();
         // a transaction the input ends inside: an interrupted dump leaves it out in every format
@@ -888,6 +918,13 @@ impl<W: Write> Dumper<W> {
                 return Ok(());
             }
             self.summary.events += 1;
+            if !ev.in_payload {
+                self.file_end = match &ev.event.event {
+                    Event::Rotate(r) => Some(Some(r.next_file.to_string())),
+                    Event::Stop => Some(None),
+                    _ => None,
+                };
+            }
             if stop.is_some_and(|s| ev.offset >= s && !ev.in_payload)
                 || self
                     .args

@@ -308,6 +308,16 @@ fn a_file_cut_inside_a_transaction_does_not_run_into_the_next() {
         };
         assert!(both == expected, "{format}: the dump of both differs from each alone's\n{err}");
     }
+    // cut between transactions: no ROTATE at its end; a ROTATE naming another file than the
+    // next one given: both said (the dump goes on: a crashed server's file ends so too)
+    let between = dir.path().join("between.000001");
+    std::fs::write(&between, &bytes[..165_893]).unwrap();
+    let (code, _, err) = run_to_end(&["dump", "--format", "sql", between.to_str().unwrap(), n]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("between.000001 ends without the ROTATE or STOP"), "{err}");
+    let (code, _, err) = run_to_end(&["dump", "--format", "sql", file.to_str().unwrap(), n]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("ends with a ROTATE to mysql-bin.000002, but the next file given is"), "{err}");
 }
 
 /// JSON lines are rendered on worker threads (`--threads`) and handed back in order: the output,
