@@ -827,10 +827,14 @@ impl<W: Write> Dumper<W> {
             self.discard_transaction()?;
             "not written (part of a transaction must not be applied)"
         };
+        let what = if held == 0 {
+            "none of its row changes is in the dump".to_string()
+        } else {
+            format!("its {held} row changes so far are {done}")
+        };
         tracing::warn!(
             "{file} ends inside a transaction, and a server ends its files between transactions: it was cut short, \
-             and the end of that transaction and any after it in the file are missing; its {held} row changes so far \
-             are {done}"
+             and the end of that transaction and any after it in the file are missing; {what}"
         );
         self.tracker.reset();
         Ok(())
@@ -867,10 +871,12 @@ impl<W: Write> Dumper<W> {
             self.drain()?;
             let cut = self.spool.len() + self.flashback.current_len() as u64;
             if cut > 0 && !interrupted {
+                let (file, offset) = &self.tx_begin;
                 tracing::warn!(
-                    "The input ends inside a transaction: its {cut} row changes so far are not written as SQL (part of \
-                     a transaction must not be applied); to include it, end the range after its COMMIT (a later \
-                     --stop-position or --stop-datetime)"
+                    "The input ends inside a transaction (begun at {file}:{offset}): its {cut} row changes so far are \
+                     not written as SQL (part of a transaction must not be applied); to include it, end the range \
+                     after its COMMIT (a later --stop-position or --stop-datetime), or, if the file was cut short, \
+                     dump the server's own"
                 );
             }
             self.discard_transaction()?;
