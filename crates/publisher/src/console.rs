@@ -51,28 +51,29 @@ fn message(level: &str, args: fmt::Arguments<'_>) {
     let _ = e.write_all(line.as_bytes()).and_then(|()| e.write_all(b"\n"));
 }
 
-/// `text` with the characters `hidden` picks escaped; with `colours`, the ANSI colour
-/// sequences (`ESC [ digits ; m`) kept as they are.
-fn escaped(text: &str, hidden: impl Fn(char) -> bool, colours: bool) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(&hidden) {
+/// `text` with its control characters but tab and newline escaped (`\u{1b}`); with
+/// `colours`, the ANSI colour sequences (`ESC [ digits ; m`) kept as they are.
+fn escaped(text: &str, colours: bool) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_control() && c != '\t' && c != '\n';
+    if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
-        let colour = colours && c == '\u{1b}' && colour_len(rest) > 0;
-        if colour {
-            let n = colour_len(rest);
-            out.push_str(&rest[..n]);
-            rest = &rest[n..];
-            continue;
-        }
-        if hidden(c) {
-            out.extend(c.escape_default());
+        let colour = if colours && c == '\u{1b}' { colour_len(rest) } else { 0 };
+        let n = if colour > 0 {
+            out.push_str(&rest[..colour]);
+            colour
         } else {
-            out.push(c);
-        }
-        rest = &rest[c.len_utf8()..];
+            if hidden(c) {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+            c.len_utf8()
+        };
+        rest = &rest[n..];
     }
     std::borrow::Cow::Owned(out)
 }
@@ -90,7 +91,7 @@ fn colour_len(text: &str) -> usize {
 
 /// One event's text as a log line shows it (see [`LogLines`]).
 fn log_line(line: &str, colours: bool) -> std::borrow::Cow<'_, str> {
-    let line = escaped(line, |c| c.is_control() && c != '\t' && c != '\n', colours);
+    let line = escaped(line, colours);
     if line.contains('\n') {
         std::borrow::Cow::Owned(line.replace('\n', "\n    "))
     } else {

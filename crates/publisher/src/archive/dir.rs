@@ -693,9 +693,11 @@ pub fn open_file(root: &Path, name: &str) -> std::io::Result<Option<Box<dyn std:
 /// A file that cannot be looked at.
 fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Option<String>, String> {
     let look = |f: &Stored, e: std::io::Error| format!("reading {}: {e}", root.join(&f.file).display());
+    let by_name: std::collections::HashMap<&str, &Stored> = files.iter().map(|f| (f.name.as_str(), f)).collect();
+    let oldest = files.iter().min_by_key(|f| order_key(&f.name));
     for s in index.iter().filter(|s| s.complete) {
-        let Some(f) = files.iter().find(|f| f.name == s.file) else {
-            let older = files.iter().find(|f| order_key(&f.name) < order_key(&s.file));
+        let Some(&f) = by_name.get(s.file.as_str()) else {
+            let older = oldest.filter(|o| order_key(&o.name) < order_key(&s.file));
             if let (false, Some(older)) = (s.remote, older) {
                 return Ok(Some(format!(
                     "{} is listed complete in the archive's index but gone, while the older {} is still there: the \

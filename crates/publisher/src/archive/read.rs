@@ -124,6 +124,9 @@ pub struct ArchiveFeed {
     last_type: Option<EventType>,
     /// The file's size when the index says it is complete: it must end there.
     complete_at: Option<u64>,
+    /// The archive's index as last read (read again for a file it does not list complete:
+    /// one completed since), so that a catch-up through many files reads it once.
+    index: std::sync::Arc<Vec<FileSummary>>,
 }
 
 impl std::fmt::Debug for ArchiveFeed {
@@ -152,7 +155,7 @@ impl ArchiveFeed {
     /// The archive does not hold the file, it is not a binlog, or `position` is not where an
     /// event starts in it.
     pub async fn open(root: &Archive, name: &str, position: u64) -> Result<(ArchiveFeed, Bytes), String> {
-        let mut feed = ArchiveFeed::at_start(root, name)
+        let mut feed = ArchiveFeed::at_start(root, name, std::sync::Arc::default())
             .await?
             .ok_or_else(|| format!("the archive in {root} does not hold {name}"))?;
         let fde = match feed.read_event()? {
@@ -187,7 +190,11 @@ impl ArchiveFeed {
     }
 
     /// `name` of the archive in `root`, after its magic; None when the archive lacks it.
-    async fn at_start(root: &Archive, name: &str) -> Result<Option<ArchiveFeed>, String> {
+    async fn at_start(
+        root: &Archive,
+        name: &str,
+        mut index: std::sync::Arc<Vec<FileSummary>>,
+    ) -> Result<Option<ArchiveFeed>, String> {
         let Some(mut input) = root.open_file(name).await? else {
             return Ok(None);
         };
@@ -202,15 +209,21 @@ impl ArchiveFeed {
         if magic != MAGIC {
             return Err(format!("{name} in {root} is not a binlog file (no magic number)"));
         }
-        // an index that cannot be read says nothing of the file: its events still can be
-        let complete_at = root.index().await.ok().and_then(|i| i.into_iter().find(|s| s.file == name && s.complete));
+        let complete = |index: &[FileSummary]| index.iter().find(|s| s.file == name && s.complete).map(|s| s.size);
+        if complete(&index).is_none() {
+            // an index that cannot be read says nothing of the file: its events still can be
+            if let Ok(i) = root.index().await {
+                index = std::sync::Arc::new(i);
+            }
+        }
         Ok(Some(ArchiveFeed {
             root: root.clone(),
             name: name.to_string(),
             input,
             at: 4,
             last_type: None,
-            complete_at: complete_at.map(|s| s.size),
+            complete_at: complete(&index),
+            index,
         }))
     }
 
@@ -252,7 +265,7 @@ impl ArchiveFeed {
     /// # Errors
     /// The file exists but cannot be read, or is not a binlog.
     pub async fn open_next(&mut self, name: &str) -> Result<bool, String> {
-        match ArchiveFeed::at_start(&self.root, name).await? {
+        match ArchiveFeed::at_start(&self.root, name, std::sync::Arc::clone(&self.index)).await? {
             Some(f) => {
                 *self = f;
                 Ok(true)

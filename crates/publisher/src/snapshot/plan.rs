@@ -78,10 +78,7 @@ impl TablePlan {
         if let Some(f) = &self.filter {
             conditions.push(format!("({f})"));
         }
-        let names: Vec<String> = key
-            .iter()
-            .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote).unwrap_or_default())
-            .collect();
+        let names = self.key_names(key);
         if let Some(after) = after {
             // k1 > v1 OR (k1 = v1 AND k2 > v2) OR ...
             let mut ors = Vec::new();
@@ -106,11 +103,7 @@ impl TablePlan {
     /// The SQL reading the rows of these keys (each the chunk key's values as SQL literals, as
     /// [`super::values::sql_literal`] writes them), in no particular order.
     pub fn keys_sql(&self, keys: &[Vec<String>]) -> String {
-        let names: Vec<String> = self
-            .key()
-            .iter()
-            .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote).unwrap_or_default())
-            .collect();
+        let names = self.key_names(self.key());
         let ors: Vec<String> = keys
             .iter()
             .map(|k| {
@@ -150,6 +143,13 @@ impl TablePlan {
         Some(format!("SELECT CONCAT(MIN({name}), ' ', MAX({name})){from}{filter}"))
     }
 
+    /// The columns `key` names, quoted.
+    fn key_names(&self, key: &[usize]) -> Vec<String> {
+        key.iter()
+            .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote).unwrap_or_default())
+            .collect()
+    }
+
     /// ` FROM db.table`, as the plan's SELECT reads it.
     fn from(&self) -> String {
         format!(" FROM {}.{}", quote(&self.table_map.database), quote(&self.table_map.table))
@@ -159,11 +159,8 @@ impl TablePlan {
     /// configured one; and the key's columns quoted. None for a table read in one pass.
     fn window(&self, from: i128, to: i128) -> Option<(String, Vec<String>)> {
         let Method::Chunked(key) = &self.method else { return None };
-        let names: Vec<String> = key
-            .iter()
-            .map(|&i| self.table_map.columns.get(i).and_then(|c| c.name.as_deref()).map(quote))
-            .collect::<Option<_>>()?;
-        let first = names.first()?;
+        let names = self.key_names(key);
+        let first = names.first().filter(|n| !n.is_empty())?;
         let mut condition = format!("{first} >= {from} AND {first} < {to}");
         if let Some(f) = &self.filter {
             condition.push_str(&format!(" AND ({f})"));

@@ -365,6 +365,7 @@ fn window_width(span: i128, rows: u64, chunk: usize) -> i128 {
 #[cfg(test)]
 mod tests {
     use super::{window_width, Mark};
+    use crate::position::Checkpoint;
 
     #[test]
     fn a_window_holds_about_a_chunk_of_rows() {
@@ -381,7 +382,6 @@ mod tests {
         assert_eq!(window_width(span, 1 << 40, 1 << 20), span >> 20);
         assert_eq!(window_width(1, 0, 0), 1);
     }
-    use crate::position::Checkpoint;
 
     fn checkpoint(file: &str, position: u64, gtid: Option<&str>, flavor: &str) -> Checkpoint {
         serde_json::from_value(serde_json::json!({
