@@ -747,20 +747,45 @@ pub fn cut_file_in(root: &Path) -> Result<Option<String>, String> {
     cut_file(root, &read_index(root)?, &files)
 }
 
+/// Why the files of an archive cannot be read out: the two call for different acts, so
+/// `sluice dump` exits with a different code for each (66 and 65).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The archive cannot be read: not there, not an archive, an unreadable index or file.
+    Unreadable(String),
+    /// The archive can be read but lacks events: a file cut or gone after it was archived.
+    Damaged(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Unreadable(why) | Refusal::Damaged(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Self {
+        Refusal::Unreadable(why)
+    }
+}
+
 /// The files of the archive in `root` that may hold events from `from` to before `to`
 /// (seconds since the epoch; either open), oldest first, chosen by the index without reading
 /// them (files the index does not list yet are taken).
 ///
 /// # Errors
-/// An unreadable directory or index.
-pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String> {
+/// An unreadable directory or index ([`Refusal::Unreadable`]); a file of the archive cut or
+/// gone ([`Refusal::Damaged`]).
+pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, Refusal> {
     let index = read_index(root)?;
     let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
     if files.is_empty() {
-        return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()));
+        return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()).into());
     }
     if let Some(why) = cut_file(root, &index, &files)? {
-        return Err(format!("{why} (or dump the server's own file)"));
+        return Err(Refusal::Damaged(format!("{why} (or dump the server's own file)")));
     }
     // the server numbers its files one after another: a number missing from the archive
     // between two chosen files is a file gone (with its index entry), and its changes with it
@@ -771,11 +796,11 @@ pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, String>
         let name = |f: &str| f.trim_end_matches(".gz").to_string();
         let (a, b) = (name(&pair[0]), name(&pair[1]));
         if (order_key(&a).0 + 1..order_key(&b).0).any(|n| !held.contains(&n)) {
-            return Err(format!(
+            return Err(Refusal::Damaged(format!(
                 "the archive lacks the file(s) between {a} and {b} (gone with their index entries?): their changes \
                  would be missing. Restore them from a copy of the archive, or dump a range on one side of the gap \
                  (--start-file {b}, or --stop-datetime before {b}'s first event)"
-            ));
+            )));
         }
     }
     Ok(chosen.into_iter().map(|f| root.join(f)).collect())
@@ -820,13 +845,13 @@ mod tests {
         std::fs::rename(root.join("b.000010"), root.join("gone")).unwrap();
         let without: Vec<_> = index.iter().filter(|s| s.file != "b.000010").cloned().collect();
         std::fs::write(root.join(INDEX), serde_json::to_vec(&without).unwrap()).unwrap();
-        let e = files_between(root, &Range::default()).unwrap_err();
+        let Refusal::Damaged(e) = files_between(root, &Range::default()).unwrap_err() else { panic!("not damaged") };
         assert!(e.contains("lacks the file(s) between b.000009 and b.000011"), "{e}");
         std::fs::rename(root.join("gone"), root.join("b.000010")).unwrap();
         std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
         // a complete file of another size than the index's: cut after it was archived
         std::fs::write(root.join("b.000010"), [MAGIC.as_slice(), b"more"].concat()).unwrap();
-        let e = files_between(root, &Range::default()).unwrap_err();
+        let Refusal::Damaged(e) = files_between(root, &Range::default()).unwrap_err() else { panic!("not damaged") };
         assert!(e.contains("b.000010 is 8 bytes, not the 4") && e.contains("lists it complete"), "{e}");
         std::fs::write(root.join("b.000010"), MAGIC).unwrap();
         assert_eq!(names(Some(250), None), ["b.000010", "b.000011", "b.000012"]);

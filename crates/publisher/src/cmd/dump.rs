@@ -391,15 +391,17 @@ pub fn run(mut args: DumpArgs) -> Exit {
     for f in std::mem::take(&mut args.files) {
         let text = f.to_string_lossy().into_owned();
         let chosen = if crate::archive::store::is_url(&text) {
-            download_range(&text, &range).map(|(dir, chosen)| {
-                // rows name the store's object, not the temporary copy
-                for c in &chosen {
-                    let object = c.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    shown.insert(c.clone(), format!("{}/{object}", text.trim_end_matches('/')));
-                }
-                _downloads.push(dir);
-                chosen
-            })
+            download_range(&text, &range)
+                .map(|(dir, chosen)| {
+                    // rows name the store's object, not the temporary copy
+                    for c in &chosen {
+                        let object = c.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        shown.insert(c.clone(), format!("{}/{object}", text.trim_end_matches('/')));
+                    }
+                    _downloads.push(dir);
+                    chosen
+                })
+                .map_err(crate::archive::dir::Refusal::from)
         } else if f.is_dir() {
             crate::archive::dir::files_between(&f, &range)
         } else {
@@ -416,7 +418,11 @@ pub fn run(mut args: DumpArgs) -> Exit {
             }
             Err(e) => {
                 crate::eline!("sluice dump: {text}: {e}");
-                return Exit::NoInput;
+                // a cut or missing file is a fault of the input's data, as a corrupt file is
+                return match e {
+                    crate::archive::dir::Refusal::Damaged(_) => Exit::Data,
+                    crate::archive::dir::Refusal::Unreadable(_) => Exit::NoInput,
+                };
             }
         }
     }

@@ -264,6 +264,15 @@ fn archived_files_are_the_servers_own() {
         j["position"]["file"] = Json::String(f);
     }
     assert!(z == o, "the range from the gzipped archive: {} rows", z.len());
+    // a complete file cut after it was archived: refused as damaged input (65), naming it
+    let first_gz = gz.join(format!("{}.gz", names[0]));
+    let len = std::fs::metadata(&first_gz).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&first_gz).unwrap().set_len(len - 10).unwrap();
+    let cut = support::sluice_cmd().arg("dump").arg(&gz).output().unwrap();
+    let err = String::from_utf8_lossy(&cut.stderr);
+    assert_eq!(cut.status.code(), Some(65), "{err}");
+    assert!(err.contains(&names[0]) && err.contains("cut or changed"), "{err}");
+    assert!(cut.stdout.is_empty(), "nothing dumped from a damaged archive");
 
     // archive.keep_size: the oldest complete files go while the archive holds more, never the
     // newest complete one; what stays is the server's, and the index lists only it
