@@ -354,6 +354,33 @@ impl CheckedConnection {
             .map_err(|e| SourceError::protocol("reading the captured tables' definitions", e))
     }
 
+    /// A position on a binlog file the server purged, checked against `root`, the
+    /// `source.archive` that `sluice run` would catch up from: the archive must bridge the file
+    /// to the server's oldest binlog, and `position` must be where an event starts in its copy.
+    /// With the captured tables' definitions as the server has them now (as for a position on
+    /// the server). The GTID state is left to the stream, as when the server cannot give it.
+    ///
+    /// # Errors
+    /// [`SourceError::Purged`] when the archive does not bridge the gap (why is in the
+    /// message), [`SourceError::Start`] for a position that is not an event's start in the
+    /// archived file; an unreadable archive, server errors.
+    pub async fn resolve_archived(
+        &mut self,
+        root: &Archive,
+        file: &str,
+        position: u64,
+        captured: crate::schema::Captured<'_>,
+    ) -> Result<(ResumePoint, Vec<crate::schema::TrackedTable>), SourceError> {
+        let logs =
+            server::binary_logs(&mut self.conn).await.map_err(|e| SourceError::protocol("listing binary logs", e))?;
+        if let Coverage::Gap(why) = coverage(root, &logs, file).await.map_err(SourceError::Archive)? {
+            return Err(SourceError::Purged(format!("binlog {file} is not on the server, and {why}")));
+        }
+        ArchiveFeed::open(root, file, position).await.map_err(SourceError::Start)?;
+        let tables = self.load_schema(captured).await?;
+        Ok((ResumePoint { file: file.to_string(), position, gtid: None }, tables))
+    }
+
     /// Resolves `start` into a concrete position on this server. With `captured` it also reads
     /// the definitions of the captured tables from `information_schema`, right around taking
     /// the position (before and after it, again until both agree, so no DDL slips in between).

@@ -15,10 +15,11 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::Exit;
+use crate::archive::read::Archive;
 use crate::config::Config;
 use crate::console::Report;
 use crate::kafka::{positions_topic, KafkaSink};
-use crate::pipeline::start::{commit_start, resolve_at, StartSettings};
+use crate::pipeline::start::{commit_start, resolve_at, ResolvedStart, StartSettings};
 use crate::position::{Checkpoint, StartFrom};
 use crate::process::now_ms;
 use crate::source::{CheckedConnection, SourceConfig, SourceError};
@@ -35,7 +36,9 @@ Examples:
 `set` is for an operator who knows what the move skips or repeats: changes between the old and
 the new position are not published (moving forward) or published again (moving back). Stop
 `sluice run` first: `set` refuses while the checkpoint shows a running instance (committed less
-than 60 s ago and not marked as a clean stop) or the server lists one, unless --force. Exit 0
+than 60 s ago and not marked as a clean stop) or the server lists one, unless --force. A
+FILE:POSITION the server purged is taken when source.archive holds it (and the files after it):
+`sluice run` then reads them from the archive before the server's stream. Exit 0
 when done, 1 when the source or Kafka cannot do it or an instance runs, 2 for a bad
 configuration or position.")]
 pub struct PositionArgs {
@@ -107,13 +110,12 @@ pub fn run(args: PositionArgs) -> Exit {
 
 /// The committed checkpoint, read without creating anything.
 async fn committed_checkpoint(cfg: &Config) -> Result<Option<Checkpoint>, String> {
-    crate::kafka::committed_checkpoint(&cfg.kafka, &cfg.source.name).await.map_err(|e| {
-        format!(
-            "reading the checkpoint from {} on {}: {e}",
-            positions_topic(&cfg.kafka.topic_prefix),
-            cfg.kafka.brokers
-        )
-    })
+    crate::kafka::committed_checkpoint(&cfg.kafka, &cfg.source.name).await.map_err(|e| read_failed(cfg, &e))
+}
+
+/// The checkpoint could not be read, for `e`.
+fn read_failed(cfg: &Config, e: &crate::kafka::Error) -> String {
+    format!("reading the checkpoint from {} on {}: {e}", positions_topic(&cfg.kafka.topic_prefix), cfg.kafka.brokers)
 }
 
 /// Prints the checkpoint; false when it cannot be resumed from (its file was purged).
@@ -177,7 +179,14 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     let source_cfg = SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?;
     // whatever the grants (SHOW SLAVE HOSTS below needs an optional one), a running instance
     // shows in its checkpoint: it commits at least every 10 s, and marks its last commit
-    if let Ok(Some(c)) = committed_checkpoint(cfg).await {
+    let current = match crate::kafka::committed_checkpoint(&cfg.kafka, &cfg.source.name).await {
+        // brokers that do not answer now will not take the new checkpoint either: said at once,
+        // not after the server's checks and a second wait for them
+        Err(e @ crate::kafka::Error::Abortable(_)) => return Err(Refused::Failed(read_failed(cfg, &e))),
+        // an unreadable checkpoint is what this command repairs (below)
+        other => other.ok().flatten(),
+    };
+    if let Some(c) = current {
         if let Some(why) = c.maybe_live(now_ms()) {
             if !force {
                 return Err(Refused::Failed(format!(
@@ -212,6 +221,29 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     }
     let start = match resolve_at(&cfg.filter, &mut checked, to).await {
         Ok(s) => s,
+        // a file the server purged that source.archive holds: `sluice run` catches up from it
+        Err(crate::pipeline::Error::Source(SourceError::Purged(purged))) if cfg.source.archive.is_some() => {
+            let StartFrom::Position { file, position } = to else { return Err(Refused::Position(purged)) };
+            let root = cfg.source.archive.as_deref().unwrap_or_default();
+            let archive = Archive::open(root, cfg.source.archive_credentials_file.as_deref())
+                .map_err(|e| Refused::Failed(format!("{purged}; source.archive cannot be read: {e}")))?;
+            let filter = crate::filter::TableFilter::from_config(&cfg.filter);
+            match checked.resolve_archived(&archive, file, *position, &filter).await {
+                Ok((resume, tables)) => {
+                    crate::report!(
+                        out,
+                        "source {:?}: {file} is no longer on the server; the archive in {root} holds it from \
+                         {position} on, and `sluice run` reads it before the server's stream",
+                        cfg.source.name
+                    );
+                    ResolvedStart { resume, tables }
+                }
+                Err(e @ (SourceError::Start(_) | SourceError::Purged(_))) => {
+                    return Err(Refused::Position(e.to_string()))
+                }
+                Err(e) => return Err(e.to_string().into()),
+            }
+        }
         // a position the server does not have (purged, not reached, the other flavour's
         // GTIDs): the position given is wrong, as the help's exit 2 says
         Err(e @ crate::pipeline::Error::Source(SourceError::Start(_) | SourceError::Purged(_))) => {

@@ -467,6 +467,7 @@ fn catch_up(name: &str, in_store: bool) {
     for k in 1..=KEYS {
         expected.insert(k, vec!["c:v0".into()]);
     }
+    let first_file = server_files(server).remove(0);
     // every round changes every key once, in one transaction; a rotation every tenth
     let round = |r: i64| {
         let mut sql = format!("UPDATE ar.k SET n = {r}, note = 'v{r}';");
@@ -582,8 +583,43 @@ fn catch_up(name: &str, in_store: bool) {
     assert!(metrics.contains("sluice_source_archive_switches_total{source=\"catchup\"} 1"), "{metrics}");
     assert!(metrics.contains("sluice_source_archive_reading{source=\"catchup\"} 0"), "{metrics}");
 
-    // the archive does not reach back to the checkpoint any more: the start says why and stops
+    // `position set` to a file the server purged: taken when the archive holds it, the position
+    // checked against the archived copy
     drop(_run);
+    let set = |to: &str| {
+        // the killed instance's connection lingers on the server for a few heartbeats
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = support::sluice_cmd()
+                .args(["position", "set", "--force", "--to", to, "--config"])
+                .arg(&config)
+                .output()
+                .unwrap();
+            if !String::from_utf8_lossy(&out.stderr).contains("is connected to the server") || Instant::now() > deadline
+            {
+                return out;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let out = set(&format!("{first_file}:5"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not where an event starts") && err.contains(&first_file), "{err}");
+    let out = set(&format!("{first_file}:4"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("is no longer on the server") && said.contains(&format!("checkpoint set to {first_file}:4")));
+    let out = support::sluice_cmd().args(["position", "show", "--config"]).arg(&config).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains(&first_file) && shown.contains("covers the gap"), "{shown}");
+    // ... and `sluice run` publishes again from there: the archive first, then the server
+    let before = count_in(&log, switching);
+    let again = start_sluice(&config, &log);
+    wait_log(&log, switching, before, 120);
+    drop(again);
+
+    // the archive does not reach back to the checkpoint any more: the start says why and stops
     let _ = archiver_proc.kill();
     let _ = archiver_proc.wait();
     server.sql("UPDATE ar.k SET n = 0 WHERE id = 1; FLUSH BINARY LOGS");
