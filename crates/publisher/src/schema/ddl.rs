@@ -84,7 +84,7 @@ impl SchemaHistory {
         let changed: Vec<String> = self.dirty.iter().cloned().collect();
         if !changed.is_empty() {
             self.version = version;
-            tracing::info!(tables = ?changed, version, at, "The tracked schema changed");
+            tracing::info!(tables = %changed.join(", "), version, at, "The tracked schema changed");
         }
         self.dirty.extend(before);
         changed
