@@ -195,7 +195,9 @@ impl TableReader {
     /// range by the table's estimated row count, so a window holds about a chunk where the keys
     /// are even. A window in a gap of the keys is drawn again (each row is in as many windows
     /// as any other, so the windows that hold rows are as fair as all); a window of more rows
-    /// than a chunk gives a chunk's run from a random place in it (its rows counted first), so
+    /// than a chunk gives a chunk's run from a random place in it (its rows counted first), and
+    /// windows that hold far fewer rows than a chunk widen (the rows to compare are sparser
+    /// than the estimate: a selective `--where`); so
     /// no row is left out of every sample, though rows where the keys are denser than the
     /// table's average are drawn less often. (The next chunk from a random value would pick the
     /// rows after each gap in the keys far more often than the others: with keys 1..200 and
@@ -225,41 +227,85 @@ impl TableReader {
             Some(e) => e,
             None => self.count_rows().await?,
         };
-        let width = window_width(hi - lo + 1, rows, self.chunk);
-        let whole = width > hi - lo;
+        let first_width = window_width(hi - lo + 1, rows, self.chunk);
+        let mut width = first_width;
         // a start before `lo` too: the first rows are in as many windows as the others; a
         // window as wide as the whole range is the whole range (every row, when a chunk holds
         // them all), not a random part of it
-        let span = if whole { 1 } else { u128::try_from(hi - lo + width).unwrap_or(u128::MAX) };
-        let draw = || if whole { lo } else { lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0) };
+        let span_of = |width: i128| {
+            let whole = width > hi - lo;
+            (whole, if whole { 1 } else { u128::try_from(hi - lo + width).unwrap_or(u128::MAX) })
+        };
+        let (mut whole, mut span) = span_of(width);
         let (mut windows, mut cut, mut tried) = (Vec::new(), 0, std::collections::HashSet::new());
+        // the windows of the current width that held rows, and their rows (up to a chunk and
+        // one each): far fewer than a chunk each means the estimate was of more rows than there
+        // are to compare (a selective --where, a stale estimate), so the windows widen. (Empty
+        // windows are gaps in the keys, drawn again, not a sign of sparse rows.) Every key
+        // value stays in as many windows of a width as any other, so the sample stays fair.
+        let (mut drawn, mut held) = (0u64, 0u64);
+        // the rows of the whole range, once counted
+        let mut whole_count = None;
         // a bound on the queries for a table whose keys are mostly gaps
         for _ in 0..count.saturating_mul(50) {
-            if windows.len() >= count as usize || tried.len() as u128 >= span {
+            // (the whole range is drawn again while it holds more than a chunk: another run of it)
+            if windows.len() >= count as usize || (!whole && tried.len() as u128 >= span) {
                 break;
             }
-            let s = draw();
-            if !tried.insert(s) {
+            let s = if whole { lo } else { lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0) };
+            if !whole && !tried.insert(s) {
                 continue;
             }
             let (from, to) = (s, s.saturating_add(width));
             // one row more than a chunk: whether the window holds more
             let Some(sql) = self.plan.window_sql(from, to, self.chunk + 1, 0) else { break };
             let (mut rows, mut columns) = self.rows(&sql, "reading a sampled chunk").await?;
+            if !rows.is_empty() {
+                (drawn, held) = (drawn + 1, held + rows.len() as u64);
+            }
+            let chunk = self.chunk as u64;
+            if drawn >= 3 && !whole && held.saturating_mul(2) < drawn.saturating_mul(chunk) {
+                // at most 16 times wider a step: a few windows say little of the whole range
+                let factor = (drawn.saturating_mul(chunk) / held.max(1)).clamp(2, 16);
+                width = width.saturating_mul(i128::from(factor)).min(hi - lo + 1);
+                (whole, span) = span_of(width);
+                (drawn, held) = (0, 0);
+                tried.clear();
+                // the windows so far held too few rows to count as chunks: drawn again, wider
+                (windows, cut) = (Vec::new(), 0);
+                continue;
+            }
             if rows.len() > self.chunk {
                 // a run of a chunk from a random place of the window: no row of it is left out
-                let sql = self.plan.window_count_sql(from, to).unwrap_or_default();
-                let err =
-                    |e| VerifyError::Other(format!("{}: counting the rows of a sampled window: {e}", self.plan.name));
-                let held: u64 = crate::source::server::scalar(&mut self.conn, &sql)
-                    .await
-                    .map_err(err)?
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(0);
-                let skip = fastrand::u64(..=held.saturating_sub(self.chunk as u64));
+                let in_window = match whole_count {
+                    Some(n) => n,
+                    None => {
+                        let sql = self.plan.window_count_sql(from, to).unwrap_or_default();
+                        let err = |e| {
+                            VerifyError::Other(format!(
+                                "{}: counting the rows of a sampled window: {e}",
+                                self.plan.name
+                            ))
+                        };
+                        let n: u64 = crate::source::server::scalar(&mut self.conn, &sql)
+                            .await
+                            .map_err(err)?
+                            .and_then(|c| c.parse().ok())
+                            .unwrap_or(0);
+                        whole_count = whole.then_some(n);
+                        n
+                    }
+                };
+                let skip = fastrand::u64(..=in_window.saturating_sub(self.chunk as u64));
                 let sql = self.plan.window_sql(from, to, self.chunk, skip).unwrap_or_default();
                 (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
                 cut += 1;
+            } else if whole {
+                // every row of the range in one chunk: nothing else to draw
+                if !rows.is_empty() {
+                    windows.push((s, Chunk { rows, columns, next: None }));
+                }
+                break;
             }
             if !rows.is_empty() {
                 windows.push((s, Chunk { rows, columns, next: None }));
@@ -282,10 +328,13 @@ impl TableReader {
         }
         windows.sort_unstable_by_key(|(s, _)| *s);
         let chunks: Vec<Chunk> = windows.into_iter().map(|(_, c)| c).collect();
-        let each = if whole {
-            format!("each from the whole range of {key}")
-        } else {
-            format!("each from a window of {width} consecutive values of {key}")
+        let each = match (whole, width == first_width) {
+            (true, _) => format!("each from the whole range of {key}"),
+            (false, true) => format!("each from a window of {width} consecutive values of {key}"),
+            (false, false) => format!(
+                "each from a window of {first_width} to {width} consecutive values of {key} (widened: the rows to \
+                 compare are sparser than the table's estimate, as with a selective --where)"
+            ),
         };
         let mut what = format!("{} random chunks of up to {} rows, {each}", chunks.len(), self.chunk);
         if cut > 0 {

@@ -441,6 +441,20 @@ fn verify_sample_and_since_checkpoint() {
     assert!(rows > 1 && rows <= 100, "{g}");
     assert_eq!(g["equal"].as_u64(), Some(rows), "{g}");
     assert!(g["scope"].as_str().unwrap().contains("consecutive values of id"), "{g}");
+    // a selective condition (a tenth of the rows): the windows widen until they hold about a
+    // chunk each, instead of a tenth of one as the table's estimate would size them
+    let (code, out, err) = verify(
+        &config,
+        &["--sample", "5", "--chunk-size", "50", "--format", "json", "-t", "vt.t", "--where", "vt.t=id % 10 = 0"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let t = report(&reports(&out), "vt.t").clone();
+    let rows = t["rows"].as_u64().unwrap();
+    // (windows sized by the estimate held about 5 rows each: at most about 30; a simulation of
+    // the widening put fewer than 50 once in 20,000 runs, overlapping windows merged)
+    assert!((50..=250).contains(&rows), "about 5 chunks of 50 of the 300 rows: {t}");
+    assert_eq!(t["equal"].as_u64(), Some(rows), "{t}");
+    assert!(t["scope"].as_str().unwrap().contains("widened"), "{t}");
 
     // a condition: its rows only; the target's other keys are not taken for extras
     let (code, out, err) = verify(&config, &["--format", "json", "-t", "vt.t", "--where", "vt.t=id <= 100"]);
