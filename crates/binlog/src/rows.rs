@@ -519,7 +519,7 @@ impl<'r> RowsIter<'r> {
                             visitor.image(before);
                             for (i, value) in image.values.into_iter().enumerate() {
                                 if let Some(value) = value {
-                                    visitor.value(i, value);
+                                    visitor.value(i, &value);
                                 }
                             }
                         }
@@ -532,7 +532,11 @@ impl<'r> RowsIter<'r> {
         let mut image = |r: &mut Reader<'r>, before: bool| {
             visitor.image(before);
             let (present, count) = ev.present(before);
-            ev.walk_image(r, present, count, None, |i, value| visitor.value(i, value))
+            ev.walk_image(r, present, count, None, |i, value| {
+                visitor.value(i, &value);
+                // without `Value`'s out-of-line drop glue: 3.5% of `sluice dump`'s CPU
+                release(value);
+            })
         };
         let res = match ev.kind {
             RowsKind::Write => image(r, false),
@@ -573,8 +577,9 @@ pub trait ImageVisitor<'r> {
     /// image comes first.
     fn image(&mut self, before: bool);
     /// A value of the image begun last: its column's index and the value, in column order
-    /// (columns the image leaves out are skipped; SQL NULL is [`Value::Null`]).
-    fn value(&mut self, column: usize, value: Value<'r>);
+    /// (columns the image leaves out are skipped; SQL NULL is [`Value::Null`]). Lent, not
+    /// given: the walk drops it without the drop glue's call for the values that own nothing.
+    fn value(&mut self, column: usize, value: &Value<'r>);
 }
 
 impl<'r> Iterator for RowsIter<'r> {

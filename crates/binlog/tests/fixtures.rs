@@ -82,8 +82,8 @@ impl<'r> ImageVisitor<'r> for Images<'r> {
     fn image(&mut self, before: bool) {
         self.0.push((before, Vec::new()));
     }
-    fn value(&mut self, column: usize, value: Value<'r>) {
-        self.0.last_mut().expect("a value before any image").1.push((column, value));
+    fn value(&mut self, column: usize, value: &Value<'r>) {
+        self.0.last_mut().expect("a value before any image").1.push((column, value.clone()));
     }
 }
 

@@ -143,8 +143,8 @@ impl<'r> ImageVisitor<'r> for Images<'_> {
     }
 
     #[inline]
-    fn value(&mut self, column: usize, value: Value<'r>) {
-        write_member(self.line, self.columns, self.keys, column, &value);
+    fn value(&mut self, column: usize, value: &Value<'r>) {
+        write_member(self.line, self.columns, self.keys, column, value);
     }
 }
 
