@@ -196,8 +196,8 @@ impl TableReader {
     /// are even. A window in a gap of the keys is drawn again (each row is in as many windows
     /// as any other, so the windows that hold rows are as fair as all); a window of more rows
     /// than a chunk gives a chunk's run from a random place in it (its rows counted first), and
-    /// windows that hold far fewer rows than a chunk widen (the rows to compare are sparser
-    /// than the estimate: a selective `--where`); so
+    /// windows that all hold under half a chunk widen (the rows to compare are sparser than the
+    /// estimate: a selective `--where`); so
     /// no row is left out of every sample, though rows where the keys are denser than the
     /// table's average are drawn less often. (The next chunk from a random value would pick the
     /// rows after each gap in the keys far more often than the others: with keys 1..200 and
@@ -238,12 +238,14 @@ impl TableReader {
         };
         let (mut whole, mut span) = span_of(width);
         let (mut windows, mut cut, mut tried) = (Vec::new(), 0, std::collections::HashSet::new());
-        // the windows of the current width that held rows, and their rows (up to a chunk and
-        // one each): far fewer than a chunk each means the estimate was of more rows than there
-        // are to compare (a selective --where, a stale estimate), so the windows widen. (Empty
-        // windows are gaps in the keys, drawn again, not a sign of sparse rows.) Every key
-        // value stays in as many windows of a width as any other, so the sample stays fair.
-        let (mut drawn, mut held) = (0u64, 0u64);
+        // the windows of the current width that held rows, their rows (up to a chunk and one
+        // each), and whether one held half a chunk: five such windows none of which did mean
+        // the estimate was of more rows than there are to compare (a selective --where, a stale
+        // estimate), so the windows widen. (Empty windows are gaps in the keys, drawn again, and
+        // a few far keys hold a row each while the dense ones fill their windows: neither is a
+        // sign of sparse rows.) Every key value stays in as many windows of a width as any
+        // other, so the sample stays fair.
+        let (mut drawn, mut held, mut half_full) = (0u64, 0u64, false);
         // the rows of the whole range, once counted
         let mut whole_count = None;
         // a bound on the queries for a table whose keys are mostly gaps
@@ -260,16 +262,17 @@ impl TableReader {
             // one row more than a chunk: whether the window holds more
             let Some(sql) = self.plan.window_sql(from, to, self.chunk + 1, 0) else { break };
             let (mut rows, mut columns) = self.rows(&sql, "reading a sampled chunk").await?;
+            let chunk = self.chunk as u64;
             if !rows.is_empty() {
                 (drawn, held) = (drawn + 1, held + rows.len() as u64);
+                half_full |= (rows.len() as u64).saturating_mul(2) >= chunk;
             }
-            let chunk = self.chunk as u64;
-            if drawn >= 3 && !whole && held.saturating_mul(2) < drawn.saturating_mul(chunk) {
+            if drawn >= 5 && !whole && !half_full {
                 // at most 16 times wider a step: a few windows say little of the whole range
                 let factor = (drawn.saturating_mul(chunk) / held.max(1)).clamp(2, 16);
                 width = width.saturating_mul(i128::from(factor)).min(hi - lo + 1);
                 (whole, span) = span_of(width);
-                (drawn, held) = (0, 0);
+                (drawn, held, half_full) = (0, 0, false);
                 tried.clear();
                 // the windows so far held too few rows to count as chunks: drawn again, wider
                 (windows, cut) = (Vec::new(), 0);
@@ -345,13 +348,18 @@ impl TableReader {
 
     /// `count` chunks starting at random row numbers (`OFFSET`).
     async fn sample_by_row_number(&mut self, count: u32) -> Result<Vec<Chunk>, VerifyError> {
-        let rows = self.count_rows().await?;
-        let mut starts: Vec<u64> = (0..count).map(|_| fastrand::u64(..rows.max(1))).collect();
+        let rows = i64::try_from(self.count_rows().await?).unwrap_or(i64::MAX);
+        let chunk = i64::try_from(self.chunk.max(1)).unwrap_or(i64::MAX);
+        // a start before the first row too (the chunk then begins with it, shorter): the first
+        // rows are in as many chunks as the others
+        let mut starts: Vec<i64> = (0..count).map(|_| fastrand::i64(1 - chunk..rows.max(1))).collect();
         starts.sort_unstable();
         starts.dedup();
         let mut chunks = Vec::new();
         for s in starts {
-            let sql = format!("{} OFFSET {s}", self.plan.chunk_sql(None, self.chunk));
+            let (offset, limit) = (s.max(0), chunk + s.min(0));
+            let limit = usize::try_from(limit).unwrap_or(1);
+            let sql = format!("{} OFFSET {offset}", self.plan.chunk_sql(None, limit));
             let (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
             if !rows.is_empty() {
                 chunks.push(Chunk { rows, columns, next: None });

@@ -440,7 +440,10 @@ fn verify_sample_and_since_checkpoint() {
     let rows = g["rows"].as_u64().unwrap();
     assert!(rows > 1 && rows <= 100, "{g}");
     assert_eq!(g["equal"].as_u64(), Some(rows), "{g}");
-    assert!(g["scope"].as_str().unwrap().contains("consecutive values of id"), "{g}");
+    // (windows widen only when none holds half a chunk: about once in a hundred runs here, and
+    // to the whole range once in thousands: a fair sample too)
+    let scope = g["scope"].as_str().unwrap();
+    assert!(scope.contains("consecutive values of id") || scope.contains("whole range of id"), "{g}");
     // a selective condition (a tenth of the rows): the windows widen until they hold about a
     // chunk each, instead of a tenth of one as the table's estimate would size them
     let (code, out, err) = verify(
@@ -451,7 +454,7 @@ fn verify_sample_and_since_checkpoint() {
     let t = report(&reports(&out), "vt.t").clone();
     let rows = t["rows"].as_u64().unwrap();
     // (windows sized by the estimate held about 5 rows each: at most about 30; a simulation of
-    // the widening put fewer than 50 once in 20,000 runs, overlapping windows merged)
+    // the widening put fewer than 50 once in 5,000 runs, overlapping windows merged)
     assert!((50..=250).contains(&rows), "about 5 chunks of 50 of the 300 rows: {t}");
     assert_eq!(t["equal"].as_u64(), Some(rows), "{t}");
     assert!(t["scope"].as_str().unwrap().contains("widened"), "{t}");
