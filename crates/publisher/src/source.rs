@@ -311,6 +311,21 @@ impl CheckedConnection {
     /// # Errors
     /// Connection and authentication failures; failed checks, all reported at once.
     pub async fn open(cfg: &SourceConfig) -> Result<CheckedConnection, SourceError> {
+        Self::open_checked(cfg, false).await
+    }
+
+    /// [`CheckedConnection::open`] for a command that takes over from a running instance of
+    /// the source (`sluice position set --force`): the instance's own connection holding the
+    /// server id is no failed check (what it is fenced out of is the Kafka transaction, not
+    /// the server). Any other failed check still fails.
+    ///
+    /// # Errors
+    /// As [`CheckedConnection::open`].
+    pub async fn open_taking_over(cfg: &SourceConfig) -> Result<CheckedConnection, SourceError> {
+        Self::open_checked(cfg, true).await
+    }
+
+    async fn open_checked(cfg: &SourceConfig, taking_over: bool) -> Result<CheckedConnection, SourceError> {
         let mut conn = connect(&cfg.connect).await?;
         let report = preflight::run(&mut conn, cfg.server_id, cfg.server_id_setting, &cfg.report_host)
             .await
@@ -318,7 +333,7 @@ impl CheckedConnection {
         for w in report.warnings() {
             warn_once(&cfg.connect, w.check, &w.message);
         }
-        if report.has_errors() {
+        if report.has_errors() && !(taking_over && report.only_predecessor_registered()) {
             return Err(SourceError::Preflight(Box::new(report)));
         }
         let server_version = conn.server_version().to_string();
@@ -376,7 +391,30 @@ impl CheckedConnection {
         if let Coverage::Gap(why) = coverage(root, &logs, file).await.map_err(SourceError::Archive)? {
             return Err(SourceError::Purged(format!("binlog {file} is not on the server, and {why}")));
         }
-        ArchiveFeed::open(root, file, position).await.map_err(SourceError::Start)?;
+        let (mut feed, fde) = ArchiveFeed::open(root, file, position).await.map_err(SourceError::Start)?;
+        // as on the server: not inside a transaction, whose start would be lost
+        if let Some((_, event)) = feed.next_raw().map_err(SourceError::Archive)? {
+            let header =
+                EventHeader::parse(&event).map_err(|e| SourceError::Archive(format!("{file}:{position}: {e}")))?;
+            let query = match header.event_type {
+                EventType::Query | EventType::MariadbQueryCompressed => {
+                    let mut decoder = EventDecoder::new(DecoderOptions::default());
+                    let decoded = decoder.decode(&fde).and_then(|_| decoder.decode(&event));
+                    match decoded.map(|d| d.event) {
+                        Ok(sluice_binlog::event::Event::Query(q)) => Some(q.query.into_owned()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if server::inside_a_transaction(header.event_type, query.as_deref()) {
+                return Err(SourceError::Start(format!(
+                    "{file}:{position} is inside a transaction (the event there is {}): start at the transaction's \
+                     GTID or BEGIN event, or after its end (`sluice dump --events` of the archived file lists them)",
+                    header.event_type.name()
+                )));
+            }
+        }
         let tables = self.load_schema(captured).await?;
         Ok((ResumePoint { file: file.to_string(), position, gtid: None }, tables))
     }

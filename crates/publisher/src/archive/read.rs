@@ -181,8 +181,9 @@ impl ArchiveFeed {
         }
         if feed.at != position {
             return Err(format!(
-                "{root}: {position} is not where an event starts in the archived {name} (events start at {} and \
-                 {}): the archive is not a copy of the file the position is in (another server's?)",
+                "{root}: {position} is not where an event starts in the archived {name}: events start at {} and {} \
+                 (`sluice dump --events` of the file lists them; if the position is right, the archive is not a copy \
+                 of this server's file)",
                 before, feed.at
             ));
         }

@@ -200,7 +200,12 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
             crate::report!(out, "source {:?}: {why}; --force: moving it anyway", cfg.source.name);
         }
     }
-    let mut checked = match CheckedConnection::open(&source_cfg).await {
+    let opened = if force {
+        CheckedConnection::open_taking_over(&source_cfg).await
+    } else {
+        CheckedConnection::open(&source_cfg).await
+    };
+    let mut checked = match opened {
         Ok(c) => c,
         Err(e) if e.is_predecessor_registered() => {
             return Err(running(cfg, &source_cfg.report_host).into());

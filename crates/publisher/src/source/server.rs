@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use sluice_binlog::event_type::EventType;
 use sluice_binlog::gtid::{GtidSet, MariadbGtid, MariadbGtidList};
 use sluice_protocol::{ConnectOptions, Connection, Result};
 
@@ -398,6 +399,44 @@ async fn event_boundary_problem(
     Ok(())
 }
 
+/// Why an event of type `ty` (a QUERY's text `query`) is no place to start: it is inside a
+/// transaction, whose beginning a start there would lose (a rows event without its TABLE_MAP,
+/// or rows without their GTID and BEGIN). The rule of [`event_boundary_problem`], for events
+/// read from a file rather than listed by the server.
+pub(crate) fn inside_a_transaction(ty: EventType, query: Option<&str>) -> bool {
+    use EventType as T;
+    match ty {
+        T::TableMap
+        | T::MariadbAnnotateRows
+        | T::RowsQuery
+        | T::Xid
+        | T::Intvar
+        | T::Rand
+        | T::UserVar
+        | T::PreGaWriteRows
+        | T::PreGaUpdateRows
+        | T::PreGaDeleteRows
+        | T::WriteRowsV1
+        | T::UpdateRowsV1
+        | T::DeleteRowsV1
+        | T::WriteRowsV2
+        | T::UpdateRowsV2
+        | T::DeleteRowsV2
+        | T::PartialUpdateRows
+        | T::MariadbWriteRowsCompressedV1
+        | T::MariadbUpdateRowsCompressedV1
+        | T::MariadbDeleteRowsCompressedV1
+        | T::MariadbWriteRowsCompressed
+        | T::MariadbUpdateRowsCompressed
+        | T::MariadbDeleteRowsCompressed => true,
+        T::Query | T::MariadbQueryCompressed => query.is_some_and(|q| {
+            let q = q.trim_start();
+            q.eq_ignore_ascii_case("COMMIT") || q.get(..9).is_some_and(|p| p.eq_ignore_ascii_case("SAVEPOINT"))
+        }),
+        _ => false,
+    }
+}
+
 /// Calls `on_logs` with the server's binary logs (`SHOW BINARY LOGS`) every `every`, on a
 /// connection of its own (the replication connection is busy streaming), reconnecting as
 /// needed, until the process ends. `servers` are the source's servers and `active` the index
@@ -437,6 +476,22 @@ pub async fn watch_binary_logs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_inside_a_transaction_is_told_by_its_event() {
+        for ty in [EventType::TableMap, EventType::WriteRowsV2, EventType::MariadbUpdateRowsCompressed, EventType::Xid]
+        {
+            assert!(inside_a_transaction(ty, None), "{ty:?}");
+        }
+        for ty in [EventType::MariadbGtid, EventType::Gtid, EventType::Rotate, EventType::FormatDescription] {
+            assert!(!inside_a_transaction(ty, None), "{ty:?}");
+        }
+        assert!(inside_a_transaction(EventType::Query, Some("COMMIT")));
+        assert!(inside_a_transaction(EventType::Query, Some("savepoint `a`")));
+        assert!(!inside_a_transaction(EventType::Query, Some("BEGIN")));
+        assert!(!inside_a_transaction(EventType::Query, Some("CREATE TABLE t (a INT)")));
+        assert!(!inside_a_transaction(EventType::Query, Some("SAVE")), "shorter than the word");
+    }
 
     #[test]
     fn mariadb_gtids_ahead_behind_and_purged() {

@@ -468,6 +468,14 @@ fn catch_up(name: &str, in_store: bool) {
         expected.insert(k, vec!["c:v0".into()]);
     }
     let first_file = server_files(server).remove(0);
+    // where the INSERT's TABLE_MAP is in it (the file is purged later)
+    let events = support::sluice_cmd().args(["dump", "--events"]).arg(server.datadir().join(&first_file)).output();
+    let first_table_map = String::from_utf8_lossy(&events.unwrap().stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap())
+        .find(|e| e["event"] == "TABLE_MAP_EVENT")
+        .map(|e| e["position"]["offset"].as_u64().unwrap())
+        .expect("the INSERT's TABLE_MAP");
     // every round changes every key once, in one transaction; a rotation every tenth
     let round = |r: i64| {
         let mut sql = format!("UPDATE ar.k SET n = {r}, note = 'v{r}';");
@@ -606,6 +614,11 @@ fn catch_up(name: &str, in_store: bool) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("not where an event starts") && err.contains(&first_file), "{err}");
+    // ... and one inside a transaction (the INSERT's TABLE_MAP): its start would be lost
+    let out = set(&format!("{first_file}:{first_table_map}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is inside a transaction") && err.contains("TABLE_MAP"), "{err}");
     let out = set(&format!("{first_file}:4"));
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));

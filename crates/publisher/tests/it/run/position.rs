@@ -121,6 +121,12 @@ fn position_set_moves_past_a_ddl_sluice_cannot_follow() {
     sql("INSERT INTO shop.t VALUES (3, 3);");
     let mut child = start_sluice(&config, &log);
     wait_for(60, || reader.per_key("sluice.shop.t", "v") == created(&[1, 3]), "row 3 after the move", &log);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // --force takes over from the running instance, whose connection holds the server id: the
+    // checkpoint moves, and the instance is fenced and stops with exit 1
+    let run = position(&["set", "--to", "current", "--force"], &config);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("--force: moving it anyway"), "{}", run.stdout);
+    assert_eq!(exit_code(&mut child, 60, &log), Some(1));
+    let text = log_text(&log);
+    assert!(text.contains("another instance with the same source name"), "fenced:\n{text}");
 }
