@@ -36,8 +36,8 @@ Examples:
   sluice dump --format flashback -t shop.orders --start-datetime '2024-05-01 10:00:00' binlog.000042
   sluice dump --start-datetime '2024-05-01 10:00:00' --stop-datetime '2024-05-01 11:00:00' /var/lib/sluice/archive
 
-Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input,
-66 input not found, 74 output error, 75 a --timeout passed first, 130 interrupted (dump of files)."
+Exit codes: 0 success, 1 failure, 2 bad usage or configuration, 65 corrupt or unsupported input
+(a damaged archive too), 66 input not found, 74 output error, 75 a --timeout passed first, 130 interrupted (dump of files)."
 )]
 struct Cli {
     /// Log format on stderr.

@@ -62,7 +62,11 @@ position {file, offset, row}, server_id, gtid, before, after, xid. Columns are n
 binlog (binlog_row_metadata=FULL); without names there, a live dump takes them from the table
 definitions it reads from the server and follows through DDL, and otherwise prints @1..@N (said
 once on stderr). A summary line per file goes to stderr; a live dump also prints the position to
-resume from.")]
+resume from.
+
+Exit codes: 0 done (also when the reader of the output stops reading), 1 failure, 2 bad usage,
+65 corrupt, cut or unsupported input (an archive whose file was cut or is gone after it was
+archived too), 66 an input not found or unreadable, 74 output error, 130 interrupted.")]
 pub struct DumpArgs {
     /// Binlog files, read in order (`-` reads standard input; gzip files are recognised), or
     /// the directory of a `sluice archive` or its object store URL (`s3://bucket/prefix`,
