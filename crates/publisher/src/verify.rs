@@ -61,6 +61,10 @@ use topic::{Ends, Entry, Read, TopicReader};
 /// place, with the map's spare room): the unit of `--memory-limit`.
 pub const ENTRY_BYTES: u64 = 112;
 
+/// What an index's key costs besides: its document's id (a map entry and the boxed id of a
+/// short key), kept for the documents left without a row.
+const ID_BYTES: u64 = 96;
+
 /// Chunks of the table read ahead of the comparison (besides the one compared): the server's
 /// time and the comparison's overlap, for this many chunks' memory.
 const PREFETCH: usize = 2;
@@ -452,7 +456,8 @@ impl Verifier {
         let passes = if picked.is_some() {
             1
         } else {
-            (records.saturating_mul(ENTRY_BYTES)).div_ceil(self.opts.memory_limit.max(1)).max(1)
+            let per_key = ENTRY_BYTES + if matches!(target, Target::Elastic(_)) { ID_BYTES } else { 0 };
+            (records.saturating_mul(per_key)).div_ceil(self.opts.memory_limit.max(1)).max(1)
         };
         report.passes = passes;
         let mut suspects: Suspects = HashMap::with_hasher(BuildDigest);
@@ -470,6 +475,8 @@ impl Verifier {
                 Some(sel) => Rows::Given(sel.chunks.into_iter(), Box::new(reader)),
                 None => Rows::Ahead(reader.prefetch(PREFETCH)),
             };
+            // (an index's whole pass: the ids of its documents, for those left without a row)
+            let mut ids = HashMap::with_hasher(BuildDigest);
             let mut state = match (target, &picked) {
                 (Target::Kafka, _) => {
                     let (to, in_pass) = (base.clone(), in_pass.clone());
@@ -485,7 +492,11 @@ impl Verifier {
                     let ids: Vec<String> = keys.values().map(|c| c.id.clone()).collect();
                     index_entries(e, &side.norm, &ids).await?
                 }
-                (Target::Elastic(e), None) => index_state(e, &side.norm, capacity, in_pass.clone()).await?,
+                (Target::Elastic(e), None) => {
+                    let (state, id_of) = index_state(e, &side.norm, capacity, in_pass.clone()).await?;
+                    ids = id_of;
+                    state
+                }
             };
             // a keyed run's chunks may overlap: each key is compared once
             let mut seen: Option<std::collections::HashSet<Digest, BuildDigest>> =
@@ -573,10 +584,11 @@ impl Verifier {
             // does not match it (no record says whether its row does): not looked for
             for (h, e) in state.into_iter().filter(|_| filter.is_none()) {
                 let known = picked.as_ref().and_then(|k| k.get(&h)).filter(|c| !c.literals.is_empty());
+                let id = known.map(|c| c.id.clone()).or_else(|| ids.remove(&h).map(String::from));
                 suspects.insert(
                     h,
                     Suspect {
-                        id: known.map(|c| c.id.clone()).unwrap_or_default(),
+                        id: id.unwrap_or_default(),
                         key: known.map(|c| c.literals.clone()),
                         row: None,
                         target: None,
@@ -926,11 +938,25 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 /// Reads the record each suspect's state came from: its id and key, and (`values`: the target
 /// is the topic) its values.
 fn fill_targets(side: &mut Side, suspects: &mut Suspects, values: bool) -> Result<(), VerifyError> {
-    let places: Vec<(i32, i64)> = suspects.values().filter_map(|s| s.locator).collect();
-    let mut records = side.topic.fetch(&side.norm, &places)?;
-    for s in suspects.values_mut() {
+    // the topic's places are its own records'; an index's are its documents' versions, which
+    // are places only for what the sink wrote: a document updated in Elasticsearch, or written
+    // there behind the sink's back, has a version Elasticsearch counted itself, the place of
+    // no record (a read that waited for it stalled) or of another key's. Such a document is
+    // compared as it is.
+    let sinks_own = !values;
+    let mut places: Vec<(i32, i64)> = suspects.values().filter_map(|s| s.locator).collect();
+    if sinks_own {
+        let marks = side.topic.watermarks()?;
+        places.retain(|&(p, o)| marks.iter().any(|&(q, low, high)| q == p && (low..high).contains(&o)));
+    }
+    let mut records = side.topic.fetch(&side.norm, &places, !sinks_own)?;
+    for (h, s) in suspects.iter_mut() {
         let Some(place) = s.locator.take() else { continue };
-        let Some(rec) = records.remove(&place) else { continue };
+        let Some(rec) =
+            records.remove(&place).filter(|r| !sinks_own || r.id.as_deref().is_some_and(|id| id_digest(id) == *h))
+        else {
+            continue;
+        };
         if s.key.is_none() {
             s.key = rec.key_literals;
         }
@@ -980,19 +1006,22 @@ const ES_PAGE: usize = 1000;
 
 /// The index's documents, of the keys whose digest `wanted` accepts, with the place of the
 /// record that wrote each (its version).
+/// And each document's id: a document left without a row is named by it (its version may
+/// not lead to a record that names it, see [`fill_targets`]).
 async fn index_state(
     e: &ElasticTarget,
     norm: &Normalizer,
     capacity: usize,
     wanted: impl Fn(Digest) -> bool,
-) -> Result<HashMap<Digest, Entry, BuildDigest>, VerifyError> {
+) -> Result<(HashMap<Digest, Entry, BuildDigest>, HashMap<Digest, Box<str>, BuildDigest>), VerifyError> {
     let es_err = |x: crate::elastic::client::ElasticError| VerifyError::Other(format!("{}: {x}", e.index));
     let mut state = HashMap::with_capacity_and_hasher(capacity, BuildDigest);
+    let mut ids = HashMap::with_capacity_and_hasher(capacity, BuildDigest);
     let mut scroll = e.es.scan(&e.index, ES_PAGE, true).await.map_err(es_err)?;
     loop {
         let page = e.es.next_page(&mut scroll).await.map_err(es_err)?;
         if page.is_empty() {
-            return Ok(state);
+            return Ok((state, ids));
         }
         for hit in page {
             let h = id_digest(&hit.id);
@@ -1000,6 +1029,7 @@ async fn index_state(
                 let (partition, offset) = version_parts(hit.version);
                 let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
                 state.insert(h, Entry { digest, json: true, partition, offset });
+                ids.insert(h, Box::from(hit.id.as_str()));
             }
         }
     }

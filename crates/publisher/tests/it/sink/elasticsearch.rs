@@ -606,9 +606,25 @@ fn verify_agrees(db: &Server, engine: &Engine, config: &Path) {
     let nokey = reports.iter().find(|r| r["table"] == "shop.nokey").unwrap_or_else(|| panic!("{text}"));
     assert!(nokey["skipped"].as_str().is_some_and(|s| s.contains("no primary key")), "{nokey}");
 
-    let gone = engine.documents("sluice.shop.orders").into_keys().next().unwrap();
+    let mut keys = engine.documents("sluice.shop.orders").into_keys();
+    let (gone, updated) = (keys.next().unwrap(), keys.next().unwrap());
     let (status, body) = engine.call("DELETE", &format!("/sluice.shop.orders/_doc/{gone}"), None);
     assert!(status == 200, "{status} {body}");
+    // a document updated in the index (Elasticsearch counts its version on: the place of no
+    // record of the sink's; verify waited 60 s for it and said "not verified"), and one
+    // written there by someone else (its version led to another key's record: not reported)
+    let (status, body) = engine.call(
+        "POST",
+        &format!("/sluice.shop.orders/_update/{updated}"),
+        Some(&serde_json::json!({"doc": {"v": "tampered"}})),
+    );
+    assert!(status == 200, "{status} {body}");
+    let (status, body) = engine.call(
+        "PUT",
+        "/sluice.shop.orders/_doc/999999?refresh=true",
+        Some(&serde_json::json!({"id": 999999, "v": "foreign", "qty": 1})),
+    );
+    assert!(status == 200 || status == 201, "{status} {body}");
     db.sql_text("SET sql_log_bin = 0; UPDATE shop.every SET dec1 = 1.5 WHERE id = 2");
     let (code, reports, text) = verify();
     assert_eq!(code, Some(1), "{text}");
@@ -624,6 +640,17 @@ fn verify_agrees(db: &Server, engine: &Engine, config: &Path) {
         })
         .collect();
     found.sort();
+    let tampered = found
+        .iter()
+        .position(|f| f.starts_with(&format!(r#""elasticsearch" "shop.orders" "different" "{updated}" "#)))
+        .map(|i| found.remove(i))
+        .unwrap_or_else(|| panic!("the updated document: {text}"));
+    assert!(tampered.contains(r#""column":"v""#) && tampered.contains(r#""target":"tampered""#), "{tampered}");
+    let extra = found
+        .iter()
+        .position(|f| f == r#""elasticsearch" "shop.orders" "extra" "999999" null"#)
+        .map(|i| found.remove(i));
+    assert!(extra.is_some(), "the foreign document: {text}");
     let every = r#"[{"column":"dec1","table":"1.50","target":"-0.01"}]"#;
     let want = [
         format!(r#""elasticsearch" "shop.every" "different" "2" {every}"#),
@@ -632,7 +659,12 @@ fn verify_agrees(db: &Server, engine: &Engine, config: &Path) {
     ];
     assert_eq!(found, want, "{text}");
     db.sql_text("SET sql_log_bin = 0; UPDATE shop.every SET dec1 = -0.01 WHERE id = 2");
-    eprintln!("sluice verify: both targets equal, then exactly the deleted document and the changed row");
+    let (status, body) = engine.call("DELETE", "/sluice.shop.orders/_doc/999999?refresh=true", None);
+    assert!(status == 200, "{status} {body}");
+    eprintln!(
+        "sluice verify: both targets equal, then exactly the deleted document, the changed row, the document updated \
+         in the index and the one written there by someone else"
+    );
 }
 
 /// With the sink stopped: moves the group's committed offsets of the orders topic back to the
