@@ -354,6 +354,12 @@ pub enum Coverage {
 /// The archive cannot be listed or its index read.
 pub async fn coverage(root: &Archive, server: &[(String, u64)], file: &str) -> Result<Coverage, String> {
     if let Archive::Dir(d) = root {
+        if !d.is_dir() {
+            return Err(format!(
+                "the archive directory {} does not exist (is the archiver's volume mounted here, at this path?)",
+                d.display()
+            ));
+        }
         if let Some(why) = super::dir::cut_file_in(d)? {
             return Ok(Coverage::Gap(why));
         }
