@@ -317,7 +317,7 @@ impl KafkaContext {
         let Ok(mut last) = self.last_unreachable.lock() else { return };
         if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
             *last = Some(std::time::Instant::now());
-            tracing::warn!(brokers = %self.brokers, detail, "Cannot reach the Kafka brokers; retrying until they answer");
+            tracing::warn!(brokers = %self.brokers, detail, "Cannot reach the Kafka brokers; trying again (a command that waits for them says when it gives up)");
         }
     }
 
