@@ -784,14 +784,24 @@ pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, Refusal
     if files.is_empty() {
         return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()).into());
     }
-    if let Some(why) = cut_file(root, &index, &files)? {
+    let listed = files.iter().map(|f| (f.name.clone(), f.file.clone())).collect();
+    let chosen = in_range(&index, listed, range)?;
+    // damage that matters to this range: in the files chosen, or a file the index lists
+    // complete that the range would take were it there (one gone); damage elsewhere does not
+    // keep a dump of this range from being whole
+    let mut wanted: std::collections::HashSet<String> =
+        chosen.iter().map(|f| f.trim_end_matches(".gz").to_string()).collect();
+    let indexed = index.iter().filter(|s| s.complete).map(|s| (s.file.clone(), s.file.clone())).collect();
+    if let Ok(would) = in_range(&index, indexed, range) {
+        wanted.extend(would);
+    }
+    let index_in: Vec<FileSummary> = index.iter().filter(|s| wanted.contains(&s.file)).cloned().collect();
+    if let Some(why) = cut_file(root, &index_in, &files)? {
         return Err(Refusal::Damaged(format!("{why} (or dump the server's own file)")));
     }
     // the server numbers its files one after another: a number missing from the archive
     // between two chosen files is a file gone (with its index entry), and its changes with it
     let held: std::collections::HashSet<u64> = files.iter().map(|f| order_key(&f.name).0).collect();
-    let files = files.into_iter().map(|f| (f.name, f.file)).collect();
-    let chosen = in_range(&index, files, range)?;
     for pair in chosen.windows(2) {
         let name = |f: &str| f.trim_end_matches(".gz").to_string();
         let (a, b) = (name(&pair[0]), name(&pair[1]));
@@ -853,6 +863,18 @@ mod tests {
         std::fs::write(root.join("b.000010"), [MAGIC.as_slice(), b"more"].concat()).unwrap();
         let Refusal::Damaged(e) = files_between(root, &Range::default()).unwrap_err() else { panic!("not damaged") };
         assert!(e.contains("b.000010 is 8 bytes, not the 4") && e.contains("lists it complete"), "{e}");
+        // ... which a range after it does not need
+        let after = Range { start_file: Some("b.000011".into()), ..Range::default() };
+        assert_eq!(files_between(root, &after).unwrap().len(), 2, "b.000011 and b.000012");
+        // a file gone that the range would take is damage; one it would not take is not
+        std::fs::rename(root.join("b.000010"), root.join("gone")).unwrap();
+        let Refusal::Damaged(e) = files_between(root, &Range { from: Some(250), ..Range::default() }).unwrap_err()
+        else {
+            panic!("not damaged")
+        };
+        assert!(e.contains("b.000010") && e.contains("gone"), "{e}");
+        assert_eq!(files_between(root, &after).unwrap().len(), 2);
+        std::fs::rename(root.join("gone"), root.join("b.000010")).unwrap();
         std::fs::write(root.join("b.000010"), MAGIC).unwrap();
         assert_eq!(names(Some(250), None), ["b.000010", "b.000011", "b.000012"]);
         assert_eq!(names(None, Some(190)), ["b.000009", "b.000012"]);
