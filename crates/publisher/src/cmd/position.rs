@@ -228,7 +228,13 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
         Ok(s) => s,
         // a file the server purged that source.archive holds: `sluice run` catches up from it
         Err(crate::pipeline::Error::Source(SourceError::Purged(purged))) if cfg.source.archive.is_some() => {
-            let StartFrom::Position { file, position } = to else { return Err(Refused::Position(purged)) };
+            let StartFrom::Position { file, position } = to else {
+                // GTIDs are not looked up in the archive: a position in its files is taken
+                return Err(Refused::Position(format!(
+                    "{purged}. source.archive may hold the purged files: `--to FILE:POS` takes a position in them \
+                     (`sluice dump --events` of an archived file lists its events and GTIDs)"
+                )));
+            };
             let root = cfg.source.archive.as_deref().unwrap_or_default();
             let archive = Archive::open(root, cfg.source.archive_credentials_file.as_deref())
                 .map_err(|e| Refused::Failed(format!("{purged}; source.archive cannot be read: {e}")))?;
