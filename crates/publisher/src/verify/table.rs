@@ -186,24 +186,25 @@ impl TableReader {
         Prefetch { rx, task }
     }
 
-    /// `count` chunks from random places of the table (`verify --sample`), in key order,
-    /// overlapping ones merged by the caller (a row may come twice), and what each is.
+    /// About `count` chunks' rows from random places of the table (`verify --sample`), in key
+    /// order, overlapping ones merged by the caller (a row may come twice), and what they are.
     ///
     /// A chunk key starting with an integer column is sampled by windows of key values: a
     /// random start between the smallest and largest, the rows whose first key column is within
     /// `width` of it (one index lookup each). The width is the chunk size spread over the key
     /// range by the table's estimated row count, so a window holds about a chunk where the keys
-    /// are even. A window in a gap of the keys is drawn again (each row is in as many windows
-    /// as any other, so the windows that hold rows are as fair as all); a window of more rows
-    /// than a chunk gives a chunk's run from a random place in it (its rows counted first), and
-    /// windows that all hold under half a chunk widen (the rows to compare are sparser than the
-    /// estimate: a selective `--where`); so
-    /// no row is left out of every sample, though rows where the keys are denser than the
-    /// table's average are drawn less often. (The next chunk from a random value would pick the
-    /// rows after each gap in the keys far more often than the others: with keys 1..200 and
-    /// 7777, nearly every chunk would be the row 7777.) When every window drawn falls in a gap,
-    /// and for any other key, chunks start at random row numbers (`OFFSET`: the server walks
-    /// the index up to it, so such a sample costs up to a read of the table's keys).
+    /// are even. Windows are drawn until their rows make `count` chunks; every row of a window
+    /// is taken, up to [`WINDOW_CAP_CHUNKS`] chunks (beyond, a run of that many from a random
+    /// place in it, its rows counted first). A window in a gap of the keys is drawn again; as
+    /// each row is in as many windows as any other, every row is as likely to be compared as
+    /// any other, but for rows in windows above the cap. Windows that all hold under half a
+    /// chunk widen (the rows to compare are sparser than the estimate: a selective `--where`).
+    /// (The next chunk from a random value would pick the rows after each gap far more often
+    /// than the others: with keys 1..200 and 7777, nearly every chunk would be the row 7777;
+    /// windows cut to one chunk still favoured it, 40% against 3% per row.) When every window
+    /// drawn falls in a gap, and for any other key, chunks start at random row numbers
+    /// (`OFFSET`: the server walks the index up to it, so such a sample costs up to a read of
+    /// the table's keys).
     ///
     /// # Errors
     /// A failing query.
@@ -238,20 +239,29 @@ impl TableReader {
         };
         let (mut whole, mut span) = span_of(width);
         let (mut windows, mut cut, mut tried) = (Vec::new(), 0, std::collections::HashSet::new());
-        // the windows of the current width that held rows, their rows (up to a chunk and one
-        // each), and whether one held half a chunk: five such windows none of which did mean
-        // the estimate was of more rows than there are to compare (a selective --where, a stale
-        // estimate), so the windows widen. (Empty windows are gaps in the keys, drawn again, and
-        // a few far keys hold a row each while the dense ones fill their windows: neither is a
-        // sign of sparse rows.) Every key value stays in as many windows of a width as any
-        // other, so the sample stays fair.
+        // every row of a window is compared, up to `cap`: a window cut to a chunk would keep a
+        // row of a dense window less often than a lone key's (keys 1..200 and 7777: the 7777
+        // was in 40% of one-chunk samples, each other row in 3%). So a sample is the rows of
+        // the windows drawn until they hold `count` chunks' worth, every row as likely as any
+        // other unless its window holds more than `cap`.
+        let chunk = self.chunk as u64;
+        let cap = self.chunk.saturating_mul(WINDOW_CAP_CHUNKS);
+        let budget = u64::from(count).saturating_mul(chunk);
+        let mut taken = 0u64;
+        // the windows of the current width that held rows, their rows, and whether one held
+        // half a chunk: five such windows none of which did mean the estimate was of more rows
+        // than there are to compare (a selective --where, a stale estimate), so the windows
+        // widen. (Empty windows are gaps in the keys, drawn again, and a few far keys hold a row
+        // each while the dense ones fill their windows: neither is a sign of sparse rows.)
+        // Every key value stays in as many windows of a width as any other, so the sample stays
+        // fair.
         let (mut drawn, mut held, mut half_full) = (0u64, 0u64, false);
         // the rows of the whole range, once counted
         let mut whole_count = None;
         // a bound on the queries for a table whose keys are mostly gaps
         for _ in 0..count.saturating_mul(50) {
-            // (the whole range is drawn again while it holds more than a chunk: another run of it)
-            if windows.len() >= count as usize || (!whole && tried.len() as u128 >= span) {
+            // (the whole range is drawn again while it holds more than `cap`: another run of it)
+            if taken >= budget || (!whole && tried.len() as u128 >= span) {
                 break;
             }
             let s = if whole { lo } else { lo - width + 1 + i128::try_from(fastrand::u128(..span)).unwrap_or(0) };
@@ -259,10 +269,9 @@ impl TableReader {
                 continue;
             }
             let (from, to) = (s, s.saturating_add(width));
-            // one row more than a chunk: whether the window holds more
-            let Some(sql) = self.plan.window_sql(from, to, self.chunk + 1, 0) else { break };
+            // one row more than `cap`: whether the window holds more
+            let Some(sql) = self.plan.window_sql(from, to, cap + 1, 0) else { break };
             let (mut rows, mut columns) = self.rows(&sql, "reading a sampled chunk").await?;
-            let chunk = self.chunk as u64;
             if !rows.is_empty() {
                 (drawn, held) = (drawn + 1, held + rows.len() as u64);
                 half_full |= (rows.len() as u64).saturating_mul(2) >= chunk;
@@ -275,11 +284,11 @@ impl TableReader {
                 (drawn, held, half_full) = (0, 0, false);
                 tried.clear();
                 // the windows so far held too few rows to count as chunks: drawn again, wider
-                (windows, cut) = (Vec::new(), 0);
+                (windows, cut, taken) = (Vec::new(), 0, 0);
                 continue;
             }
-            if rows.len() > self.chunk {
-                // a run of a chunk from a random place of the window: no row of it is left out
+            if rows.len() > cap {
+                // a run of `cap` from a random place of the window: no row of it is left out
                 let in_window = match whole_count {
                     Some(n) => n,
                     None => {
@@ -299,18 +308,19 @@ impl TableReader {
                         n
                     }
                 };
-                let skip = fastrand::u64(..=in_window.saturating_sub(self.chunk as u64));
-                let sql = self.plan.window_sql(from, to, self.chunk, skip).unwrap_or_default();
+                let skip = fastrand::u64(..=in_window.saturating_sub(cap as u64));
+                let sql = self.plan.window_sql(from, to, cap, skip).unwrap_or_default();
                 (rows, columns) = self.rows(&sql, "reading a sampled chunk").await?;
                 cut += 1;
             } else if whole {
-                // every row of the range in one chunk: nothing else to draw
+                // every row of the range in one window: nothing else to draw
                 if !rows.is_empty() {
                     windows.push((s, Chunk { rows, columns, next: None }));
                 }
                 break;
             }
             if !rows.is_empty() {
+                taken += rows.len() as u64;
                 windows.push((s, Chunk { rows, columns, next: None }));
             }
         }
@@ -339,9 +349,15 @@ impl TableReader {
                  compare are sparser than the table's estimate, as with a selective --where)"
             ),
         };
-        let mut what = format!("{} random chunks of up to {} rows, {each}", chunks.len(), self.chunk);
+        let rows: usize = chunks.iter().map(|c| c.rows.len()).sum();
+        let mut what = format!(
+            "{} random chunks ({rows} rows, every row of each window up to {cap}; {} chunks of {} asked), {each}",
+            chunks.len(),
+            count,
+            self.chunk
+        );
         if cut > 0 {
-            what.push_str(&format!(" ({cut} held more rows: a run of them from a random place in each)"));
+            what.push_str(&format!(" ({cut} held more than {cap} rows: a run of {cap} from a random place in each)"));
         }
         Ok((chunks, what))
     }
@@ -410,6 +426,10 @@ impl TableReader {
         Ok((rows, columns))
     }
 }
+
+/// A sampled window's rows are compared up to this many chunks' worth; beyond, a run of that
+/// many from a random place of it (its rows then drawn less often than others).
+const WINDOW_CAP_CHUNKS: usize = 10;
 
 /// How many consecutive key values a sampled window spans so that it holds about `chunk` of
 /// `rows` rows spread over `span` values (at least 1).

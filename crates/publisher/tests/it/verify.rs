@@ -427,7 +427,8 @@ fn verify_sample_and_since_checkpoint() {
     for t in ["vt.t", "vt.c", "vt.s"] {
         let r = report(&all, t);
         let rows = r["rows"].as_u64().unwrap();
-        assert!(rows > 0 && rows <= 150, "{t}: a sample of at most 3 chunks of 50 rows: {r}");
+        // (windows are drawn until they hold 3 chunks' rows; the last holds at most 10 chunks)
+        assert!(rows > 0 && rows < 150 + 500, "{t}: a sample of about 3 chunks of 50 rows: {r}");
         assert_eq!(r["equal"].as_u64(), Some(rows), "{r}");
         assert!(r["scope"].as_str().unwrap().contains("random chunks"), "{r}");
     }
@@ -438,7 +439,9 @@ fn verify_sample_and_since_checkpoint() {
     assert_eq!(code, 0, "{out}\n{err}");
     let g = report(&reports(&out), "vt.g").clone();
     let rows = g["rows"].as_u64().unwrap();
-    assert!(rows > 1 && rows <= 100, "{g}");
+    // (every row of a window counts: the dense keys' windows hold up to 10 chunks, which a
+    // simulation of the rule put at 49-198 rows of the 201; and 7777 as likely as any other)
+    assert!(rows > 1 && rows <= 201, "{g}");
     assert_eq!(g["equal"].as_u64(), Some(rows), "{g}");
     // (windows widen only when none holds half a chunk: about once in a hundred runs here, and
     // to the whole range once in thousands: a fair sample too)
@@ -454,8 +457,8 @@ fn verify_sample_and_since_checkpoint() {
     let t = report(&reports(&out), "vt.t").clone();
     let rows = t["rows"].as_u64().unwrap();
     // (windows sized by the estimate held about 5 rows each: at most about 30; a simulation of
-    // the widening put fewer than 50 once in 5,000 runs, overlapping windows merged)
-    assert!((50..=250).contains(&rows), "about 5 chunks of 50 of the 300 rows: {t}");
+    // the widening put 74-274, overlapping windows merged)
+    assert!((50..=300).contains(&rows), "about 5 chunks of 50 of the 300 rows: {t}");
     assert_eq!(t["equal"].as_u64(), Some(rows), "{t}");
     assert!(t["scope"].as_str().unwrap().contains("widened"), "{t}");
 
@@ -544,7 +547,7 @@ fn verify_sample_and_since_checkpoint() {
     assert_eq!(code, 1, "{out}\n{err}");
     let t = report(&reports(&out), "vt.t").clone();
     let rows = t["rows"].as_u64().unwrap();
-    assert!(rows > 0 && rows <= 80, "{t}");
+    assert!(rows > 0 && rows < 80 + 400, "{t}");
     assert_eq!(counts(&t), (0, 0, rows), "{t}");
 
     // the binlog since the last run purged: the whole table, saying why
