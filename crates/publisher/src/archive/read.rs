@@ -164,8 +164,9 @@ impl ArchiveFeed {
         };
         // 4 is where the events start: the FDE, given apart
         let position = if position == 4 { feed.at } else { position };
-        // skip to the position event by event, so that it is known to be a boundary
-        let mut before = feed.at;
+        // skip to the position event by event, so that it is known to be a boundary (the last
+        // event start before it: the FDE's at 4, until another)
+        let mut before = 4;
         while feed.at < position {
             before = feed.at;
             match feed.read_event()? {

@@ -279,9 +279,17 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     };
     let committed = crate::schema::committed(&cfg.kafka, &cfg.source.name, None).await.map_err(|e| e.to_string())?;
     let resume = start.resume.clone();
-    commit_start(StartSettings::of(cfg), &mut sink, committed, start, snapshot, signals, false, || {})
-        .await
-        .map_err(|e| e.to_string())?;
+    commit_start(StartSettings::of(cfg), &mut sink, committed, start, snapshot, signals, false, || {}).await.map_err(
+        |e| match e {
+            // (the message of a fenced producer is written for `sluice run`)
+            crate::pipeline::Error::Kafka(crate::kafka::Error::Fenced(_)) => format!(
+                "source {:?}: another `sluice position set` or `sluice run` took the source over while this one \
+                 wrote: this command did not move the checkpoint (`sluice position show` says where it is)",
+                cfg.source.name
+            ),
+            other => other.to_string(),
+        },
+    )?;
     crate::report!(
         out,
         "source {:?}: checkpoint set to {resume} (was {was}); the next `sluice run` resumes there",
