@@ -61,10 +61,6 @@ use topic::{Ends, Entry, Read, TopicReader};
 /// place, with the map's spare room): the unit of `--memory-limit`.
 pub const ENTRY_BYTES: u64 = 112;
 
-/// What an index's key costs besides: its document's id (a map entry and the boxed id of a
-/// short key), kept for the documents left without a row.
-const ID_BYTES: u64 = 96;
-
 /// Chunks of the table read ahead of the comparison (besides the one compared): the server's
 /// time and the comparison's overlap, for this many chunks' memory.
 const PREFETCH: usize = 2;
@@ -456,8 +452,7 @@ impl Verifier {
         let passes = if picked.is_some() {
             1
         } else {
-            let per_key = ENTRY_BYTES + if matches!(target, Target::Elastic(_)) { ID_BYTES } else { 0 };
-            (records.saturating_mul(per_key)).div_ceil(self.opts.memory_limit.max(1)).max(1)
+            (records.saturating_mul(ENTRY_BYTES)).div_ceil(self.opts.memory_limit.max(1)).max(1)
         };
         report.passes = passes;
         let mut suspects: Suspects = HashMap::with_hasher(BuildDigest);
@@ -475,8 +470,6 @@ impl Verifier {
                 Some(sel) => Rows::Given(sel.chunks.into_iter(), Box::new(reader)),
                 None => Rows::Ahead(reader.prefetch(PREFETCH)),
             };
-            // (an index's whole pass: the ids of its documents, for those left without a row)
-            let mut ids = HashMap::with_hasher(BuildDigest);
             let mut state = match (target, &picked) {
                 (Target::Kafka, _) => {
                     let (to, in_pass) = (base.clone(), in_pass.clone());
@@ -492,11 +485,7 @@ impl Verifier {
                     let ids: Vec<String> = keys.values().map(|c| c.id.clone()).collect();
                     index_entries(e, &side.norm, &ids).await?
                 }
-                (Target::Elastic(e), None) => {
-                    let (state, id_of) = index_state(e, &side.norm, capacity, in_pass.clone()).await?;
-                    ids = id_of;
-                    state
-                }
+                (Target::Elastic(e), None) => index_state(e, &side.norm, capacity, in_pass.clone()).await?,
             };
             // a keyed run's chunks may overlap: each key is compared once
             let mut seen: Option<std::collections::HashSet<Digest, BuildDigest>> =
@@ -584,11 +573,10 @@ impl Verifier {
             // does not match it (no record says whether its row does): not looked for
             for (h, e) in state.into_iter().filter(|_| filter.is_none()) {
                 let known = picked.as_ref().and_then(|k| k.get(&h)).filter(|c| !c.literals.is_empty());
-                let id = known.map(|c| c.id.clone()).or_else(|| ids.remove(&h).map(String::from));
                 suspects.insert(
                     h,
                     Suspect {
-                        id: id.unwrap_or_default(),
+                        id: known.map(|c| c.id.clone()).unwrap_or_default(),
                         key: known.map(|c| c.literals.clone()),
                         row: None,
                         target: None,
@@ -611,6 +599,9 @@ impl Verifier {
             .await?;
             side = s;
             suspects = sus?;
+        }
+        if let Target::Elastic(e) = target {
+            name_unnamed(e, &mut suspects).await?;
         }
         // 3. the re-check rounds
         let mut from = base;
@@ -1006,22 +997,19 @@ const ES_PAGE: usize = 1000;
 
 /// The index's documents, of the keys whose digest `wanted` accepts, with the place of the
 /// record that wrote each (its version).
-/// And each document's id: a document left without a row is named by it (its version may
-/// not lead to a record that names it, see [`fill_targets`]).
 async fn index_state(
     e: &ElasticTarget,
     norm: &Normalizer,
     capacity: usize,
     wanted: impl Fn(Digest) -> bool,
-) -> Result<(HashMap<Digest, Entry, BuildDigest>, HashMap<Digest, Box<str>, BuildDigest>), VerifyError> {
+) -> Result<HashMap<Digest, Entry, BuildDigest>, VerifyError> {
     let es_err = |x: crate::elastic::client::ElasticError| VerifyError::Other(format!("{}: {x}", e.index));
     let mut state = HashMap::with_capacity_and_hasher(capacity, BuildDigest);
-    let mut ids = HashMap::with_capacity_and_hasher(capacity, BuildDigest);
     let mut scroll = e.es.scan(&e.index, ES_PAGE, true).await.map_err(es_err)?;
     loop {
         let page = e.es.next_page(&mut scroll).await.map_err(es_err)?;
         if page.is_empty() {
-            return Ok((state, ids));
+            return Ok(state);
         }
         for hit in page {
             let h = id_digest(&hit.id);
@@ -1029,7 +1017,29 @@ async fn index_state(
                 let (partition, offset) = version_parts(hit.version);
                 let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
                 state.insert(h, Entry { digest, json: true, partition, offset });
-                ids.insert(h, Box::from(hit.id.as_str()));
+            }
+        }
+    }
+}
+
+/// Names the suspects no record named: documents left without a row whose version is not the
+/// place of a record of theirs (Elasticsearch versioned them: written behind the sink's back,
+/// see [`fill_targets`]). One more read of the index, ids and versions only, and only when
+/// there are such documents: the passes keep no id per key for this rare case.
+async fn name_unnamed(e: &ElasticTarget, suspects: &mut Suspects) -> Result<(), VerifyError> {
+    if !suspects.values().any(|s| s.id.is_empty()) {
+        return Ok(());
+    }
+    let es_err = |x: crate::elastic::client::ElasticError| VerifyError::Other(format!("{}: {x}", e.index));
+    let mut scroll = e.es.scan(&e.index, ES_PAGE, false).await.map_err(es_err)?;
+    loop {
+        let page = e.es.next_page(&mut scroll).await.map_err(es_err)?;
+        if page.is_empty() {
+            return Ok(());
+        }
+        for hit in page {
+            if let Some(s) = suspects.get_mut(&id_digest(&hit.id)).filter(|s| s.id.is_empty()) {
+                s.id = hit.id;
             }
         }
     }
