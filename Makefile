@@ -5,7 +5,7 @@ CARGO ?= cargo
 SLUICE_WORK ?= $(CURDIR)/.work
 export SLUICE_WORK
 
-.PHONY: all build build-deps test test-fast lint fmt demo bench bench-data fuzz-smoke setup soak clean
+.PHONY: all build build-deps test test-fast lint fmt demo bench bench-records bench-data fuzz-smoke setup soak clean
 
 all: build
 
@@ -73,6 +73,12 @@ BENCH_VARIANT ?= full
 bench: bench-data
 	$(CARGO) run --release -p sluice-binlog --example bench_decode -- --runs $(BENCH_RUNS) \
 		$(SLUICE_WORK)/bench/$(BENCH_VARIANT)/mysql-bin.*
+
+## Sluice's own cost per row change without servers: the file's rows decoded, and decoded,
+## encoded as Avro and framed as `sluice run` does (its Out::change), into a counting sink.
+bench-records: bench-data
+	$(CARGO) run --release -p sluice --example record_path -- --runs $(BENCH_RUNS) \
+		$$(ls $(SLUICE_WORK)/bench/$(BENCH_VARIANT)/mysql-bin.* | head -n 1)
 
 ## The long form of the fault suite (by hand, about 15 minutes): a 10-minute write workload at the
 ## highest rate MariaDB takes here, RSS and lag sampled every second and plotted, every row change

@@ -29,6 +29,8 @@
 // defaults, `process`'s runtime); the rest is crate-private, so an unused item is a warning.
 pub(crate) mod archive;
 pub(crate) mod avro;
+#[doc(hidden)]
+pub mod bench;
 pub mod cmd;
 pub(crate) mod config;
 pub(crate) mod console;

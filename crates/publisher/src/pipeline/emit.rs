@@ -16,6 +16,38 @@ use crate::config::{OutputSection, ValueMode};
 use crate::kafka::KafkaSink;
 use crate::registry::frame_header;
 
+/// Where [`Out`] sends a change's records: the Kafka sink, or the record path's benchmark
+/// (`examples/record_path.rs`), which counts them to time Sluice's own work per row without a
+/// broker.
+#[allow(async_fn_in_trait)] // used by this crate and its benchmark only: no Send bound needed
+pub trait RecordSink {
+    /// The largest record the sink takes.
+    fn max_message_bytes(&self) -> usize;
+    /// Sends one record (`value` None: a tombstone) with its Kafka timestamp.
+    async fn send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<(), crate::kafka::Error>;
+}
+
+impl RecordSink for KafkaSink {
+    fn max_message_bytes(&self) -> usize {
+        KafkaSink::max_message_bytes(self)
+    }
+    async fn send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<(), crate::kafka::Error> {
+        KafkaSink::send(self, topic, key, value, timestamp_ms).await
+    }
+}
+
 /// Encodes and sends the records of one change.
 pub struct Out<'a> {
     /// The encoder.
@@ -53,7 +85,7 @@ impl Out<'_> {
     /// refuses, or the sink's transaction failing.
     pub async fn change(
         &self,
-        sink: &mut KafkaSink,
+        sink: &mut impl RecordSink,
         kind: RowsKind,
         row: &RowChange<'_>,
         buffers: &mut Buffers,
@@ -93,7 +125,12 @@ impl Out<'_> {
     ///
     /// # Errors
     /// As [`Out::change`].
-    pub async fn read(&self, sink: &mut KafkaSink, row: &RowImage<'_>, buffers: &mut Buffers) -> Result<usize, Error> {
+    pub async fn read(
+        &self,
+        sink: &mut impl RecordSink,
+        row: &RowImage<'_>,
+        buffers: &mut Buffers,
+    ) -> Result<usize, Error> {
         let Buffers { key_after, value, .. } = buffers;
         let key = self.key(Some(row), key_after)?.then_some(&key_after[..]);
         self.emit(sink, Op::Read, key, None, Some(row), value).await
@@ -111,7 +148,7 @@ impl Out<'_> {
     /// many records.
     async fn emit(
         &self,
-        sink: &mut KafkaSink,
+        sink: &mut impl RecordSink,
         op: Op,
         key: Option<&[u8]>,
         before: Option<&RowImage<'_>>,
