@@ -388,7 +388,8 @@ impl CheckedConnection {
     ) -> Result<(ResumePoint, Vec<crate::schema::TrackedTable>), SourceError> {
         let logs =
             server::binary_logs(&mut self.conn).await.map_err(|e| SourceError::protocol("listing binary logs", e))?;
-        if let Coverage::Gap(why) = coverage(root, &logs, file).await.map_err(SourceError::Archive)? {
+        let start = server::oldest_start_state(&mut self.conn, &logs).await;
+        if let Coverage::Gap(why) = coverage(root, &logs, start.as_deref(), file).await.map_err(SourceError::Archive)? {
             return Err(SourceError::Purged(format!("binlog {file} is not on the server, and {why}")));
         }
         let (mut feed, fde) = ArchiveFeed::open(root, file, position).await.map_err(SourceError::Start)?;
@@ -512,7 +513,11 @@ impl ReplicationSource {
         let logs = server::binary_logs(&mut checked.conn)
             .await
             .map_err(|e| SourceError::protocol("listing binary logs", e))?;
-        let (files, bytes) = match coverage(root, &logs, &resume.file).await.map_err(SourceError::Archive)? {
+        let start = server::oldest_start_state(&mut checked.conn, &logs).await;
+        let (files, bytes) = match coverage(root, &logs, start.as_deref(), &resume.file)
+            .await
+            .map_err(SourceError::Archive)?
+        {
             Coverage::Covered { files, bytes } => (files, bytes),
             Coverage::Gap(why) => {
                 return Err(SourceError::Purged(format!("the server no longer has the binlog at {resume}, and {why}")))

@@ -347,13 +347,23 @@ pub enum Coverage {
 }
 
 /// Says whether the archive in `root` covers the gap between `file` (purged on the server) and
-/// the server's binary logs `server` (`SHOW BINARY LOGS`: name and size, oldest first). A
-/// complete archived file the server also lists must have the server's size: else the archive
-/// is another server's, and a gap is reported rather than another history replayed.
+/// the server's binary logs `server` (`SHOW BINARY LOGS`: name and size, oldest first). The
+/// archive must be a copy of this server's history, else a gap is reported rather than another
+/// history replayed: a complete archived file the server also lists must have the server's
+/// size, and where the archive meets the server's oldest file its GTID state must be the one
+/// that file starts at on the server (`server_start`, [`gtid_state_at_start`]; None: not
+/// known, not compared). Names and sizes alone match another server's archive written alike.
+///
+/// [`gtid_state_at_start`]: crate::source::server::gtid_state_at_start
 ///
 /// # Errors
 /// The archive cannot be listed or its index read.
-pub async fn coverage(root: &Archive, server: &[(String, u64)], file: &str) -> Result<Coverage, String> {
+pub async fn coverage(
+    root: &Archive,
+    server: &[(String, u64)],
+    server_start: Option<&str>,
+    file: &str,
+) -> Result<Coverage, String> {
     if let Archive::Dir(d) = root {
         if !d.is_dir() {
             return Err(format!(
@@ -398,15 +408,38 @@ pub async fn coverage(root: &Archive, server: &[(String, u64)], file: &str) -> R
                 names[i - 1]
             )));
         }
-        if n >= oldest_n {
-            // the server has this one: from here it streams
-            return Ok(Coverage::Covered { files: i - from, bytes });
-        }
         let summary = index.iter().find(|s| &s.file == name);
-        bytes += summary.map_or(0, |s| s.size);
-        if n + 1 == oldest_n && summary.is_some_and(|s| s.complete) {
-            return Ok(Coverage::Covered { files: i - from + 1, bytes });
+        // the server has this one (from here it streams), or it is the complete one before
+        let files = if n >= oldest_n {
+            i - from
+        } else if n + 1 == oldest_n && summary.is_some_and(|s| s.complete) {
+            i - from + 1
+        } else {
+            bytes += summary.map_or(0, |s| s.size);
+            continue;
+        };
+        if n < oldest_n {
+            bytes += summary.map_or(0, |s| s.size);
         }
+        // the archive's state where the server's oldest file starts: its copy of that file's
+        // first, or the last of the file before it
+        let archived = match summary {
+            Some(s) if n >= oldest_n => s.first_gtid.as_deref(),
+            Some(s) => s.last_gtid.as_deref().or(s.first_gtid.as_deref()),
+            None => None,
+        };
+        if let (Some(archived), Some(on_server)) = (archived, server_start) {
+            if same_gtid_state(archived, on_server) == Some(false) {
+                return Ok(Coverage::Gap(format!(
+                    "the archive in {root} is not a copy of this server's binlog: where it meets the server's oldest \
+                     binlog {oldest} its GTID state is {}, and the server's {oldest} starts at {} (is source.archive \
+                     another server's archive?)",
+                    shown(archived),
+                    shown(on_server)
+                )));
+            }
+        }
+        return Ok(Coverage::Covered { files, bytes });
     }
     Ok(Coverage::Gap(format!(
         "the archive in {} ends with {} and the server's oldest binlog is {oldest}: the changes between are in \
@@ -414,6 +447,39 @@ pub async fn coverage(root: &Archive, server: &[(String, u64)], file: &str) -> R
         root,
         names.last().map_or("", String::as_str)
     )))
+}
+
+/// A GTID state as text for a message (`(none)` for the empty state).
+fn shown(state: &str) -> &str {
+    if state.trim().is_empty() {
+        "(none)"
+    } else {
+        state
+    }
+}
+
+/// Whether two GTID states as text are the same point in one history: MySQL GTID sets equal,
+/// or MariaDB positions with the same GTID per domain (`b` may list a domain's GTIDs of
+/// several servers, as a GTID_LIST does: `a`'s must be one of them); one of each flavour is
+/// not the same. None when one cannot be read at all.
+fn same_gtid_state(a: &str, b: &str) -> Option<bool> {
+    use sluice_protocol::gtid::{GtidSet, MariadbGtid};
+    if let (Ok(x), Ok(y)) = (a.parse::<GtidSet>(), b.parse::<GtidSet>()) {
+        return Some(x == y);
+    }
+    let list = |t: &str| -> Option<Vec<MariadbGtid>> {
+        t.split(',').map(str::trim).filter(|p| !p.is_empty()).map(|p| p.parse().ok()).collect()
+    };
+    match (list(a), list(b)) {
+        (Some(x), Some(y)) => {
+            let domains = |l: &[MariadbGtid]| l.iter().map(|g| g.domain_id).collect::<std::collections::BTreeSet<_>>();
+            Some(domains(&x) == domains(&y) && x.iter().all(|g| y.contains(g)))
+        }
+        // one MySQL's, the other MariaDB's: not one history
+        (Some(_), None) if b.parse::<GtidSet>().is_ok() => Some(false),
+        (None, Some(_)) if a.parse::<GtidSet>().is_ok() => Some(false),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -551,12 +617,12 @@ mod tests {
         // overlapping the server's files
         let server = logs(&[("b.000005", 300), ("b.000006", 80)]);
         assert_eq!(
-            coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap(),
+            coverage(&Archive::Dir(a.path().into()), &server, None, "b.000003").await.unwrap(),
             Coverage::Covered { files: 2, bytes: 300 }
         );
         // a complete file cut after it was archived: a gap, naming it
         std::fs::write(a.path().join("b.000004"), MAGIC).unwrap();
-        let why = gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap());
+        let why = gap(coverage(&Archive::Dir(a.path().into()), &server, None, "b.000003").await.unwrap());
         assert!(why.contains("b.000004 is 4 bytes, not the 200") && why.contains("lists it complete"), "{why}");
         let mut whole = MAGIC.to_vec();
         whole.resize(200, 0);
@@ -564,25 +630,78 @@ mod tests {
         // ending just before the server's oldest, complete
         let server = logs(&[("b.000006", 80)]);
         assert_eq!(
-            coverage(&Archive::Dir(a.path().into()), &server, "b.000004").await.unwrap(),
+            coverage(&Archive::Dir(a.path().into()), &server, None, "b.000004").await.unwrap(),
             Coverage::Covered { files: 2, bytes: 500 }
         );
         // the archive's newest is incomplete and the server has moved past it
         let server = logs(&[("b.000007", 80)]);
-        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000004").await.unwrap())
+        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, None, "b.000004").await.unwrap())
             .contains("the server's oldest binlog is b.000007"));
         // the checkpoint's file is not archived
         let server = logs(&[("b.000006", 80)]);
-        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000002").await.unwrap())
+        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, None, "b.000002").await.unwrap())
             .contains("does not hold b.000002"));
         // a complete file of another size than the server's: another server's archive
         let server = logs(&[("b.000005", 999), ("b.000006", 80)]);
-        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, "b.000003").await.unwrap())
+        assert!(gap(coverage(&Archive::Dir(a.path().into()), &server, None, "b.000003").await.unwrap())
             .contains("not a copy of this server's binlog"));
         // a hole in the numbering
         let h = archive(&[("b.000003", 100, true), ("b.000005", 300, true)]);
         let server = logs(&[("b.000006", 80)]);
-        assert!(gap(coverage(&Archive::Dir(h.path().into()), &server, "b.000003").await.unwrap())
+        assert!(gap(coverage(&Archive::Dir(h.path().into()), &server, None, "b.000003").await.unwrap())
             .contains("between b.000003 and b.000005"));
+    }
+
+    /// Another server's archive with this server's file names and sizes: the GTID state where
+    /// it meets the server's oldest binlog tells it apart (the start of the archive's copy of
+    /// that file, or the end of the file before it).
+    #[tokio::test]
+    async fn coverage_compares_the_gtid_state_where_the_archive_meets_the_server() {
+        let a = archive(&[("b.000003", 100, true), ("b.000004", 200, true), ("b.000005", 300, true)]);
+        let mut index: Vec<FileSummary> =
+            serde_json::from_slice(&std::fs::read(a.path().join("index.json")).unwrap()).unwrap();
+        index[1].first_gtid = Some("0-1-10".into());
+        index[1].last_gtid = Some("0-1-20".into());
+        index[2].first_gtid = Some("0-1-20".into());
+        index[2].last_gtid = Some("0-1-30".into());
+        std::fs::write(a.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+        let root = Archive::Dir(a.path().into());
+        let covered = |c: &Coverage| matches!(c, Coverage::Covered { .. });
+        // ending just before the server's oldest: the end of b.000005 against its start
+        let server = logs(&[("b.000006", 80)]);
+        for (start, same) in [
+            (Some("0-1-30"), true),
+            // a GTID_LIST also naming another server of the domain and another domain's
+            (Some("0-2-7,0-1-30"), true),
+            (None, true),
+            (Some("0-1-29"), false),
+            (Some("0-1-30,1-1-5"), false),
+            (Some(""), false),
+            (Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-30"), false),
+        ] {
+            let c = coverage(&root, &server, start, "b.000004").await.unwrap();
+            assert_eq!(covered(&c), same, "{start:?}: {c:?}");
+            if let Coverage::Gap(why) = c {
+                assert!(why.contains("not a copy of this server's binlog") && why.contains("0-1-30"), "{why}");
+            }
+        }
+        // overlapping: the archive's copy of the server's oldest starts where the server's does
+        let server = logs(&[("b.000005", 300), ("b.000006", 80)]);
+        assert!(covered(&coverage(&root, &server, Some("0-1-20"), "b.000003").await.unwrap()));
+        assert!(!covered(&coverage(&root, &server, Some("0-1-21"), "b.000003").await.unwrap()));
+        // MySQL: GTID sets, however the server prints them
+        assert_eq!(
+            same_gtid_state(
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,55778904-0299-11f1-b1b8-4ef0c4956feb:3",
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,\n55778904-0299-11f1-b1b8-4ef0c4956feb:3"
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            same_gtid_state("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-6"),
+            Some(false)
+        );
+        assert_eq!(same_gtid_state("", ""), Some(true));
+        assert_eq!(same_gtid_state("0-1-x", "0-1-1"), None);
     }
 }

@@ -192,7 +192,8 @@ pub fn run(args: CheckArgs) -> Exit {
             }
             Ok(Some(c)) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
-                    let (ok, text) = checkpoint_state_with_archive(&cfg, &c, &logs).await;
+                    let start = server::oldest_start_state(&mut conn, &logs).await;
+                    let (ok, text) = checkpoint_state_with_archive(&cfg, &c, &logs, start.as_deref()).await;
                     let line = format!("[{}] checkpoint: {text}", if ok { "ok" } else { "ERROR" });
                     let purged_but_needed = !ok && cfg.snapshot.mode == SnapshotMode::WhenNeeded;
                     if purged_but_needed {
@@ -485,11 +486,12 @@ pub(crate) async fn checkpoint_state_with_archive(
     cfg: &Config,
     c: &Checkpoint,
     logs: &[(String, u64)],
+    oldest_start: Option<&str>,
 ) -> (bool, String) {
     let (ok, line) = checkpoint_state(c, logs, now_ms());
     let Some(root) = cfg.source.archive.as_deref().filter(|_| !ok) else { return (ok, line) };
     let coverage = match Archive::open(root, cfg.source.archive_credentials_file.as_deref()) {
-        Ok(a) => crate::archive::read::coverage(&a, logs, &c.file).await,
+        Ok(a) => crate::archive::read::coverage(&a, logs, oldest_start, &c.file).await,
         Err(e) => Err(e),
     };
     match coverage {

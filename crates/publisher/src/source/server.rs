@@ -65,6 +65,39 @@ pub async fn binary_logs(conn: &mut Connection) -> Result<Vec<(String, u64)>> {
         .collect())
 }
 
+/// The GTID state a binlog file of the server starts at, as its first events record it (a
+/// MariaDB GTID_LIST, `0-1-100`; a MySQL PREVIOUS_GTIDS, a GTID set; empty when none were
+/// written yet): what an archive's copy of the history before the file must end at. None when
+/// the file starts with neither event.
+///
+/// # Errors
+/// Server errors (a purged file, a missing privilege: `SHOW BINLOG EVENTS` needs what
+/// `SHOW BINARY LOGS` needs).
+pub async fn gtid_state_at_start(conn: &mut Connection, file: &str) -> Result<Option<String>> {
+    let quoted = file.replace('\\', "\\\\").replace('\'', "\\'");
+    let rs = conn.query(&format!("SHOW BINLOG EVENTS IN '{quoted}' LIMIT 4")).await?;
+    Ok(rs.to_strings().into_iter().find_map(|row| {
+        let kind = row.get(2)?.as_deref()?;
+        (kind.eq_ignore_ascii_case("Gtid_list") || kind.eq_ignore_ascii_case("Previous_gtids")).then(|| {
+            let info = row.get(5).and_then(Clone::clone).unwrap_or_default();
+            info.trim().trim_start_matches('[').trim_end_matches(']').trim().to_string()
+        })
+    }))
+}
+
+/// [`gtid_state_at_start`] of the oldest of `logs` (`SHOW BINARY LOGS`), or None when it cannot
+/// be read (logged): an archive is then checked against the server by names and sizes alone.
+pub async fn oldest_start_state(conn: &mut Connection, logs: &[(String, u64)]) -> Option<String> {
+    let (oldest, _) = logs.first()?;
+    match gtid_state_at_start(conn, oldest).await {
+        Ok(state) => state,
+        Err(e) => {
+            tracing::debug!(error = %e, file = %oldest, "SHOW BINLOG EVENTS for the GTID state the oldest binlog starts at failed");
+            None
+        }
+    }
+}
+
 /// The server's current binlog file and position (`SHOW MASTER STATUS`).
 ///
 /// # Errors
