@@ -74,8 +74,8 @@ pub async fn binary_logs(conn: &mut Connection) -> Result<Vec<(String, u64)>> {
 /// Server errors (a purged file, a missing privilege: `SHOW BINLOG EVENTS` needs what
 /// `SHOW BINARY LOGS` needs).
 pub async fn gtid_state_at_start(conn: &mut Connection, file: &str) -> Result<Option<String>> {
-    let quoted = file.replace('\\', "\\\\").replace('\'', "\\'");
-    let rs = conn.query(&format!("SHOW BINLOG EVENTS IN '{quoted}' LIMIT 4")).await?;
+    let sql = format!("SHOW BINLOG EVENTS IN {} LIMIT 4", sluice_protocol::replication::sql_string_literal(file));
+    let rs = conn.query(&sql).await?;
     Ok(rs.to_strings().into_iter().find_map(|row| {
         let kind = row.get(2)?.as_deref()?;
         (kind.eq_ignore_ascii_case("Gtid_list") || kind.eq_ignore_ascii_case("Previous_gtids")).then(|| {
