@@ -393,6 +393,18 @@ impl CheckedConnection {
             return Err(SourceError::Purged(format!("binlog {file} is not on the server, and {why}")));
         }
         let (mut feed, fde) = ArchiveFeed::open(root, file, position).await.map_err(SourceError::Start)?;
+        // right after a GTID event is inside its transaction (a DDL's too): the stream would
+        // miss the GTID, a hole in the checkpoint's GTID state
+        if let Some(
+            gtid @ (EventType::Gtid | EventType::GtidTagged | EventType::AnonymousGtid | EventType::MariadbGtid),
+        ) = feed.last_type()
+        {
+            return Err(SourceError::Start(format!(
+                "{file}:{position} is inside a transaction: the event before it is its {}; start at that event, or \
+                 after the transaction's end (`sluice dump --events` of the archived file lists them)",
+                gtid.name()
+            )));
+        }
         // as on the server: not inside a transaction, whose start would be lost
         if let Some((_, event)) = feed.next_raw().map_err(SourceError::Archive)? {
             let header =

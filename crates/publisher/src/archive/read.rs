@@ -234,6 +234,12 @@ impl ArchiveFeed {
         &self.name
     }
 
+    /// The type of the last event read: after [`ArchiveFeed::open`], the event just before the
+    /// position asked for.
+    pub fn last_type(&self) -> Option<EventType> {
+        self.last_type
+    }
+
     /// The offset of the next event in [`ArchiveFeed::file`].
     pub fn offset(&self) -> u64 {
         self.at

@@ -158,7 +158,7 @@ pub async fn resolve_start(
                 )));
             }
             if position < size {
-                event_boundary_problem(conn, file, *position).await?;
+                event_boundary_problem(conn, file, *position, facts.mariadb).await?;
             }
             ResumePoint {
                 file: file.clone(),
@@ -392,10 +392,14 @@ pub(crate) async fn mariadb_gtid_at(
     }
 }
 
+/// Refuses a start at `file:position` where no event starts, or inside a transaction. On
+/// MariaDB every event group starts with its GTID event, so a QUERY there (a DDL) is the second
+/// event of its group: a start at it would miss the GTID.
 async fn event_boundary_problem(
     conn: &mut Connection,
     file: &str,
     position: u64,
+    mariadb: bool,
 ) -> std::result::Result<(), SourceError> {
     let sql = format!(
         "SHOW BINLOG EVENTS IN {} FROM {position} LIMIT 1",
@@ -427,6 +431,14 @@ async fn event_boundary_problem(
         return Err(SourceError::Start(format!(
             "{file}:{position} is inside a transaction (the event there is {kind}): start at the transaction's GTID \
              or BEGIN event, or after its end (SHOW BINLOG EVENTS IN '{file}' lists them)"
+        )));
+    }
+    if mariadb && kind == "Query" {
+        return Err(SourceError::Start(format!(
+            "{file}:{position} is inside an event group: the QUERY there ({}) follows its GTID event, which a start \
+             there would miss; start at that GTID event, or after the statement (SHOW BINLOG EVENTS IN '{file}' \
+             lists them)",
+            info.chars().take(60).collect::<String>()
         )));
     }
     Ok(())

@@ -81,6 +81,20 @@ fn unusable_starts_are_refused_with_the_reason() {
     let (code, text) = check(&config, &[("SLUICE_SOURCE__START", &inside)]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("is inside a transaction (the event there is Write_rows_v1)"), "{text}");
+    // a DDL's QUERY is the second event of its group, after its GTID: a start there would miss it
+    db.sql("CREATE TABLE shop.ddl_start (id INT PRIMARY KEY)");
+    let current = db.sql("SHOW BINARY LOGS").last().expect("a binlog")[0].clone();
+    let events = db.sql(&format!("SHOW BINLOG EVENTS IN '{current}'"));
+    let ddl = events.iter().position(|r| r[2] == "Query" && r[5].contains("shop.ddl_start")).expect("the DDL's QUERY");
+    assert_eq!(events[ddl - 1][2], "Gtid", "{events:?}");
+    let (code, text) = check(&config, &[("SLUICE_SOURCE__START", &format!("{current}:{}", events[ddl][1]))]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("the QUERY there (CREATE TABLE shop.ddl_start") && text.contains("follows its GTID"),
+        "{text}"
+    );
+    let (code, text) = check(&config, &[("SLUICE_SOURCE__START", &format!("{current}:{}", events[ddl - 1][1]))]);
+    assert_eq!(code, Some(0), "at the DDL's GTID: {text}");
 
     // the other flavour
     let mysql_set = "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5";
