@@ -415,18 +415,17 @@ pub async fn coverage(
             )));
         }
         let summary = index.iter().find(|s| &s.file == name);
+        if n < oldest_n {
+            bytes += summary.map_or(0, |s| s.size);
+        }
         // the server has this one (from here it streams), or it is the complete one before
         let files = if n >= oldest_n {
             i - from
         } else if n + 1 == oldest_n && summary.is_some_and(|s| s.complete) {
             i - from + 1
         } else {
-            bytes += summary.map_or(0, |s| s.size);
             continue;
         };
-        if n < oldest_n {
-            bytes += summary.map_or(0, |s| s.size);
-        }
         // the archive's state where the server's oldest file starts: its copy of that file's
         // first, or the last of the file before it
         let archived = match summary {
