@@ -91,6 +91,8 @@ async fn walk(path: &Path, stage: Stage) -> Result<Counts, Box<dyn std::error::E
     let mut buffers = Buffers::default();
     let mut sink = Counter::default();
     let mut counts = Counts::default();
+    // records name the file as the server does, without the directory it was copied to
+    let file = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     let mut rd = BinlogReader::open(path, EventDecoder::default())?;
     let (mut gtid, mut tx_id, mut total) = (None::<String>, String::new(), 0i64);
     while let Some(ev) = rd.next_event()? {
@@ -126,7 +128,7 @@ async fn walk(path: &Path, stage: Stage) -> Result<Counts, Box<dyn std::error::E
                 name: "bench".to_string(),
                 server_id: header.server_id,
                 ts_ms: i64::from(header.timestamp) * 1000,
-                file: ev.file.to_string(),
+                file: file.clone(),
                 pos: ev.offset,
                 row: 0,
                 gtid: gtid.clone(),
