@@ -661,6 +661,14 @@ fn verify_agrees(db: &Server, engine: &Engine, config: &Path) {
     db.sql_text("SET sql_log_bin = 0; UPDATE shop.every SET dec1 = -0.01 WHERE id = 2");
     let (status, body) = engine.call("DELETE", "/sluice.shop.orders/_doc/999999?refresh=true", None);
     assert!(status == 200, "{status} {body}");
+    // the updated document's version is the sink's plus one (Elasticsearch counts it on), which
+    // names no record: on the topic's last partition, no truncate record would remove it (the
+    // TRUNCATE below once failed so). Two changes of its row publish it again, under a version
+    // of the sink's.
+    db.sql_text(&format!(
+        "UPDATE shop.orders SET qty = qty + 1 WHERE id = {updated}; UPDATE shop.orders SET qty = qty - 1 WHERE id = \
+         {updated}"
+    ));
     eprintln!(
         "sluice verify: both targets equal, then exactly the deleted document, the changed row, the document updated \
          in the index and the one written there by someone else"
