@@ -42,6 +42,8 @@ pub struct Counts {
     pub row_changes: u64,
     /// Records framed (a DELETE's tombstone counts; none at [`Stage::Decode`]).
     pub records: u64,
+    /// Of them, tombstones (a null value after a delete).
+    pub tombstones: u64,
     /// Bytes of their keys and values.
     pub bytes: u64,
 }
@@ -50,6 +52,7 @@ pub struct Counts {
 #[derive(Default)]
 struct Counter {
     records: u64,
+    tombstones: u64,
     bytes: u64,
 }
 
@@ -66,6 +69,7 @@ impl RecordSink for Counter {
         _timestamp_ms: i64,
     ) -> Result<(), crate::kafka::Error> {
         self.records += 1;
+        self.tombstones += u64::from(value.is_none());
         self.bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
         black_box((key, value));
         Ok(())
@@ -163,6 +167,7 @@ async fn walk(path: &Path, stage: Stage) -> Result<Counts, Box<dyn std::error::E
         }
     }
     counts.records = sink.records;
+    counts.tombstones = sink.tombstones;
     counts.bytes = sink.bytes;
     Ok(counts)
 }
@@ -192,9 +197,10 @@ mod tests {
     fn the_record_path_frames_every_change_as_the_pipeline_does() {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/pipeline/mysql-bin.000001"));
         let decoded = record_path(path, Stage::Decode).unwrap();
-        assert_eq!(decoded, Counts { row_changes: 509, records: 0, bytes: 0 });
+        assert_eq!(decoded, Counts { row_changes: 509, ..Counts::default() });
         let framed = record_path(path, Stage::Records).unwrap();
-        assert_eq!((framed.row_changes, framed.records), (509, 512));
+        // the two tombstones: the delete's and the key change's (of the old key)
+        assert_eq!((framed.row_changes, framed.records, framed.tombstones), (509, 512, 2));
         // each record at least its 5-byte frame header and the envelope's op and source
         assert!(framed.bytes > 512 * 40, "{framed:?}");
     }

@@ -192,8 +192,7 @@ pub fn run(args: CheckArgs) -> Exit {
             }
             Ok(Some(c)) => match server::binary_logs(&mut conn).await {
                 Ok(logs) => {
-                    let start = server::oldest_start_state(&mut conn, &logs).await;
-                    let (ok, text) = checkpoint_state_with_archive(&cfg, &c, &logs, start.as_deref()).await;
+                    let (ok, text) = checkpoint_state_with_archive(&cfg, &c, &logs, &mut conn).await;
                     let line = format!("[{}] checkpoint: {text}", if ok { "ok" } else { "ERROR" });
                     let purged_but_needed = !ok && cfg.snapshot.mode == SnapshotMode::WhenNeeded;
                     if purged_but_needed {
@@ -486,12 +485,15 @@ pub(crate) async fn checkpoint_state_with_archive(
     cfg: &Config,
     c: &Checkpoint,
     logs: &[(String, u64)],
-    oldest_start: Option<&str>,
+    conn: &mut sluice_protocol::Connection,
 ) -> (bool, String) {
     let (ok, line) = checkpoint_state(c, logs, now_ms());
     let Some(root) = cfg.source.archive.as_deref().filter(|_| !ok) else { return (ok, line) };
     let coverage = match Archive::open(root, cfg.source.archive_credentials_file.as_deref()) {
-        Ok(a) => crate::archive::read::coverage(&a, logs, oldest_start, &c.file).await,
+        Ok(a) => {
+            let start = server::oldest_start_state(conn, logs).await;
+            crate::archive::read::coverage(&a, logs, start.as_deref(), &c.file).await
+        }
         Err(e) => Err(e),
     };
     match coverage {

@@ -132,15 +132,14 @@ async fn show(cfg: &Config, out: &mut Report) -> Result<bool, String> {
     };
     let connect = SourceConfig::for_run(&cfg.source).map_err(|e| e.to_string())?.connect;
     let logs = match sluice_protocol::Connection::connect(connect).await {
-        Ok(mut conn) => match crate::source::server::binary_logs(&mut conn).await {
-            Ok(logs) => Ok((crate::source::server::oldest_start_state(&mut conn, &logs).await, logs)),
-            Err(e) => Err(e.to_string()),
-        },
+        Ok(mut conn) => {
+            crate::source::server::binary_logs(&mut conn).await.map(|logs| (logs, conn)).map_err(|e| e.to_string())
+        }
         Err(e) => Err(e.to_string()),
     };
     match logs {
-        Ok((start, logs)) => {
-            let (ok, line) = super::check::checkpoint_state_with_archive(cfg, &c, &logs, start.as_deref()).await;
+        Ok((logs, mut conn)) => {
+            let (ok, line) = super::check::checkpoint_state_with_archive(cfg, &c, &logs, &mut conn).await;
             crate::report!(out, "source {:?}: {line}", cfg.source.name);
             Ok(ok)
         }

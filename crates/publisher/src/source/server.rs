@@ -433,7 +433,7 @@ async fn event_boundary_problem(
              or BEGIN event, or after its end (SHOW BINLOG EVENTS IN '{file}' lists them)"
         )));
     }
-    if mariadb && kind == "Query" {
+    if mariadb && (kind == "Query" || kind == "Query_compressed") {
         return Err(SourceError::Start(format!(
             "{file}:{position} is inside an event group: the QUERY there ({}) follows its GTID event, which a start \
              there would miss; start at that GTID event, or after the statement (SHOW BINLOG EVENTS IN '{file}' \
