@@ -226,6 +226,18 @@ impl<'a> RowsEvent<'a> {
         self.rows.len().saturating_add(2 * 255 * self.table.columns.len())
     }
 
+    /// True when every row image of the event holds every column of its table map (no
+    /// `binlog_row_image` MINIMAL or NOBLOB image, no partial JSON): the n-th value of an
+    /// image is the n-th column's.
+    pub fn full_images(&self) -> bool {
+        let n = self.table.columns.len();
+        let full = |count: usize, bitmap: &[u8]| bitmap.is_empty() || count == n;
+        self.kind != RowsKind::PartialUpdate
+            && self.column_count == n
+            && full(self.before_count, &self.present_before)
+            && full(self.after_count, &self.present_after)
+    }
+
     /// True when this is the last rows event of its statement.
     pub fn is_statement_end(&self) -> bool {
         self.flags & STMT_END_F != 0

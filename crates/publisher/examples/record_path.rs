@@ -6,38 +6,61 @@
 //! cargo run --release -p sluice --example record_path -- [--runs N] FILE
 //! ```
 //!
-//! Two stages, run alternately (decode, records, decode, records, ...) so that a machine busy
-//! with other work slows both alike; the median of `--runs` runs (default 5) is printed:
+//! Three stages, run alternately (decode, records, records from values, decode, ...) so that a
+//! machine busy with other work slows all alike; the median of `--runs` runs (default 5) is
+//! printed:
 //!
 //! - `decode`: events read (CRC32 checked) and walked, every row image decoded into values;
-//! - `records`: and every row change encoded and framed into its records.
+//! - `records`: every row change encoded and framed into its records as `sluice run` does
+//!   (written into Avro as decoded where it can);
+//! - `records from values`: the same records, every row image decoded into values first (the
+//!   way `sluice run` takes for partial images, flattened values, a snapshot's window).
 //!
-//! Their difference is the encoding's own cost. Single-threaded: wall time here is CPU time on
+//! The difference between the last and the first is the encoding's own cost. Single-threaded: wall time here is CPU time on
 //! an otherwise idle machine. `bench/kafka_bench.sh` measures the same path with librdkafka and
 //! the broker.
 use std::path::PathBuf;
 use std::time::Instant;
 
-use sluice::bench::{record_path, Counts, Stage};
+use sluice::bench::{record_path, record_path_with, Counts, Settings, Stage};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let (mut runs, mut file) = (5usize, None);
+    let (mut runs, mut file, mut only, mut compare) = (5usize, None, None::<String>, false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--runs" => runs = args.next().ok_or("--runs needs a number")?.parse()?,
+            // both ways of making records, hashed and compared (no timing)
+            "--compare" => compare = true,
+            // one stage alone, for a profiler
+            "--only" => only = Some(args.next().ok_or("--only needs a stage: decode, records, values")?),
             "-h" | "--help" => {
-                println!("usage: record_path [--runs N] FILE   (a binlog file with row events)");
+                println!("usage: record_path [--runs N] [--only decode|records|values] [--compare] FILE   (a binlog file with row events)");
                 return Ok(());
             }
             _ => file = Some(PathBuf::from(a)),
         }
     }
     let file = file.ok_or("usage: record_path [--runs N] FILE")?;
-    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut seen: [Option<Counts>; 2] = [None, None];
+    if compare {
+        let settings = Settings { hash: true, ..Settings::default() };
+        let direct = record_path_with(&file, Stage::Records, &settings)?;
+        let values = record_path_with(&file, Stage::RecordsFromValues, &settings)?;
+        println!("written as decoded: {direct:?}\nfrom values:        {values:?}");
+        if (Counts { written: 0, ..direct }) != (Counts { written: 0, ..values }) {
+            return Err("the two ways made different records".into());
+        }
+        return Ok(());
+    }
+    const STAGES: [(Stage, &str); 3] =
+        [(Stage::Decode, "decode"), (Stage::Records, "records"), (Stage::RecordsFromValues, "records from values")];
+    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut seen: [Option<Counts>; 3] = [None; 3];
     for _ in 0..runs.max(1) {
-        for (i, stage) in [Stage::Decode, Stage::Records].into_iter().enumerate() {
+        for (i, (stage, name)) in STAGES.into_iter().enumerate() {
+            if only.as_deref().is_some_and(|o| name.split(' ').next_back() != Some(o)) {
+                continue;
+            }
             let t = Instant::now();
             let c = record_path(&file, stage)?;
             times[i].push(t.elapsed().as_secs_f64());
@@ -51,7 +74,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (rec, dec) = (seen[1].unwrap_or_default(), seen[0].unwrap_or_default());
+    if only.is_some() {
+        return Ok(());
+    }
+    let [dec, rec, via] = seen.map(Option::unwrap_or_default);
     let changes = rec.row_changes.max(1) as f64;
     println!(
         "{}: {} row changes, {} records, {:.1} MB of keys and values",
@@ -60,16 +86,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rec.records,
         rec.bytes as f64 / 1e6
     );
-    if dec.row_changes != rec.row_changes {
-        return Err("the stages counted different row changes".into());
+    if dec.row_changes != rec.row_changes || (Counts { written: 0, ..via }) != (Counts { written: 0, ..rec }) {
+        return Err("the stages counted different row changes or records".into());
     }
-    let (d, r) = (median(&mut times[0]), median(&mut times[1]));
-    let range = |v: &[f64]| format!("{:.3}-{:.3}", v[0], v[v.len() - 1]);
     println!("| stage | seconds (median of {runs}) | range | ns per row change | row changes/s |");
     println!("|---|---:|---|---:|---:|");
-    for (name, secs, v) in [("decode", d, &times[0]), ("records", r, &times[1])] {
-        println!("| {name} | {secs:.3} | {} | {:.0} | {:.0} |", range(v), secs * 1e9 / changes, changes / secs);
+    let mut medians = [0.0; 3];
+    for (i, (_, name)) in STAGES.into_iter().enumerate() {
+        let secs = median(&mut times[i]);
+        medians[i] = secs;
+        let v = &times[i];
+        let range = format!("{:.3}-{:.3}", v[0], v[v.len() - 1]);
+        println!("| {name} | {secs:.3} | {range} | {:.0} | {:.0} |", secs * 1e9 / changes, changes / secs);
     }
-    println!("| encoding alone (records - decode) | {:.3} | - | {:.0} | - |", r - d, (r - d) * 1e9 / changes);
+    let (d, v) = (medians[0], medians[2]);
+    println!(
+        "| encoding alone (records from values - decode) | {:.3} | - | {:.0} | - |",
+        v - d,
+        (v - d) * 1e9 / changes
+    );
     Ok(())
 }

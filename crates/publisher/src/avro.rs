@@ -28,7 +28,8 @@ mod recorded_tests;
 use std::sync::Arc;
 
 pub use encode::{
-    min_encoded_len, AvroEncoder, Connector, EnvelopeParts, EventContext, Op, Snapshot, SourceInfo, TransactionInfo,
+    min_encoded_len, AvroEncoder, Connector, EnvelopeParts, EventContext, Op, RowBuffers, RowWriter, Snapshot,
+    SourceInfo, TransactionInfo,
 };
 #[cfg(test)]
 pub use schema::ZeroDates;

@@ -33,12 +33,13 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use sluice_binlog::event::Event;
-use sluice_binlog::rows::{RowChange, RowsEvent, RowsKind};
+use sluice_binlog::rows::{RowsEvent, RowsKind};
 use sluice_binlog::transaction::{gtid_of, Step};
 use sluice_binlog::walk::Located;
 
 use crate::avro::{
-    AvroEncoder, AvroError, Connector, EnvelopeParts, EventContext, Op, Snapshot, SourceInfo, TransactionInfo,
+    AvroEncoder, AvroError, Connector, EnvelopeParts, EventContext, Op, RowBuffers, Snapshot, SourceInfo,
+    TransactionInfo,
 };
 use crate::config::{KafkaSection, OutputSection, ValueMode};
 use crate::disposition::Disposition;
@@ -53,7 +54,7 @@ use crate::schema::{RowEffect, SchemaError, SchemaHistory};
 use crate::snapshot::{SnapshotError, Snapshotter};
 use crate::source::{ReplicationSource, SourceError, SourceEvent};
 use batch::Batch;
-use emit::{Buffers, Out};
+use emit::{Buffers, Out, Reading};
 use tables::{Routes, Tables};
 
 /// Why a pipeline attempt ended; the cause is kept, not flattened to text.
@@ -288,6 +289,8 @@ pub struct Pipeline<'c> {
     /// Column names for TABLE_MAPs without them (see `schema`).
     schemas: SchemaHistory,
     buffers: Buffers,
+    /// The one-pass record writer's buffers, kept from event to event.
+    row_buffers: RowBuffers,
     /// The process's counters (they outlive this attempt) and its progress line.
     metrics: &'c Arc<Metrics>,
     /// What the open batch has done, counted once its Kafka transaction commits.
@@ -325,6 +328,7 @@ impl<'c> Pipeline<'c> {
             committed,
             schemas,
             buffers: Buffers::default(),
+            row_buffers: RowBuffers::default(),
             metrics,
             tally: Tally::default(),
             progress,
@@ -781,18 +785,28 @@ impl<'c> Pipeline<'c> {
         // a snapshot chunk read meanwhile leaves the rows this event changes to it
         let watched = snap.watches(&name);
         let per_table = self.tx.per_table.entry(name.clone()).or_insert(0);
-        // one RowChange for the event, refilled per row: no allocation per row
-        let mut row = RowChange { before: None, after: None };
         let value_bytes_bound = Some(rows.value_bytes_bound());
         // the envelope's bytes that only `ctx.source.row` and the counters change: once here
         let envelope = (self.settings.output.value_mode == ValueMode::Envelope)
             .then(|| EnvelopeParts::new(&ctx, &t.schema.database, &t.schema.table));
+        // rows written into Avro as they are decoded, or decoded into one RowChange refilled
+        // per row: no allocation per row either way
+        let mut reading = Reading::new(
+            &self.encoder,
+            t,
+            self.settings.output,
+            &rows,
+            envelope.as_ref(),
+            sink.max_message_bytes(),
+            watched,
+            &mut self.row_buffers,
+        );
         let mut iter = rows.rows();
         let (mut idx, mut records) = (0usize, 0usize);
-        while let Some(res) = iter.next_into(&mut row) {
+        while let Some(res) = reading.next(&mut iter) {
             res.map_err(|e| e.at(ev.file, ev.offset, header.event_type))?;
-            if watched {
-                snap.observe_row(&name, ev.file, ev.offset, &row);
+            if let Some(row) = reading.values().filter(|_| watched) {
+                snap.observe_row(&name, ev.file, ev.offset, row);
             }
             self.tx.total += 1;
             *per_table += 1;
@@ -809,7 +823,11 @@ impl<'c> Pipeline<'c> {
                 value_bytes_bound,
                 envelope: envelope.as_ref(),
             };
-            let sent = out.change(sink, rows.kind, &row, &mut self.buffers).await.map_err(|e| match e {
+            let sent = match reading.images() {
+                Ok(images) => out.change(sink, rows.kind, images, &mut self.buffers).await,
+                Err(e) => Err(e),
+            }
+            .map_err(|e| match e {
                 // an operator needs to know where: the message names table and column
                 e @ (Error::Avro(_) | Error::Kafka(_) | Error::TooLarge { .. }) => {
                     Error::AtRow { source: Box::new(e), file: ev.file.to_string(), offset: ev.offset, row: idx }
@@ -820,6 +838,7 @@ impl<'c> Pipeline<'c> {
             records += sent;
             idx += 1;
         }
+        reading.finish(&mut self.row_buffers);
         // counted once per event, when the batch commits
         self.tally.records(records as u64);
         let op = match rows.kind {
@@ -843,18 +862,7 @@ impl<'c> Pipeline<'c> {
         let Error::Kafka(crate::kafka::Error::TooLarge { topic, size, by, key: Some(key) }) = refused else { return e };
         let Some(t) = self.tables.by_topic(topic) else { return e };
         // `column=value, ...` as a refusal found while sending names it (emit.rs)
-        let key_text = t
-            .schema
-            .key_schema()
-            .and_then(|schema| apache_avro::from_avro_datum(schema, &mut key.get(5..).unwrap_or_default(), None).ok())
-            .and_then(|v| serde_json::Value::try_from(v).ok())
-            .and_then(|v| match v {
-                serde_json::Value::Object(fields) => {
-                    Some(fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "))
-                }
-                _ => None,
-            })
-            .unwrap_or_else(|| "unreadable".to_string());
+        let key_text = emit::key_text(&t.schema, key.get(5..).unwrap_or_default());
         Error::TooLarge {
             table: t.tm.qualified_name(),
             topic: topic.clone(),

@@ -183,6 +183,13 @@ pub struct TableSchema {
     /// None: null key.
     pub(crate) key: Option<Vec<FieldPlan>>,
     pub(crate) partial_images: bool,
+    /// The one-pass writer's map ([`super::RowWriter`]): for each column of the table map,
+    /// the index in `fields` of its field (None: the column is left out of the records).
+    pub(crate) field_of_column: Vec<Option<u32>>,
+    /// And of its key field (all None without a key). None when the key's fields do not come
+    /// in column order, as a key is written while its columns are decoded: the writer is not
+    /// used for the table then.
+    pub(crate) key_of_column: Option<Vec<Option<u32>>>,
     key_json: Option<Json>,
     key_schema: Option<Schema>,
     value_json: Json,
@@ -337,10 +344,27 @@ impl TableSchema {
         let key_schema = key_json.as_ref().map(parse).transpose()?;
         let value_schema = parse(&value_json)?;
         let flat_schema = parse(&flat_json)?;
+        let index_of = |plans: &[FieldPlan]| {
+            let mut of = vec![None; tm.columns.len()];
+            for (i, f) in plans.iter().enumerate() {
+                if let Some(slot) = of.get_mut(f.column) {
+                    *slot = u32::try_from(i).ok();
+                }
+            }
+            of
+        };
+        let field_of_column = index_of(&fields);
+        let key_of_column = match key.as_deref() {
+            None => Some(vec![None; tm.columns.len()]),
+            Some(k) if k.windows(2).all(|w| matches!(w, [a, b] if a.column < b.column)) => Some(index_of(k)),
+            Some(_) => None,
+        };
         Ok(TableSchema {
             database: tm.database.clone(),
             table: tm.table.clone(),
             partial_images: opts.partial_images,
+            field_of_column,
+            key_of_column,
             qualified,
             namespace,
             fields,

@@ -7,11 +7,11 @@
 
 use std::borrow::Cow;
 
-use sluice_binlog::rows::{RowChange, RowImage, RowsKind};
+use sluice_binlog::rows::{RowChange, RowImage, RowsEvent, RowsIter, RowsKind};
 
 use super::tables::CachedTable;
 use super::Error;
-use crate::avro::{min_encoded_len, AvroEncoder, EnvelopeParts, EventContext, Op, TableSchema};
+use crate::avro::{min_encoded_len, AvroEncoder, EnvelopeParts, EventContext, Op, RowBuffers, RowWriter, TableSchema};
 use crate::config::{OutputSection, ValueMode};
 use crate::kafka::KafkaSink;
 use crate::registry::frame_header;
@@ -77,6 +77,122 @@ pub struct Buffers {
     value: Vec<u8>,
 }
 
+/// A row change's images as [`Out`] turns them into records.
+#[derive(Clone, Copy)]
+pub enum Images<'c, 'r> {
+    /// Decoded into values (each image when the record holds it).
+    Values { before: Option<&'c RowImage<'r>>, after: Option<&'c RowImage<'r>> },
+    /// Written into Avro as they were decoded: the writer holds both images of the change;
+    /// `before` and `after` say which the record holds.
+    Written { writer: &'c RowWriter<'c>, before: bool, after: bool },
+}
+
+impl<'c, 'r> Images<'c, 'r> {
+    /// The images of `row`.
+    pub fn of(row: &'c RowChange<'r>) -> Images<'c, 'r> {
+        Images::Values { before: row.before.as_ref(), after: row.after.as_ref() }
+    }
+
+    /// The images a record of this change holds: the before image (when `before`), the
+    /// after image (when `after`).
+    fn only(self, before: bool, after: bool) -> Images<'c, 'r> {
+        match self {
+            Images::Values { before: b, after: a } => {
+                Images::Values { before: b.filter(|_| before), after: a.filter(|_| after) }
+            }
+            Images::Written { writer, before: b, after: a } => {
+                Images::Written { writer, before: b && before, after: a && after }
+            }
+        }
+    }
+}
+
+/// How a rows event's row changes are read: decoded into values, or written into their Avro
+/// as they are decoded, where that makes the very same records (see [`Reading::new`]).
+pub enum Reading<'t, 'r> {
+    /// Into a [`RowChange`], refilled per row.
+    Values(RowChange<'r>),
+    /// Into Avro, by a [`RowWriter`].
+    Written(RowWriter<'t>),
+}
+
+impl<'t, 'r> Reading<'t, 'r> {
+    /// The one-pass writer ([`RowWriter`]) for envelope values of full images of a table
+    /// whose key fields are in column order, when no row of the event can make a record the
+    /// sink refuses as too large (so none needs its images to be named), unless `values` asks
+    /// for the values (a snapshot compares the keys of the rows a chunk's window changes).
+    /// Otherwise the values. `bufs` are the writer's, kept from event to event.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        encoder: &'t AvroEncoder,
+        table: &'t CachedTable,
+        output: &OutputSection,
+        rows: &RowsEvent<'_>,
+        envelope: Option<&EnvelopeParts>,
+        max_message_bytes: usize,
+        values: bool,
+        bufs: &mut RowBuffers,
+    ) -> Reading<'t, 'r> {
+        // A record holds at most the key, both images and the envelope. The key's and the
+        // images' Avro is the row data (`value_bytes_bound`) plus, per column and image, a
+        // varint length or union index (at most 20 bytes) and a zero date written as text
+        // (at most 32); the envelope is its parts plus the row's counters.
+        let columns = rows.table.columns.len();
+        let most = envelope.map(|p| {
+            rows.value_bytes_bound()
+                .saturating_mul(2)
+                .saturating_add(columns.saturating_mul(3 * 52))
+                .saturating_add(p.encoded_len() + 64)
+        });
+        let writable = !values
+            && output.value_mode == ValueMode::Envelope
+            && rows.full_images()
+            && most.is_some_and(|m| m <= max_message_bytes.min(LARGE_RECORD));
+        match writable.then(|| RowWriter::new(encoder, &table.schema, std::mem::take(bufs))).flatten() {
+            Some(w) => Reading::Written(w),
+            None => Reading::Values(RowChange { before: None, after: None }),
+        }
+    }
+
+    /// Reads the next row change; None after the last.
+    pub fn next(&mut self, iter: &mut RowsIter<'r>) -> Option<sluice_binlog::Result<()>> {
+        match self {
+            Reading::Values(row) => iter.next_into(row),
+            Reading::Written(w) => iter.next_with(w),
+        }
+    }
+
+    /// The change just read, decoded (None when written as it was read).
+    pub fn values(&self) -> Option<&RowChange<'r>> {
+        match self {
+            Reading::Values(row) => Some(row),
+            Reading::Written(_) => None,
+        }
+    }
+
+    /// The change just read, for [`Out::change`]. An error when a value of it does not fit its
+    /// field (the writer keeps it until asked).
+    ///
+    /// # Errors
+    /// That value's error, as [`AvroEncoder::write_value`] gives it.
+    pub fn images(&mut self) -> Result<Images<'_, 'r>, Error> {
+        Ok(match self {
+            Reading::Values(row) => Images::of(row),
+            Reading::Written(w) => {
+                w.check()?;
+                Images::Written { writer: w, before: true, after: true }
+            }
+        })
+    }
+
+    /// Gives the writer's buffers back to `bufs` for the next event.
+    pub fn finish(self, bufs: &mut RowBuffers) {
+        if let Reading::Written(w) = self {
+            *bufs = w.into_buffers();
+        }
+    }
+}
+
 impl Out<'_> {
     /// Sends the records of one row change of a rows event of `kind`; returns how many.
     ///
@@ -87,35 +203,28 @@ impl Out<'_> {
         &self,
         sink: &mut impl RecordSink,
         kind: RowsKind,
-        row: &RowChange<'_>,
+        row: Images<'_, '_>,
         buffers: &mut Buffers,
     ) -> Result<usize, Error> {
-        let (before, after) = (row.before.as_ref(), row.after.as_ref());
         let Buffers { key_before, key_after, value } = buffers;
         Ok(match kind {
             RowsKind::Write => {
-                let key = self.key(after, key_after)?.then_some(&key_after[..]);
-                self.emit(sink, Op::Create, key, None, after, value).await?
+                let key = self.key(row, false, key_after)?.then_some(&key_after[..]);
+                self.emit(sink, Op::Create, key, row.only(false, true), value).await?
             }
             RowsKind::Delete => {
-                let key = self.key(before, key_before)?.then_some(&key_before[..]);
-                self.emit(sink, Op::Delete, key, before, None, value).await?
+                let key = self.key(row, true, key_before)?.then_some(&key_before[..]);
+                self.emit(sink, Op::Delete, key, row.only(true, false), value).await?
             }
             RowsKind::Update | RowsKind::PartialUpdate => {
-                let kb = self.key(before, key_before)?.then_some(&key_before[..]);
-                // MINIMAL after images hold only the changed columns: a key column they lack
-                // is unchanged, so it comes from the before image
-                let ka = match (before, after) {
-                    (Some(b), Some(a)) => self.key(Some(&with_key_from(a, b, &self.table.schema)), key_after)?,
-                    _ => self.key(after, key_after)?,
-                }
-                .then_some(&key_after[..]);
+                let kb = self.key(row, true, key_before)?.then_some(&key_before[..]);
+                let ka = self.key(row, false, key_after)?.then_some(&key_after[..]);
                 if kb != ka {
                     // the primary key changed: keyed consumers must drop the old row
-                    self.emit(sink, Op::Delete, kb, before, None, value).await?
-                        + self.emit(sink, Op::Create, ka, None, after, value).await?
+                    self.emit(sink, Op::Delete, kb, row.only(true, false), value).await?
+                        + self.emit(sink, Op::Create, ka, row.only(false, true), value).await?
                 } else {
-                    self.emit(sink, Op::Update, kb, before, after, value).await?
+                    self.emit(sink, Op::Update, kb, row, value).await?
                 }
             }
         })
@@ -132,16 +241,36 @@ impl Out<'_> {
         buffers: &mut Buffers,
     ) -> Result<usize, Error> {
         let Buffers { key_after, value, .. } = buffers;
-        let key = self.key(Some(row), key_after)?.then_some(&key_after[..]);
-        self.emit(sink, Op::Read, key, None, Some(row), value).await
+        let images = Images::Values { before: None, after: Some(row) };
+        let key = self.key(images, false, key_after)?.then_some(&key_after[..]);
+        self.emit(sink, Op::Read, key, images, value).await
     }
 
-    /// Writes the framed key of an image into `buf`; false for a null key.
-    fn key(&self, image: Option<&RowImage<'_>>, buf: &mut Vec<u8>) -> Result<bool, Error> {
+    /// Writes the framed key of the before (or after) image into `buf`; false for a null key.
+    fn key(&self, images: Images<'_, '_>, before: bool, buf: &mut Vec<u8>) -> Result<bool, Error> {
         buf.clear();
-        let (Some(image), Some(id)) = (image, self.table.key_id) else { return Ok(false) };
-        frame_header(id, buf);
-        Ok(self.encoder.write_key(&self.table.schema, image, buf)?)
+        let Some(id) = self.table.key_id else { return Ok(false) };
+        let s = &self.table.schema;
+        match images {
+            Images::Values { before: b, after: a } => {
+                let image = match (before, b, a) {
+                    (true, Some(b), _) => Cow::Borrowed(b),
+                    // MINIMAL after images hold only the changed columns: a key column they
+                    // lack is unchanged, so it comes from the before image
+                    (false, Some(b), Some(a)) => with_key_from(a, b, s),
+                    (false, None, Some(a)) => Cow::Borrowed(a),
+                    _ => return Ok(false),
+                };
+                frame_header(id, buf);
+                Ok(self.encoder.write_key(s, &image, buf)?)
+            }
+            Images::Written { writer, .. } => {
+                let Some(key) = writer.key(before) else { return Ok(false) };
+                frame_header(id, buf);
+                buf.extend_from_slice(key);
+                Ok(true)
+            }
+        }
     }
 
     /// Sends the change's record under `key` (and a tombstone after a delete); returns how
@@ -151,8 +280,7 @@ impl Out<'_> {
         sink: &mut impl RecordSink,
         op: Op,
         key: Option<&[u8]>,
-        before: Option<&RowImage<'_>>,
-        after: Option<&RowImage<'_>>,
+        images: Images<'_, '_>,
         value: &mut Vec<u8>,
     ) -> Result<usize, Error> {
         let s = &self.table.schema;
@@ -160,22 +288,36 @@ impl Out<'_> {
         // built (a 1 GiB BLOB would cost another gigabyte of Avro, then be refused)
         let max = sink.max_message_bytes();
         let key_len = key.map_or(0, <[u8]>::len);
-        // counting the images' bytes is a pass over every value (2% of the pipeline's CPU):
-        // skipped when the event is too small for any of its rows to reach a limit below
-        let small = self.value_bytes_bound.is_some_and(|b| key_len.saturating_add(b) <= max.min(LARGE_RECORD));
-        let counted = || {
-            key_len
-                + match self.output.value_mode {
-                    ValueMode::Envelope => before.map_or(0, min_encoded_len) + after.map_or(0, min_encoded_len),
-                    ValueMode::Flattened => after.map_or(0, min_encoded_len),
+        let floor = match images {
+            // written only where no record can reach the limits (`Reading::new`)
+            Images::Written { .. } => 0,
+            Images::Values { before, after } => {
+                // counting the images' bytes is a pass over every value (2% of the pipeline's
+                // CPU): skipped when the event is too small for any of its rows to reach a
+                // limit below
+                let small = self.value_bytes_bound.is_some_and(|b| key_len.saturating_add(b) <= max.min(LARGE_RECORD));
+                let counted = || {
+                    key_len
+                        + match self.output.value_mode {
+                            ValueMode::Envelope => before.map_or(0, min_encoded_len) + after.map_or(0, min_encoded_len),
+                            ValueMode::Flattened => after.map_or(0, min_encoded_len),
+                        }
+                };
+                // every test checks the bound the skip relies on
+                debug_assert!(
+                    !small || counted() <= max.min(LARGE_RECORD),
+                    "value_bytes_bound below the values' bytes"
+                );
+                if small {
+                    0
+                } else {
+                    counted()
                 }
+            }
         };
-        // every test checks the bound the skip relies on
-        debug_assert!(!small || counted() <= max.min(LARGE_RECORD), "value_bytes_bound below the values' bytes");
-        let floor = if small { 0 } else { counted() };
         if floor > max {
             let by = format!("the producer (message.max.bytes = {max})");
-            return Err(self.named_too_large(floor, by, true, op, before, after));
+            return Err(self.named_too_large(floor, by, true, op, images));
         }
         value.clear();
         if floor > LARGE_RECORD {
@@ -183,14 +325,21 @@ impl Out<'_> {
             value.reserve(floor + floor / 64 + 64 * 1024);
         }
         frame_header(self.table.value_id, value);
-        match self.output.value_mode {
-            ValueMode::Envelope => self.encoder.write_value(s, op, before, after, self.ctx, self.envelope, value)?,
-            ValueMode::Flattened => self.encoder.write_flat(s, op, before, after, value)?,
+        match (images, self.output.value_mode) {
+            (Images::Values { before, after }, ValueMode::Envelope) => {
+                self.encoder.write_value(s, op, before, after, self.ctx, self.envelope, value)?;
+            }
+            (Images::Values { before, after }, ValueMode::Flattened) => {
+                self.encoder.write_flat(s, op, before, after, value)?;
+            }
+            (Images::Written { writer, before, after }, _) => {
+                writer.write_value(op, before, after, self.ctx, self.envelope, value);
+            }
         }
         // the record's Kafka timestamp is the envelope's ts_ms, when Sluice processed the event
         // (read once per event: librdkafka would read the clock per record)
         let ts = self.ctx.ts_ms;
-        sink.send(&self.table.topic, key, Some(value), ts).await.map_err(|e| self.too_large(e, op, before, after))?;
+        sink.send(&self.table.topic, key, Some(value), ts).await.map_err(|e| self.too_large(e, op, images))?;
         if value.capacity() > LARGE_RECORD {
             // librdkafka has its copy: a large row's buffer is not kept for the rows after it
             *value = Vec::new();
@@ -204,42 +353,36 @@ impl Out<'_> {
 
     /// A record the producer refused as too large, named by its table and key; other errors
     /// as they are (a refusal the broker reported names its own record: `key` is set).
-    fn too_large(
-        &self,
-        e: crate::kafka::Error,
-        op: Op,
-        before: Option<&RowImage<'_>>,
-        after: Option<&RowImage<'_>>,
-    ) -> Error {
+    fn too_large(&self, e: crate::kafka::Error, op: Op, images: Images<'_, '_>) -> Error {
         let crate::kafka::Error::TooLarge { size, by, key: None, .. } = e else { return e.into() };
-        self.named_too_large(size, by, false, op, before, after)
+        self.named_too_large(size, by, false, op, images)
     }
 
     /// The stop for a record of `size` bytes `by` refuses, named by its table and key.
-    fn named_too_large(
-        &self,
-        size: usize,
-        by: String,
-        at_least: bool,
-        op: Op,
-        before: Option<&RowImage<'_>>,
-        after: Option<&RowImage<'_>>,
-    ) -> Error {
-        let image = if op == Op::Delete { before } else { after.or(before) };
-        let key = match (&self.table.schema.key, image) {
-            (Some(fields), Some(img)) => {
-                let cols = &self.table.tm.columns;
-                let parts: Vec<String> = fields
-                    .iter()
-                    .filter_map(|f| {
-                        let col = cols.get(f.column)?;
-                        let v = img.values.get(f.column)?.as_ref()?;
-                        Some(format!("{}={}", col.display_name(), crate::render::value_json(v, col)))
-                    })
-                    .collect();
-                parts.join(", ")
+    fn named_too_large(&self, size: usize, by: String, at_least: bool, op: Op, images: Images<'_, '_>) -> Error {
+        let key = match images {
+            Images::Values { before, after } => {
+                let image = if op == Op::Delete { before } else { after.or(before) };
+                match (&self.table.schema.key, image) {
+                    (Some(fields), Some(img)) => {
+                        let cols = &self.table.tm.columns;
+                        let parts: Vec<String> = fields
+                            .iter()
+                            .filter_map(|f| {
+                                let col = cols.get(f.column)?;
+                                let v = img.values.get(f.column)?.as_ref()?;
+                                Some(format!("{}={}", col.display_name(), crate::render::value_json(v, col)))
+                            })
+                            .collect();
+                        parts.join(", ")
+                    }
+                    _ => "none (the table has no key)".to_string(),
+                }
             }
-            _ => "none (the table has no key)".to_string(),
+            Images::Written { writer, .. } => match writer.key(op == Op::Delete) {
+                Some(key) => key_text(&self.table.schema, key),
+                None => "none (the table has no key)".to_string(),
+            },
         };
         Error::TooLarge {
             table: self.table.tm.qualified_name(),
@@ -250,6 +393,22 @@ impl Out<'_> {
             at_least,
         }
     }
+}
+
+/// A key record's datum (unframed) as `column=value, ...`, read with the table's key schema:
+/// how a stop names a record it has only the bytes of.
+pub fn key_text(schema: &TableSchema, datum: &[u8]) -> String {
+    schema
+        .key_schema()
+        .and_then(|s| apache_avro::from_avro_datum(s, &mut &datum[..], None).ok())
+        .and_then(|v| serde_json::Value::try_from(v).ok())
+        .and_then(|v| match v {
+            serde_json::Value::Object(fields) => {
+                Some(fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| "unreadable".to_string())
 }
 
 /// `image` with the key columns it lacks taken from `from` (only for computing the key: the
