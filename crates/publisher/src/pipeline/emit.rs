@@ -133,14 +133,16 @@ impl<'t, 'r> Reading<'t, 'r> {
         values: bool,
         bufs: &mut RowBuffers,
     ) -> Reading<'t, 'r> {
-        // A record holds at most the key, both images and the envelope. The key's and the
-        // images' Avro is the row data (`value_bytes_bound`) plus, per column and image, a
-        // varint length or union index (at most 20 bytes) and a zero date written as text
-        // (at most 32); the envelope is its parts plus the row's counters.
+        // A record holds at most the key, both images and the envelope. The images' Avro is
+        // their row data (`value_bytes_bound`), text up to 3 times as long in UTF-8 (a latin1
+        // euro sign is 3 bytes), and the key's again; plus, per column and image, a varint
+        // length or union index (at most 20 bytes) and a zero date written as text (at most
+        // 32); the envelope is its parts plus the row's counters. (A record above the limit
+        // all the same is refused by the sink and named by its key's bytes.)
         let columns = rows.table.columns.len();
         let most = envelope.map(|p| {
             rows.value_bytes_bound()
-                .saturating_mul(2)
+                .saturating_mul(6)
                 .saturating_add(columns.saturating_mul(3 * 52))
                 .saturating_add(p.encoded_len() + 64)
         });
