@@ -675,8 +675,33 @@ pub struct RowWriter<'a> {
     /// The image being written is the before image.
     before: bool,
     bufs: RowBuffers,
-    /// The first value that did not fit its field, in either image.
-    error: Option<AvroError>,
+    /// The first value of the change that did not fit its key field, in the before and in the
+    /// after image, and its value field (either image): kept apart to be reported in the order
+    /// the values' way meets them (keys first, as `Out::change` writes the key records first).
+    /// Allocated at the first error only (the writer stays small, and errors are rare).
+    errors: Option<Box<ChangeErrors>>,
+}
+
+/// See [`RowWriter::check`].
+#[derive(Debug, Default)]
+struct ChangeErrors {
+    key_before: Option<AvroError>,
+    key_after: Option<AvroError>,
+    value: Option<AvroError>,
+}
+
+impl ChangeErrors {
+    #[cold]
+    #[inline(never)]
+    fn keep(errors: &mut Option<Box<ChangeErrors>>, key: bool, before: bool, e: AvroError) {
+        let errors = errors.get_or_insert_with(Box::default);
+        let slot = match (key, before) {
+            (true, true) => &mut errors.key_before,
+            (true, false) => &mut errors.key_after,
+            (false, _) => &mut errors.value,
+        };
+        slot.get_or_insert(e);
+    }
 }
 
 /// A [`RowWriter`]'s buffers, kept from event to event: each image's row record and key record.
@@ -693,7 +718,7 @@ impl<'a> RowWriter<'a> {
     /// column order (the values' way then).
     pub fn new(encoder: &'a AvroEncoder, schema: &'a TableSchema, bufs: RowBuffers) -> Option<RowWriter<'a>> {
         let keys = schema.key_of_column.as_deref()?;
-        Some(RowWriter { encoder, schema, keys, before: false, bufs, error: None })
+        Some(RowWriter { encoder, schema, keys, before: false, bufs, errors: None })
     }
 
     /// The buffers back, for the next event.
@@ -701,19 +726,32 @@ impl<'a> RowWriter<'a> {
         self.bufs
     }
 
-    /// The first value of the change just read that its field cannot hold (the error
-    /// [`AvroEncoder::write_value`] gives for it), and clears it for the next change.
+    /// The error the values' way gives for the change just read, if a value of it does not
+    /// fit its field: a key column's of the before image, then of the after image, then the
+    /// first column's in the before image and in the after image (as [`AvroEncoder::write_key`]
+    /// and [`AvroEncoder::write_value`] meet them). Clears them for the next change.
     ///
     /// # Errors
     /// That value's error.
     pub fn check(&mut self) -> Result<()> {
-        self.error.take().map_or(Ok(()), Err)
+        let Some(errors) = self.errors.take() else { return Ok(()) };
+        let ChangeErrors { key_before, key_after, value } = *errors;
+        key_before.or(key_after).or(value).map_or(Ok(()), Err)
     }
 
     /// The key record's datum of the before (or after) image; None for a table without a key.
     pub fn key(&self, before: bool) -> Option<&[u8]> {
-        self.schema.key.as_ref()?;
-        Some(if before { &self.bufs.key_before } else { &self.bufs.key_after })
+        let _key_schema = self.schema.key_schema()?;
+        let key = if before { &self.bufs.key_before } else { &self.bufs.key_after };
+        #[cfg(debug_assertions)]
+        check_datum(self.schema, _key_schema, key);
+        Some(key)
+    }
+
+    /// Bytes of the images' and keys' Avro of the change just read.
+    pub fn written_len(&self) -> usize {
+        let b = &self.bufs;
+        b.before.len() + b.after.len() + b.key_before.len() + b.key_after.len()
     }
 
     /// Appends the envelope of the change just read as `op`, with its before and (or) after
@@ -751,28 +789,23 @@ impl<'a> RowWriter<'a> {
 
     #[inline(always)]
     fn write(&mut self, column: usize, value: &Value<'_>) {
-        let (schema, encoder) = (self.schema, self.encoder);
-        let (row, key) = if self.before {
+        let (schema, encoder, before) = (self.schema, self.encoder, self.before);
+        let (row, key) = if before {
             (&mut self.bufs.before, &mut self.bufs.key_before)
         } else {
             (&mut self.bufs.after, &mut self.bufs.key_after)
         };
         let field = |i: Option<u32>, plans: &'a [FieldPlan]| plans.get(usize::try_from(i?).ok()?);
-        let mut res = Ok(());
         if let Some(f) = field(schema.field_of_column.get(column).copied().flatten(), &schema.fields) {
-            res = encoder.field_inline(schema, f, value, row);
+            if let Err(e) = encoder.field_inline(schema, f, value, row) {
+                ChangeErrors::keep(&mut self.errors, false, before, e);
+            }
         }
         if let Some(f) = field(self.keys.get(column).copied().flatten(), schema.key.as_deref().unwrap_or_default()) {
-            res = res.and_then(|()| encoder.field_inline(schema, f, value, key));
+            if let Err(e) = encoder.field_inline(schema, f, value, key) {
+                ChangeErrors::keep(&mut self.errors, true, before, e);
+            }
         }
-        if let Err(e) = res {
-            self.fail(e);
-        }
-    }
-
-    #[cold]
-    fn fail(&mut self, e: AvroError) {
-        self.error.get_or_insert(e);
     }
 }
 

@@ -190,6 +190,10 @@ pub struct TableSchema {
     /// in column order, as a key is written while its columns are decoded: the writer is not
     /// used for the table then.
     pub(crate) key_of_column: Option<Vec<Option<u32>>>,
+    /// At most the bytes one image's Avro adds to its row data, text's growth as UTF-8 aside:
+    /// per field a union index and a length (20), a zero date as text (32), an ENUM's longest
+    /// name, a SET's every name (a SET is 1 to 8 bytes in the binlog).
+    pub(crate) image_overhead: usize,
     key_json: Option<Json>,
     key_schema: Option<Schema>,
     value_json: Json,
@@ -359,7 +363,19 @@ impl TableSchema {
             Some(k) if k.windows(2).all(|w| matches!(w, [a, b] if a.column < b.column)) => Some(index_of(k)),
             Some(_) => None,
         };
+        let image_overhead = fields
+            .iter()
+            .map(|f| {
+                20 + match &f.kind {
+                    Kind::Set { names } => names.iter().map(|n| n.len() + 10).sum::<usize>() + 10,
+                    Kind::EnumString { names } => names.iter().map(|n| n.len()).max().unwrap_or(0) + 10,
+                    k if k.has_zero_dates() => 32,
+                    _ => 0,
+                }
+            })
+            .sum();
         Ok(TableSchema {
+            image_overhead,
             database: tm.database.clone(),
             table: tm.table.clone(),
             partial_images: opts.partial_images,

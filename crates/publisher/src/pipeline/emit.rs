@@ -112,8 +112,8 @@ impl<'c, 'r> Images<'c, 'r> {
 pub enum Reading<'t, 'r> {
     /// Into a [`RowChange`], refilled per row.
     Values(RowChange<'r>),
-    /// Into Avro, by a [`RowWriter`].
-    Written(RowWriter<'t>),
+    /// Into Avro, by a [`RowWriter`]; the most bytes a record of the event can take.
+    Written(RowWriter<'t>, usize),
 }
 
 impl<'t, 'r> Reading<'t, 'r> {
@@ -133,26 +133,29 @@ impl<'t, 'r> Reading<'t, 'r> {
         values: bool,
         bufs: &mut RowBuffers,
     ) -> Reading<'t, 'r> {
-        // A record holds at most the key, both images and the envelope. The images' Avro is
-        // their row data (`value_bytes_bound`), text up to 3 times as long in UTF-8 (a latin1
-        // euro sign is 3 bytes), and the key's again; plus, per column and image, a varint
-        // length or union index (at most 20 bytes) and a zero date written as text (at most
-        // 32); the envelope is its parts plus the row's counters. (A record above the limit
-        // all the same is refused by the sink and named by its key's bytes.)
-        let columns = rows.table.columns.len();
+        // A record holds at most the key, both images and the envelope. The images' and the
+        // key's Avro is their row data (`value_bytes_bound`), text up to 3 times as long in
+        // UTF-8 (a latin1 euro sign is 3 bytes) and JSON's up to 6 (a control character is
+        // `\u0001`), plus what each image adds (`image_overhead`: union indexes, lengths,
+        // ENUM and SET names); the envelope is its parts plus the row's counters. (A record
+        // above the limit all the same is refused by the sink and named by its key's bytes.)
         let most = envelope.map(|p| {
             rows.value_bytes_bound()
-                .saturating_mul(6)
-                .saturating_add(columns.saturating_mul(3 * 52))
+                .saturating_mul(9)
+                .saturating_add(table.schema.image_overhead.saturating_mul(3))
                 .saturating_add(p.encoded_len() + 64)
         });
         let writable = !values
             && output.value_mode == ValueMode::Envelope
             && rows.full_images()
+            && table.schema.key_of_column.is_some()
             && most.is_some_and(|m| m <= max_message_bytes.min(LARGE_RECORD));
-        match writable.then(|| RowWriter::new(encoder, &table.schema, std::mem::take(bufs))).flatten() {
-            Some(w) => Reading::Written(w),
-            None => Reading::Values(RowChange { before: None, after: None }),
+        match (writable, most) {
+            (true, Some(most)) => match RowWriter::new(encoder, &table.schema, std::mem::take(bufs)) {
+                Some(w) => Reading::Written(w, most),
+                None => Reading::Values(RowChange { before: None, after: None }),
+            },
+            _ => Reading::Values(RowChange { before: None, after: None }),
         }
     }
 
@@ -160,7 +163,7 @@ impl<'t, 'r> Reading<'t, 'r> {
     pub fn next(&mut self, iter: &mut RowsIter<'r>) -> Option<sluice_binlog::Result<()>> {
         match self {
             Reading::Values(row) => iter.next_into(row),
-            Reading::Written(w) => iter.next_with(w),
+            Reading::Written(w, _) => iter.next_with(w),
         }
     }
 
@@ -168,7 +171,7 @@ impl<'t, 'r> Reading<'t, 'r> {
     pub fn values(&self) -> Option<&RowChange<'r>> {
         match self {
             Reading::Values(row) => Some(row),
-            Reading::Written(_) => None,
+            Reading::Written(..) => None,
         }
     }
 
@@ -180,8 +183,10 @@ impl<'t, 'r> Reading<'t, 'r> {
     pub fn images(&mut self) -> Result<Images<'_, 'r>, Error> {
         Ok(match self {
             Reading::Values(row) => Images::of(row),
-            Reading::Written(w) => {
+            Reading::Written(w, _most) => {
                 w.check()?;
+                // every test checks the bound the writer's choice relies on
+                debug_assert!(w.written_len() <= *_most, "a record above the bound: {} > {_most}", w.written_len());
                 Images::Written { writer: w, before: true, after: true }
             }
         })
@@ -189,7 +194,7 @@ impl<'t, 'r> Reading<'t, 'r> {
 
     /// Gives the writer's buffers back to `bufs` for the next event.
     pub fn finish(self, bufs: &mut RowBuffers) {
-        if let Reading::Written(w) = self {
+        if let Reading::Written(w, _) = self {
             *bufs = w.into_buffers();
         }
     }

@@ -787,3 +787,110 @@ fn envelope_parts_write_the_same_bytes() {
 fn row_of(n: u32) -> RowImage<'static> {
     RowImage { values: vec![Some(Value::Int(i64::from(n))), Some(Value::Null)] }
 }
+
+/// Writes a change's value record as `op` with its before and (or) after image.
+type WriteValue<'a> = &'a dyn Fn(Op, bool, bool, &mut Vec<u8>) -> Result<()>;
+
+/// A change's key and value records the values' way (`write_key`, `write_value`, in the order
+/// `Out::change` calls them: the before image's key, the after image's, then the records) and
+/// [`RowWriter`]'s: the same bytes, or the same first error.
+fn both_ways(
+    ts: &TableSchema,
+    op: Op,
+    before: Option<&RowImage<'_>>,
+    after: Option<&RowImage<'_>>,
+) -> [Result<Vec<Vec<u8>>, String>; 2] {
+    let enc = AvroEncoder::new();
+    let ctx = ctx();
+    let records = |kb: Vec<u8>, ka: Vec<u8>, value: WriteValue<'_>| {
+        let mut out = vec![kb.clone(), ka.clone()];
+        let ops = if op == Op::Update && kb != ka {
+            vec![(Op::Delete, true, false), (Op::Create, false, true)]
+        } else {
+            vec![(op, before.is_some(), after.is_some())]
+        };
+        for (op, b, a) in ops {
+            let mut v = Vec::new();
+            value(op, b, a, &mut v).map_err(|e| e.to_string())?;
+            out.push(v);
+        }
+        Ok::<_, String>(out)
+    };
+    let values = (|| {
+        let (mut kb, mut ka) = (Vec::new(), Vec::new());
+        for (img, buf) in [(before, &mut kb), (after, &mut ka)] {
+            if let Some(img) = img {
+                enc.write_key(ts, img, buf).map_err(|e| e.to_string())?;
+            }
+        }
+        records(kb, ka, &|op, b, a, out| {
+            enc.write_value(ts, op, before.filter(|_| b), after.filter(|_| a), &ctx, None, out)
+        })
+    })();
+    let written = (|| {
+        let mut w = RowWriter::new(&enc, ts, RowBuffers::default()).expect("key in column order");
+        for (is_before, img) in [(true, before), (false, after)] {
+            if let Some(img) = img {
+                w.image(is_before);
+                for (i, v) in img.values.iter().enumerate() {
+                    if let Some(v) = v {
+                        w.value(i, v);
+                    }
+                }
+            }
+        }
+        w.check().map_err(|e| e.to_string())?;
+        let key = |b: bool, img: Option<&RowImage<'_>>| img.and_then(|_| w.key(b)).unwrap_or_default().to_vec();
+        records(key(true, before), key(false, after), &|op, b, a, out| {
+            w.write_value(op, b, a, &ctx, None, out);
+            Ok(())
+        })
+    })();
+    [values, written]
+}
+
+/// [`RowWriter`] writes what the values' way writes, key changes included, and where values do
+/// not fit it reports the error the values' way meets first: a key column's before a value
+/// column's, the before image's key before the after image's.
+#[test]
+fn the_row_writer_writes_and_fails_as_the_values_way() {
+    use ColumnType as T;
+    let mut st = col("st", T::Set, 1, true);
+    st.set_values = names(&["x", "y"]);
+    let tm = table(vec![col("a", T::Long, 0, false), st]);
+    // the key is `a` (column 1): `id` (column 0) comes before it in every image
+    let opts = SchemaOptions { prefix: "sluice".into(), key_columns: Some(vec!["a".into()]), ..Default::default() };
+    let ts = TableSchema::new(&tm, &opts).unwrap();
+    let img = |id: Value<'static>, a: Value<'static>, st: u64| RowImage {
+        values: vec![Some(id), Some(a), Some(Value::Set(st))],
+    };
+    let (ok1, ok2) = (img(Value::Int(1), Value::Int(5), 1), img(Value::Int(1), Value::Int(5), 2));
+    let keyed = img(Value::Int(1), Value::Int(6), 3);
+    let null_id = img(Value::Null, Value::Int(5), 0);
+    let null_both = img(Value::Null, Value::Null, 0);
+    let null_a = img(Value::Int(1), Value::Null, 0);
+    let bad_set = img(Value::Int(1), Value::Int(5), 0b100);
+    // (op, before image, after image, the column a failure names)
+    type Case<'a> = (Op, Option<&'a RowImage<'a>>, Option<&'a RowImage<'a>>, Option<&'a str>);
+    let cases: [Case<'_>; 8] = [
+        (Op::Create, None, Some(&ok1), None),
+        (Op::Update, Some(&ok1), Some(&ok2), None),
+        // the key changed: a delete and a create
+        (Op::Update, Some(&ok1), Some(&keyed), None),
+        (Op::Delete, Some(&ok1), None, None),
+        // `id` and `a` NULL: the key's column is named, though `id` comes first
+        (Op::Create, None, Some(&null_both), Some("column a")),
+        // a value error in the before image, a key error in the after image: the key's
+        (Op::Update, Some(&null_id), Some(&null_a), Some("column a")),
+        (Op::Update, Some(&null_a), Some(&null_id), Some("column a")),
+        (Op::Update, Some(&bad_set), Some(&null_id), Some("column st")),
+    ];
+    for (op, before, after, fails) in cases {
+        let [values, written] = both_ways(&ts, op, before, after);
+        assert_eq!(written, values, "{op:?} {before:?} {after:?}");
+        match fails {
+            Some(column) => assert!(values.as_ref().is_err_and(|e| e.contains(column)), "{values:?}"),
+            None => assert!(values.is_ok_and(|r| r.len() == 2 + usize::from(after == Some(&keyed)) + 1)),
+        }
+    }
+}
