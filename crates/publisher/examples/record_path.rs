@@ -24,24 +24,43 @@ use std::time::Instant;
 
 use sluice::bench::{record_path, record_path_with, Counts, Settings, Stage};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+const USAGE: &str =
+    "usage: record_path [--runs N] [--only decode|records|values] [--compare] FILE   (a binlog file with row events)";
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("record_path: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (mut runs, mut file, mut only, mut compare) = (5usize, None, None::<String>, false);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--runs" => runs = args.next().ok_or("--runs needs a number")?.parse()?,
+            "--runs" => {
+                runs = args.next().and_then(|n| n.parse().ok()).ok_or(format!("--runs needs a number\n{USAGE}"))?
+            }
             // both ways of making records, hashed and compared (no timing)
             "--compare" => compare = true,
             // one stage alone, for a profiler
-            "--only" => only = Some(args.next().ok_or("--only needs a stage: decode, records, values")?),
+            "--only" => match args.next() {
+                Some(stage) if ["decode", "records", "values"].contains(&stage.as_str()) => only = Some(stage),
+                _ => return Err(format!("--only needs a stage: decode, records or values\n{USAGE}").into()),
+            },
             "-h" | "--help" => {
-                println!("usage: record_path [--runs N] [--only decode|records|values] [--compare] FILE   (a binlog file with row events)");
+                println!("{USAGE}");
                 return Ok(());
             }
+            other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}").into()),
             _ => file = Some(PathBuf::from(a)),
         }
     }
-    let file = file.ok_or("usage: record_path [--runs N] FILE")?;
+    let file = file.ok_or(USAGE)?;
     if compare {
         let settings = Settings { hash: true, ..Settings::default() };
         let direct = record_path_with(&file, Stage::Records, &settings)?;

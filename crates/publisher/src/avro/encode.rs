@@ -657,15 +657,14 @@ impl AvroEncoder {
 /// stored and read back. The envelope is then put together from the images' bytes
 /// ([`RowWriter::write_value`]): the same bytes [`AvroEncoder::write_value`] writes from
 /// decoded images (a test compares both ways record by record over every test file, and
-/// `record_path --compare` over the benchmark's 1.5 M records). About a tenth less CPU per row
-/// change than through the values (`make bench-records`).
-///
-/// [`RowsIter::next_with`]: sluice_binlog::rows::RowsIter::next_with
+/// `record_path --compare` over the benchmark's 1.5 M records). About an eighth less CPU per
+/// row change than through the values (`make bench-records`).
 ///
 /// For full images only (each image holds every column, [`RowsEvent::full_images`]) of a
 /// table whose key fields come in column order ([`RowWriter::new`] says); the values' way
 /// serves the rest.
 ///
+/// [`RowsIter::next_with`]: sluice_binlog::rows::RowsIter::next_with
 /// [`RowsEvent::full_images`]: sluice_binlog::rows::RowsEvent::full_images
 #[derive(Debug)]
 pub struct RowWriter<'a> {
@@ -714,11 +713,12 @@ pub struct RowBuffers {
 }
 
 impl<'a> RowWriter<'a> {
-    /// A writer of `schema`'s rows into `bufs`; None when the table's key fields are not in
-    /// column order (the values' way then).
-    pub fn new(encoder: &'a AvroEncoder, schema: &'a TableSchema, bufs: RowBuffers) -> Option<RowWriter<'a>> {
+    /// A writer of `schema`'s rows, taking `bufs` (given back by [`RowWriter::into_buffers`]);
+    /// None, leaving `bufs`, when the table's key fields are not in column order (the values'
+    /// way then).
+    pub fn new(encoder: &'a AvroEncoder, schema: &'a TableSchema, bufs: &mut RowBuffers) -> Option<RowWriter<'a>> {
         let keys = schema.key_of_column.as_deref()?;
-        Some(RowWriter { encoder, schema, keys, before: false, bufs, errors: None })
+        Some(RowWriter { encoder, schema, keys, before: false, bufs: std::mem::take(bufs), errors: None })
     }
 
     /// The buffers back, for the next event.

@@ -133,29 +133,24 @@ impl<'t, 'r> Reading<'t, 'r> {
         values: bool,
         bufs: &mut RowBuffers,
     ) -> Reading<'t, 'r> {
-        // A record holds at most the key, both images and the envelope. The images' and the
-        // key's Avro is their row data (`value_bytes_bound`), text up to 3 times as long in
-        // UTF-8 (a latin1 euro sign is 3 bytes) and JSON's up to 6 (a control character is
-        // `\u0001`), plus what each image adds (`image_overhead`: union indexes, lengths,
-        // ENUM and SET names); the envelope is its parts plus the row's counters. (A record
-        // above the limit all the same is refused by the sink and named by its key's bytes.)
+        // A record holds at most the key, both images and the envelope. The images' Avro is
+        // their row data (`value_bytes_bound`) with text up to 3 times as long in UTF-8 (a
+        // latin1 euro sign is 3 bytes) and JSON's up to 6 (a control character is `\u0001`),
+        // and the key's is its columns' again (text, 3 times): 9 times the row data, plus what
+        // each image adds (`image_overhead`: union indexes, lengths, ENUM and SET names); the
+        // envelope is its parts plus the row's counters. (A record above the limit all the
+        // same is refused by the sink and named by its key's bytes.)
         let most = envelope.map(|p| {
             rows.value_bytes_bound()
                 .saturating_mul(9)
                 .saturating_add(table.schema.image_overhead.saturating_mul(3))
                 .saturating_add(p.encoded_len() + 64)
         });
-        let writable = !values
-            && output.value_mode == ValueMode::Envelope
-            && rows.full_images()
-            && table.schema.key_of_column.is_some()
-            && most.is_some_and(|m| m <= max_message_bytes.min(LARGE_RECORD));
-        match (writable, most) {
-            (true, Some(most)) => match RowWriter::new(encoder, &table.schema, std::mem::take(bufs)) {
-                Some(w) => Reading::Written(w, most),
-                None => Reading::Values(RowChange { before: None, after: None }),
-            },
-            _ => Reading::Values(RowChange { before: None, after: None }),
+        let writable = !values && output.value_mode == ValueMode::Envelope && rows.full_images();
+        let most = most.filter(|&m| writable && m <= max_message_bytes.min(LARGE_RECORD));
+        match most.and_then(|m| Some((RowWriter::new(encoder, &table.schema, bufs)?, m))) {
+            Some((w, most)) => Reading::Written(w, most),
+            None => Reading::Values(RowChange { before: None, after: None }),
         }
     }
 
@@ -186,7 +181,7 @@ impl<'t, 'r> Reading<'t, 'r> {
             Reading::Written(w, _most) => {
                 w.check()?;
                 // every test checks the bound the writer's choice relies on
-                debug_assert!(w.written_len() <= *_most, "a record above the bound: {} > {_most}", w.written_len());
+                debug_assert!(w.written_len() <= *_most, "images' Avro above the bound: {} > {_most}", w.written_len());
                 Images::Written { writer: w, before: true, after: true }
             }
         })

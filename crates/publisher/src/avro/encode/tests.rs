@@ -828,7 +828,7 @@ fn both_ways(
         })
     })();
     let written = (|| {
-        let mut w = RowWriter::new(&enc, ts, RowBuffers::default()).expect("key in column order");
+        let mut w = RowWriter::new(&enc, ts, &mut RowBuffers::default()).expect("key in column order");
         for (is_before, img) in [(true, before), (false, after)] {
             if let Some(img) = img {
                 w.image(is_before);
