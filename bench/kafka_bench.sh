@@ -85,6 +85,8 @@ TOML
 echo "kafka_bench: sluice run from $first:4 (checkpoint must pass $first:$((first_size - 64)))" >&2
 # CPU seconds (user + system) of a process so far
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# minor page faults of a process so far (its stat line's field 10; the command name has no space)
+faults_of() { awk '{print $10}' "/proc/$1/stat"; }
 broker_pid="$(cat "$(broker_dir kbench)/pid")"
 b0="$(cpu_of "$broker_pid")"
 t0="$(date +%s.%N)"
@@ -100,6 +102,7 @@ done ) &
 t1="$(python3 "$here/wait_checkpoint.py" --window "$out/window.json" "$sluice_pid" "$BROKER" kbench "$first" "$((first_size - 64))")"
 peak="$(cat "$out/vmhwm" 2>/dev/null || true)"; peak="${peak:-0}"
 sluice_cpu="$(cpu_of "$sluice_pid")"
+sluice_faults="$(faults_of "$sluice_pid")"
 sluice_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 kill -TERM "$sluice_pid"; wait "$sluice_pid" || true
 sluice_pid=""
@@ -122,7 +125,7 @@ rm -f "$out/records.bin"
 plain_txn_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 
 python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" "$commits" "$batch" \
-    "$sluice_cpu" "$sluice_broker_cpu" "$plain_broker_cpu" "$plain_txn_broker_cpu" "$first_ms" "$out/window.json" "$last_ms" <<'PY'
+    "$sluice_cpu" "$sluice_broker_cpu" "$plain_broker_cpu" "$plain_txn_broker_cpu" "$first_ms" "$out/window.json" "$last_ms" "$sluice_faults" <<'PY'
 import bisect, json, sys
 records, secs, peak, kb, vb = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 plain, plain_txn, rows = json.loads(sys.argv[6]), json.loads(sys.argv[7]), int(sys.argv[8])
@@ -157,6 +160,10 @@ def by_role(threads):
 t0, t1 = sample_at(w0)[2], sample_at(w1)[2]
 sluice_roles = by_role({n: t1.get(n, 0.0) - t0.get(n, 0.0) for n in t1})
 plain_roles = by_role(plain_txn.get("threads", {}))
+# and the times each was put on a CPU (wakeups and preemptions), per 1,000 records
+s0, s1 = sample_at(w0)[3], sample_at(w1)[3]
+sluice_slices = by_role({n: (s1.get(n, 0) - s0.get(n, 0)) * 1000 / records for n in s1})
+plain_slices = by_role({n: v * 1000 / records for n, v in plain_txn.get("slices", {}).items()})
 # the last data record may wait up to batch_max_delay for its commit while filtered events follow
 last_ms = int(sys.argv[17])
 print(f"records: {records:,} (row changes {changes:,} + tombstones), avg key {kb} B, avg value {vb} B")
@@ -177,6 +184,10 @@ def roles_text(roles):
     return ", ".join(f"{r} {s:.2f}" for r, s in sorted(roles.items(), key=lambda x: -x[1]))
 print(f"CPU s by thread in the working window: sluice: {roles_text(sluice_roles)}; "
       f"plain transactional: {roles_text(plain_roles)}")
+print(f"times put on a CPU per 1,000 records in the working window: sluice: {roles_text(sluice_slices)}; "
+      f"plain transactional: {roles_text(plain_slices)}")
+print(f"minor page faults per 1,000 records: sluice {int(sys.argv[18]) * 1000 / records:.1f} (from its start), "
+      f"plain transactional {plain_txn.get('minor_faults', 0) * 1000 / records:.1f}")
 print(f"sluice vs plain idempotent: {plain['rows_per_s'] / (records / secs):.2f}x slower; "
       f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MiB")
 PY

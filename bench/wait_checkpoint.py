@@ -41,21 +41,30 @@ def cpu_of(stat_path, hz):
     return comm, (int(fields[11]) + int(fields[12])) / hz
 
 
+def slices_of(schedstat_path):
+    """Times a thread was put on a CPU so far (the third field of its schedstat): each
+    wakeup from a wait and each preemption counts one."""
+    with open(schedstat_path) as f:
+        return int(f.read().split()[2])
+
+
 def sample_cpu():
     hz = os.sysconf("SC_CLK_TCK")
     while not done.is_set():
         try:
             now, (_, total) = time.time(), cpu_of(f"/proc/{pid}/stat", hz)
-            by_thread = {}
+            by_thread, slices = {}, {}
             for task in os.listdir(f"/proc/{pid}/task"):
                 try:
                     comm, secs = cpu_of(f"/proc/{pid}/task/{task}/stat", hz)
+                    n = slices_of(f"/proc/{pid}/task/{task}/schedstat")
                 except OSError:  # the thread ended
                     continue
                 if task == str(pid):  # named after the binary, whatever its file is called
                     comm = "main"
                 by_thread[comm] = by_thread.get(comm, 0.0) + secs
-            samples.append((now, total, by_thread))
+                slices[comm] = slices.get(comm, 0) + n
+            samples.append((now, total, by_thread, slices))
         except OSError:  # the process is gone
             return
         time.sleep(0.02)

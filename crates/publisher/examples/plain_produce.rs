@@ -75,6 +75,7 @@ fn main() {
     let mut at = 0usize;
 
     let cpu_before = own_cpu_secs();
+    let faults_before = own_minor_faults();
     let threads_before = cpu_by_thread();
     let started = Instant::now();
     let mut in_txn = 0usize;
@@ -136,34 +137,48 @@ fn main() {
     } else {
         String::new()
     };
-    let threads: Vec<String> = cpu_by_thread()
-        .into_iter()
-        .map(|(name, secs)| {
-            let before = threads_before.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s);
-            format!(r#""{name}": {:.2}"#, secs - before)
-        })
-        .collect();
+    let by_thread = |pick: fn(&(String, f64, f64)) -> f64, digits: usize| -> String {
+        let now = cpu_by_thread();
+        let parts: Vec<String> = now
+            .iter()
+            .map(|t| {
+                let before = threads_before.iter().find(|b| b.0 == t.0).map_or(0.0, pick);
+                format!(r#""{}": {:.digits$}"#, t.0, pick(t) - before)
+            })
+            .collect();
+        parts.join(", ")
+    };
+    let (threads, slices) = (by_thread(|t| t.1, 2), by_thread(|t| t.2, 0));
     println!(
-        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}, "threads": {{{}}}{latency}}}"#,
+        r#"{{"records": {records}, "secs": {secs:.3}, "rows_per_s": {:.0}, "cpu_s": {:.2}, "threads": {{{threads}}}, "slices": {{{slices}}}, "minor_faults": {:.0}{latency}}}"#,
         records as f64 / secs,
         own_cpu_secs() - cpu_before,
-        threads.join(", ")
+        own_minor_faults() - faults_before,
     );
 }
 
-/// CPU seconds so far of this process's threads, summed by thread name (the producing thread
-/// against librdkafka's broker threads: where the floor's time goes, beside Sluice's).
-fn cpu_by_thread() -> Vec<(String, f64)> {
-    let mut by: Vec<(String, f64)> = Vec::new();
+/// CPU seconds so far of this process's threads and the times they were put on a CPU (each
+/// wakeup and preemption counts one: the third field of `schedstat`), summed by thread name (the
+/// producing thread against librdkafka's broker threads: where the floor's time goes, beside
+/// Sluice's).
+fn cpu_by_thread() -> Vec<(String, f64, f64)> {
+    let mut by: Vec<(String, f64, f64)> = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
         let name = stat[open + 1..close].replace('"', "");
         let f: Vec<f64> = stat[close + 1..].split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
         let secs = (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0;
-        match by.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, s)) => *s += secs,
-            None => by.push((name, secs)),
+        let slices = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(2).and_then(|n| n.parse::<f64>().ok()))
+            .unwrap_or(0.0);
+        match by.iter_mut().find(|(n, ..)| *n == name) {
+            Some((_, s, w)) => {
+                *s += secs;
+                *w += slices;
+            }
+            None => by.push((name, secs, slices)),
         }
     }
     by
@@ -195,10 +210,21 @@ fn quantiles(v: &mut [f64]) -> String {
 /// This process's CPU time so far (user + system, from /proc/self/stat; 100 ticks a second,
 /// Linux's USER_HZ), so the benchmark can compare what each contender costs the machine.
 fn own_cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // the fields after the command name, which is in parentheses and may hold spaces
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    let f = own_stat();
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
+/// Minor page faults of this process so far (field 10 of its stat line): pages the kernel
+/// handed it afresh, as an allocator that gives memory back and takes it again makes it do.
+fn own_minor_faults() -> f64 {
+    own_stat().get(7).copied().unwrap_or(0.0)
+}
+
+/// The fields of `/proc/self/stat` after the command name (which is in parentheses and may
+/// hold spaces).
+fn own_stat() -> Vec<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect()
 }
