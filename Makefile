@@ -5,7 +5,7 @@ CARGO ?= cargo
 SLUICE_WORK ?= $(CURDIR)/.work
 export SLUICE_WORK
 
-.PHONY: all build build-deps test test-fast lint fmt demo bench bench-records bench-data fuzz-smoke setup soak clean
+.PHONY: all build build-deps test test-fast lint fmt demo bench bench-records bench-instructions bench-data fuzz-smoke setup soak clean
 
 all: build
 
@@ -79,6 +79,12 @@ bench: bench-data
 bench-records: bench-data
 	$(CARGO) run --release -p sluice --example record_path -- --runs $(BENCH_RUNS) \
 		$$(ls $(SLUICE_WORK)/bench/$(BENCH_VARIANT)/mysql-bin.* | head -n 1)
+
+## The same path's instructions per row change, counted by valgrind's callgrind (apt install
+## valgrind): the same from run to run, so a change of a few percent shows where seconds on a
+## shared VM cannot (bench/instructions.sh; CG_TOP=15 lists the costliest functions).
+bench-instructions: bench-data
+	bench/instructions.sh
 
 ## The long form of the fault suite (by hand, about 15 minutes): a 10-minute write workload at the
 ## highest rate MariaDB takes here, RSS and lag sampled every second and plotted, every row change
