@@ -894,3 +894,24 @@ fn the_row_writer_writes_and_fails_as_the_values_way() {
         }
     }
 }
+
+/// The block-wise ASCII check agrees with the standard library's for every length up to three
+/// blocks and a byte above 0x7F at every place (or none), at every alignment.
+#[test]
+fn all_ascii_agrees_with_is_ascii() {
+    let text: Vec<u8> = (0..120u8).map(|i| b' ' + i % 90).collect();
+    for skew in 0..8 {
+        for len in 0..100 {
+            let mut bytes = text[skew..skew + len].to_vec();
+            assert_eq!(super::all_ascii(&bytes), bytes.is_ascii(), "len {len}, skew {skew}");
+            for at in 0..len {
+                let keep = bytes[at];
+                for high in [0x80, 0xC3, 0xFF] {
+                    bytes[at] = high;
+                    assert!(!super::all_ascii(&bytes), "len {len}, 0x{high:X} at {at}");
+                }
+                bytes[at] = keep;
+            }
+        }
+    }
+}
