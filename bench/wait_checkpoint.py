@@ -43,9 +43,13 @@ def cpu_of(stat_path, hz):
 
 def slices_of(schedstat_path):
     """Times a thread was put on a CPU so far (the third field of its schedstat): each
-    wakeup from a wait and each preemption counts one."""
-    with open(schedstat_path) as f:
-        return int(f.read().split()[2])
+    wakeup from a wait and each preemption counts one. 0 where the kernel keeps no
+    schedstat (the CPU figures do not depend on it)."""
+    try:
+        with open(schedstat_path) as f:
+            return int(f.read().split()[2])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def sample_cpu():

@@ -137,8 +137,9 @@ fn main() {
     } else {
         String::new()
     };
+    // one reading of the threads for both figures
+    let now = cpu_by_thread();
     let by_thread = |pick: fn(&(String, f64, f64)) -> f64, digits: usize| -> String {
-        let now = cpu_by_thread();
         let parts: Vec<String> = now
             .iter()
             .map(|t| {

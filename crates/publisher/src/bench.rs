@@ -129,7 +129,7 @@ impl RecordSink for Counter {
         }
         self.records += 1;
         self.tombstones += u64::from(value.is_none());
-        self.bytes += (key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)) as u64;
+        self.bytes += size as u64;
         if let Some(h) = &mut self.hash {
             use std::hash::Hash;
             (topic, key, value).hash(h);
