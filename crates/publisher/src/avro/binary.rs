@@ -5,9 +5,22 @@
 //! (`encode.rs`) writes those shapes with these primitives, following the same `FieldPlan`s
 //! the schemas were made from.
 
-/// A `long` (also an `int`, a union branch index, a block count): zig-zag varint.
+/// A `long` (also an `int`, a union branch index, a block count): zig-zag varint. Inlined for
+/// the one-byte case (-64..=63: most lengths and counts), the rest out of line: a call for
+/// every long was 3% of the record path's instructions (`make bench-instructions`).
+#[inline]
 pub(crate) fn long(n: i64, out: &mut Vec<u8>) {
-    let mut z = ((n << 1) ^ (n >> 63)) as u64;
+    let z = ((n << 1) ^ (n >> 63)) as u64;
+    if z < 0x80 {
+        out.push(z as u8);
+    } else {
+        varint(z, out);
+    }
+}
+
+/// The varint of a zig-zagged long of two bytes or more.
+#[inline(never)]
+fn varint(mut z: u64, out: &mut Vec<u8>) {
     while z >= 0x80 {
         out.push((z as u8) | 0x80);
         z >>= 7;

@@ -895,6 +895,50 @@ fn the_row_writer_writes_and_fails_as_the_values_way() {
     }
 }
 
+/// [`RowWriter`]s made one per rows event from the buffers the one before gave back (as
+/// `Reading` does) write what a fresh writer writes for each change: an UPDATE's before image
+/// moved aside does not linger into the next change or event.
+#[test]
+fn row_writers_on_kept_buffers_write_as_fresh_ones() {
+    use ColumnType as T;
+    let ts = schema(&table(vec![col("v", T::Long, 0, true)]));
+    let img = |id: i64, v: i64| RowImage { values: vec![Some(Value::Int(id)), Some(Value::Int(v))] };
+    let (a, b, c) = (img(1, 10), img(1, 11), img(2, 20));
+    let (enc, ctx) = (AvroEncoder::new(), ctx());
+    type Change<'a> = (Option<&'a RowImage<'a>>, Option<&'a RowImage<'a>>);
+    let events: [(Op, Vec<Change<'_>>); 5] = [
+        (Op::Update, vec![(Some(&a), Some(&b)), (Some(&b), Some(&c))]),
+        (Op::Create, vec![(None, Some(&c))]),
+        (Op::Delete, vec![(Some(&a), None), (Some(&c), None)]),
+        (Op::Create, vec![(None, Some(&a)), (None, Some(&b))]),
+        (Op::Update, vec![(Some(&c), Some(&a))]),
+    ];
+    let write = |w: &mut RowWriter<'_>, op: Op, (before, after): Change<'_>| {
+        for (is_before, image) in [(true, before), (false, after)] {
+            if let Some(image) = image {
+                w.image(is_before);
+                for (i, v) in image.values.iter().enumerate() {
+                    w.value(i, v.as_ref().unwrap());
+                }
+            }
+        }
+        w.check().unwrap();
+        let mut value = Vec::new();
+        w.write_value(op, before.is_some(), after.is_some(), &ctx, None, &mut value);
+        let keys = [before.and_then(|_| w.key(true)), after.and_then(|_| w.key(false))].map(|k| k.map(<[u8]>::to_vec));
+        (keys, value, w.written_len())
+    };
+    let mut bufs = RowBuffers::default();
+    for (op, changes) in events {
+        let mut kept = RowWriter::new(&enc, &ts, &mut bufs).unwrap();
+        for change in changes {
+            let fresh = write(&mut RowWriter::new(&enc, &ts, &mut RowBuffers::default()).unwrap(), op, change);
+            assert_eq!(write(&mut kept, op, change), fresh, "{op:?} {change:?}");
+        }
+        bufs = kept.into_buffers();
+    }
+}
+
 /// The block-wise ASCII check agrees with the standard library's for every length up to three
 /// blocks and a byte above 0x7F at every place (or none), at every alignment.
 #[test]
