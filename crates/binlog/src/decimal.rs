@@ -259,13 +259,21 @@ impl Decimal {
         self.unscaled_be(&mut buf).to_vec()
     }
 
+    /// The unscaled value (`-12.30` is -1230) when it fits an `i64`, as nearly every DECIMAL
+    /// column's values do (all of those of up to 18 digits).
+    pub fn unscaled_i64(&self) -> Option<i64> {
+        match (self.magnitude, i64::try_from(self.magnitude[0])) {
+            ([_, 0, 0, 0], Ok(v)) => Some(if self.negative { -v } else { v }),
+            _ => None,
+        }
+    }
+
     /// [`Decimal::to_unscaled_be_bytes`] without allocating: written into `buf`, returned as the
     /// slice of it that holds them.
     pub fn unscaled_be<'b>(&self, buf: &'b mut [u8; UNSCALED_BE_MAX]) -> &'b [u8] {
         // Nearly every DECIMAL column's values fit an i64: their two's complement bytes come
         // from the bit length, without negating and stripping 33 bytes one at a time.
-        if let ([_, 0, 0, 0], Ok(v)) = (self.magnitude, i64::try_from(self.magnitude[0])) {
-            let v = if self.negative { -v } else { v };
+        if let Some(v) = self.unscaled_i64() {
             // the value's bits plus a sign bit, in whole bytes (at least one)
             let bits = 64 - if v < 0 { v.leading_ones() } else { v.leading_zeros() } + 1;
             let n = (bits as usize).div_ceil(8);

@@ -39,6 +39,20 @@ pub(crate) fn bytes(b: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b);
 }
 
+/// A `decimal` on bytes whose unscaled value `v` fits an `i64`: its minimal big-endian two's
+/// complement bytes (a sign bit and the value's bits, 1 to 8 bytes), appended as one 8-byte
+/// word cut to length. The general way (`Decimal::unscaled_be` into a buffer, then [`bytes`])
+/// cost two copies of a variable length, 120 instructions a value.
+pub(crate) fn decimal_i64(v: i64, out: &mut Vec<u8>) {
+    let bits = 65 - if v < 0 { v.leading_ones() } else { v.leading_zeros() };
+    let n = bits.div_ceil(8) as usize;
+    long(n as i64, out);
+    let start = out.len();
+    // the n low bytes moved to the top of the word, so they come first big-endian
+    out.extend_from_slice(&(v << (8 * (8 - n))).to_be_bytes());
+    out.truncate(start + n);
+}
+
 /// `string` (UTF-8).
 pub(crate) fn string(s: &str, out: &mut Vec<u8>) {
     bytes(s.as_bytes(), out);
@@ -81,6 +95,22 @@ mod tests {
         assert_eq!(enc(|o| long(i64::MIN, o)), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
         assert_eq!(enc(|o| double(1.5, o)), 1.5f64.to_le_bytes());
         assert_eq!(enc(|o| boolean(true, o)), [1]);
+    }
+
+    /// A DECIMAL's bytes written from its `i64` are the general way's: around every byte
+    /// length's edges, both signs.
+    #[test]
+    fn decimal_i64_writes_the_minimal_bytes() {
+        let mut values = vec![0i64, 1, -1, i64::MAX, -i64::MAX];
+        for shift in 0..63 {
+            let p = 1i64 << shift;
+            values.extend([p, p - 1, -p, -p + 1, -p - 1]);
+        }
+        for v in values {
+            let d: sluice_binlog::decimal::Decimal = v.to_string().parse().unwrap();
+            let mut buf = [0; sluice_binlog::decimal::UNSCALED_BE_MAX];
+            assert_eq!(enc(|o| decimal_i64(v, o)), enc(|o| bytes(d.unscaled_be(&mut buf), o)), "{v}");
+        }
     }
 
     /// Agrees with apache-avro's writer over the edges of the varint lengths.

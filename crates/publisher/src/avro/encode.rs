@@ -506,7 +506,10 @@ impl AvroEncoder {
                     return Err(mismatch(schema, f, format!("{d} with scale {}", d.scale())));
                 }
                 head(out);
-                w::bytes(d.unscaled_be(&mut [0; UNSCALED_BE_MAX]), out);
+                match d.unscaled_i64() {
+                    Some(v) => w::decimal_i64(v, out),
+                    None => w::bytes(d.unscaled_be(&mut [0; UNSCALED_BE_MAX]), out),
+                }
             }
             (Kind::Year, Value::Year(y)) => {
                 head(out);
