@@ -93,6 +93,13 @@ fn read_narrow(raw: &[u8], intg: usize, frac: usize, negative: bool) -> Result<u
     Ok(small)
 }
 
+/// How many bytes the minimal big-endian two's complement of `v` takes: its bits plus a sign
+/// bit, in whole bytes (1 to 8).
+pub fn twos_complement_len(v: i64) -> usize {
+    let bits = 65 - if v < 0 { v.leading_ones() } else { v.leading_zeros() };
+    (bits as usize).div_ceil(8)
+}
+
 /// The byte size of a binary DECIMAL(precision, scale).
 pub fn binary_size(precision: u8, scale: u8) -> usize {
     let intg = usize::from(precision.saturating_sub(scale));
@@ -274,9 +281,7 @@ impl Decimal {
         // Nearly every DECIMAL column's values fit an i64: their two's complement bytes come
         // from the bit length, without negating and stripping 33 bytes one at a time.
         if let Some(v) = self.unscaled_i64() {
-            // the value's bits plus a sign bit, in whole bytes (at least one)
-            let bits = 64 - if v < 0 { v.leading_ones() } else { v.leading_zeros() } + 1;
-            let n = (bits as usize).div_ceil(8);
+            let n = twos_complement_len(v);
             let be = v.to_be_bytes();
             let (dst, src) = (buf.get_mut(..n), be.get(8 - n..));
             if let (Some(dst), Some(src)) = (dst, src) {

@@ -44,9 +44,8 @@ pub(crate) fn bytes(b: &[u8], out: &mut Vec<u8>) {
 /// word cut to length. The general way (`Decimal::unscaled_be` into a buffer, then [`bytes`])
 /// cost two copies of a variable length, 120 instructions a value.
 pub(crate) fn decimal_i64(v: i64, out: &mut Vec<u8>) {
-    let bits = 65 - if v < 0 { v.leading_ones() } else { v.leading_zeros() };
-    let n = bits.div_ceil(8) as usize;
-    long(n as i64, out);
+    let n = sluice_binlog::decimal::twos_complement_len(v);
+    count(n, out);
     let start = out.len();
     // the n low bytes moved to the top of the word, so they come first big-endian
     out.extend_from_slice(&(v << (8 * (8 - n))).to_be_bytes());

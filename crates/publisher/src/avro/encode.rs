@@ -449,7 +449,8 @@ impl AvroEncoder {
     #[inline(always)]
     fn field_inline(&self, schema: &TableSchema, f: &FieldPlan, v: &Value<'_>, out: &mut Vec<u8>) -> Result<()> {
         // the branch index of the value's own type (nothing when the field is no union): 0
-        // or 1, whose zig-zag varint is the byte 0 or 2
+        // or 1 (`FieldPlan::value_branch`), whose zig-zag varint is the byte 0 or 2, written as
+        // that byte: through `long` the record path took 5% more instructions (measured)
         let head = |out: &mut Vec<u8>| {
             if f.is_union() {
                 out.push(2 * u8::from(f.nullable));
