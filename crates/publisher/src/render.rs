@@ -164,6 +164,13 @@ fn has_special_byte(bytes: &[u8], non_ascii: bool) -> bool {
     chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\' || (non_ascii && b >= 0x80))
 }
 
+/// Appends seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ` (0 as `0000-00-00T00:00:00Z`).
+pub fn write_iso_utc(out: &mut Vec<u8>, secs: u32) {
+    let ts = sluice_binlog::temporal::Timestamp { seconds: secs, micros: 0, fsp: 0 };
+    write_datetime(out, &ts.to_utc(), b'T');
+    out.push(b'Z');
+}
+
 /// Appends an integer or float through serde_json (itoa / ryu, as `Json::to_string` does).
 pub fn write_json_num<T: serde::Serialize>(out: &mut Vec<u8>, n: T) {
     let _ = serde_json::to_writer(&mut *out, &n);

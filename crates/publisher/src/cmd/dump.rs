@@ -1411,5 +1411,15 @@ mod tests {
         assert_eq!(parse_datetime("2017-09-15T09:18:23Z"), Ok(1505467103));
         assert!(parse_datetime("2017-13-15 00:00:00").is_err());
         assert!(parse_datetime("yesterday").is_err());
+        // and back, as every JSON line's `timestamp` is written
+        for (secs, text) in [
+            (0, "0000-00-00T00:00:00Z"),
+            (1, "1970-01-01T00:00:01Z"),
+            (1505467103, "2017-09-15T09:18:23Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (u32::MAX, "2106-02-07T06:28:15Z"),
+        ] {
+            assert_eq!(json::iso_utc(secs), text);
+        }
     }
 }

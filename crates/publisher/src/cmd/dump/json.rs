@@ -11,7 +11,9 @@ use sluice_binlog::rows::{ImageVisitor, RowsIter, RowsKind};
 use sluice_binlog::walk::Located;
 use sluice_binlog::{Error as BinlogError, EventHeader, TableMap, Value};
 
-use crate::render::{end_object, image_json, json_keys, write_json_num, write_json_str, write_member, JsonKey};
+use crate::render::{
+    end_object, image_json, json_keys, write_iso_utc, write_json_num, write_json_str, write_member, JsonKey,
+};
 
 /// The JSON lines of one rows event. A line's fields, in the order earlier releases and
 /// `--events` use: type, database, table, timestamp, ts, position {file, offset, row},
@@ -61,20 +63,28 @@ impl RowLines {
         offset: u64,
         gtid: Option<&str>,
     ) -> RowLines {
-        let mut prefix = Vec::new();
-        let mut middle = Vec::new();
+        // written once per rows event (about seven rows each in the benchmark), without
+        // `format!` or a buffer grown step by step: 7,700 instructions an event before
+        let mut prefix = Vec::with_capacity(160 + table.database.len() + table.table.len() + file.len());
+        let mut middle = Vec::with_capacity(48 + gtid.map_or(0, str::len));
         prefix.extend_from_slice(b"{\"type\":");
         write_json_str(&mut prefix, kind.sql_verb());
         prefix.extend_from_slice(b",\"database\":");
         write_json_str(&mut prefix, &table.database);
         prefix.extend_from_slice(b",\"table\":");
         write_json_str(&mut prefix, &table.table);
-        prefix.extend_from_slice(b",\"timestamp\":");
-        write_json_str(&mut prefix, &iso_utc(header.timestamp));
-        prefix.extend_from_slice(format!(",\"ts\":{},\"position\":{{\"file\":", header.timestamp).as_bytes());
+        prefix.extend_from_slice(b",\"timestamp\":\"");
+        write_iso_utc(&mut prefix, header.timestamp);
+        prefix.extend_from_slice(b"\",\"ts\":");
+        write_json_num(&mut prefix, header.timestamp);
+        prefix.extend_from_slice(b",\"position\":{\"file\":");
         write_json_str(&mut prefix, file);
-        prefix.extend_from_slice(format!(",\"offset\":{offset},\"row\":").as_bytes());
-        middle.extend_from_slice(format!("}},\"server_id\":{},\"gtid\":", header.server_id).as_bytes());
+        prefix.extend_from_slice(b",\"offset\":");
+        write_json_num(&mut prefix, offset);
+        prefix.extend_from_slice(b",\"row\":");
+        middle.extend_from_slice(b"},\"server_id\":");
+        write_json_num(&mut middle, header.server_id);
+        middle.extend_from_slice(b",\"gtid\":");
         match gtid {
             Some(g) => write_json_str(&mut middle, g),
             None => middle.extend_from_slice(b"null"),
@@ -243,6 +253,7 @@ pub fn event_json(ev: &Located<'_>) -> Result<Json, BinlogError> {
 
 /// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
 pub fn iso_utc(secs: u32) -> String {
-    let ts = sluice_binlog::temporal::Timestamp { seconds: secs, micros: 0, fsp: 0 };
-    format!("{}Z", ts.to_utc().to_iso8601())
+    let mut out = Vec::with_capacity(24);
+    write_iso_utc(&mut out, secs);
+    String::from_utf8(out).unwrap_or_default()
 }
