@@ -12,7 +12,7 @@ use sluice_binlog::walk::Located;
 use sluice_binlog::{Error as BinlogError, EventHeader, TableMap, Value};
 
 use crate::render::{
-    end_object, image_json, json_keys, write_iso_utc, write_json_num, write_json_str, write_member, JsonKey,
+    end_object, image_json, json_keys, write_iso_utc, write_json_num, write_json_str, write_member, write_u64, JsonKey,
 };
 
 /// The JSON lines of one rows event. A line's fields, in the order earlier releases and
@@ -105,7 +105,7 @@ impl RowLines {
     ) -> Option<Result<(), BinlogError>> {
         let start = line.len();
         line.extend_from_slice(&self.prefix);
-        write_json_num(line, idx);
+        write_u64(line, idx as u64);
         line.extend_from_slice(&self.middle);
         if self.kind == RowsKind::Write {
             line.extend_from_slice(b"null,\"after\":");
