@@ -145,10 +145,11 @@ fn snapshot_under_writes_and_sigkills_is_exact_and_resumes() {
          INSERT INTO nokey SELECT seq % 7, 'n' FROM seq_1_to_300;"
     ));
     eprintln!("{rows} rows loaded in {:.1} s", started.elapsed().as_secs_f64());
+    let metrics_port = support::free_port();
     let (config, log) = services.config(
         "kill",
         "topic_prefix = \"sk\"",
-        "[filter]\ninclude = [\"sk.*\"]\n[snapshot]\nchunk_size = 10000\n",
+        &format!("[filter]\ninclude = [\"sk.*\"]\n[snapshot]\nchunk_size = 10000\n[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"),
     );
     let mut sluice = start_sluice(&config, &log);
     wait_for(60, || log_text(&log).contains("Snapshot: reading the table in chunks"), "the snapshot to begin", &log);
@@ -194,20 +195,41 @@ fn snapshot_under_writes_and_sigkills_is_exact_and_resumes() {
         })
     };
 
-    // ten SIGKILLs while the big table is read, each followed by a restart; the last
-    // ones leave it a sixth of the table to finish with
+    // ten SIGKILLs while the big table is read, each followed by a restart. Each comes once
+    // the running instance has committed a random share of the table of its own (a chunk to
+    // a fifteenth) and up to 50 ms more: every instance makes progress, and the kills land
+    // over the first half or so of the table (the last at 54% in a run on 2026-12-07) whatever
+    // the machine's speed; kills 0.7-2 s apart let a machine 1.5x faster finish the table
+    // after six. The progress: the instance's metrics (rows committed since it started) and
+    // its log (the rows it resumed after), read in a millisecond; the checkpoint topic takes
+    // half a second to read, in which the snapshot moves a tenth of the table.
     let mut rng = fastrand::Rng::with_seed(11);
-    let mut kills = 0;
-    let big_rows = |services: &Services| {
-        progress(services, "sk", "kill").and_then(|p| {
-            p["tables"].as_array()?.iter().find(|t| t["table"] == "sk.big").and_then(|t| t["rows"].as_u64())
-        })
+    let (mut kills, mut last_kill_at) = (0, 0);
+    let committed_since_start = || -> Option<u64> {
+        let (_, text) = support::try_http_get(metrics_port, "/metrics").ok()?;
+        let series = "sluice_snapshot_rows_total{table=\"sk.big\"";
+        text.lines().find(|l| l.starts_with(series))?.rsplit(' ').next()?.parse().ok()
+    };
+    let resumed_after = || -> u64 {
+        log_text(&log)
+            .lines()
+            .rfind(|l| l.contains("Snapshot: resuming the table") && l.contains("table=sk.big"))
+            .and_then(|l| l.split(" rows=").nth(1)?.split(' ').next()?.parse().ok())
+            .unwrap_or(0)
     };
     while kills < 10 {
-        std::thread::sleep(Duration::from_millis(rng.u64(700..2000)));
-        if snapshot_done(&services, "sk", "kill") || big_rows(&services).unwrap_or(0) > rows * 5 / 6 {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let share = rng.u64(10_000..=rows / 15);
+        while committed_since_start().is_none_or(|n| n < share) {
+            assert!(Instant::now() < deadline, "{share} rows not committed; sluice log:\n{}", log_text(&log));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(0..50)));
+        let big_rows = resumed_after() + committed_since_start().unwrap_or(0);
+        if big_rows > rows * 5 / 6 {
             break;
         }
+        last_kill_at = big_rows;
         sluice.0.kill().unwrap();
         sluice.0.wait().unwrap();
         kills += 1;
@@ -217,7 +239,7 @@ fn snapshot_under_writes_and_sigkills_is_exact_and_resumes() {
         kills, 10,
         "the snapshot was near its end after {kills} kills: give it more rows (SLUICE_SNAPSHOT_ROWS)"
     );
-    eprintln!("{kills} kills at {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("{kills} kills at {:.1} s, the last at {last_kill_at} rows", started.elapsed().as_secs_f64());
     wait_for(600, || snapshot_done(&services, "sk", "kill"), "the snapshot to finish", &log);
     stop.store(true, Ordering::Relaxed);
     let ops = workload.join().unwrap();
