@@ -192,10 +192,7 @@ fn write_timestamp(out: &mut Vec<u8>, ts: &Timestamp) {
         digits
     });
     out.extend_from_slice(&date);
-    let pair = |n: u32| {
-        let p = n as usize * 2;
-        DIGIT_PAIRS.get(p..p + 2).map_or([b'0'; 2], |d| [d[0], d[1]])
-    };
+    let pair = |n: u32| digit_pair(n as usize);
     let (h, mi, se) = (pair(sod / 3600), pair(sod / 60 % 60), pair(sod % 60));
     out.extend_from_slice(&[b'T', h[0], h[1], b':', mi[0], mi[1], b':', se[0], se[1]]);
     write_frac(out, ts.micros, ts.fsp);
@@ -256,9 +253,8 @@ fn write_frac(out: &mut Vec<u8>, micros: u32, fsp: u8) {
         let mut b = [b'.', 0, 0, 0, 0, 0, 0];
         // two digits at a time
         for (i, pair) in [micros / 10_000, micros / 100 % 100, micros % 100].into_iter().enumerate() {
-            let p = pair as usize * 2;
-            if let (Some(d), Some(p)) = (b.get_mut(1 + 2 * i..3 + 2 * i), DIGIT_PAIRS.get(p..p + 2)) {
-                d.copy_from_slice(p);
+            if let Some(d) = b.get_mut(1 + 2 * i..3 + 2 * i) {
+                d.copy_from_slice(&digit_pair(pair as usize));
             }
         }
         out.extend_from_slice(&b);
@@ -352,6 +348,13 @@ const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
     6061626364656667686970717273747576777879\
     8081828384858687888990919293949596979899";
 
+/// The two digits of `n`, below 100.
+#[inline(always)]
+fn digit_pair(n: usize) -> [u8; 2] {
+    let p = n * 2;
+    DIGIT_PAIRS.get(p..p + 2).map_or([b'0'; 2], |d| [d[0], d[1]])
+}
+
 /// 10^0 to 10^19.
 const POW10: [u64; 20] = {
     let mut p = [1u64; 20];
@@ -376,17 +379,16 @@ pub fn write_u64(out: &mut Vec<u8>, v: u64) {
     let mut digits = [b'0'; 20];
     let (mut v, mut end) = (v, n);
     while v >= 100 {
-        let pair = (v % 100) as usize * 2;
+        let pair = digit_pair((v % 100) as usize);
         v /= 100;
         end -= 2;
-        if let (Some(d), Some(p)) = (digits.get_mut(end..end + 2), DIGIT_PAIRS.get(pair..pair + 2)) {
-            d.copy_from_slice(p);
+        if let Some(d) = digits.get_mut(end..end + 2) {
+            d.copy_from_slice(&pair);
         }
     }
     if v >= 10 {
-        let pair = v as usize * 2;
-        if let (Some(d), Some(p)) = (digits.get_mut(..2), DIGIT_PAIRS.get(pair..pair + 2)) {
-            d.copy_from_slice(p);
+        if let Some(d) = digits.get_mut(..2) {
+            d.copy_from_slice(&digit_pair(v as usize));
         }
     } else if let Some(d) = digits.first_mut() {
         *d = b'0' + v as u8;
