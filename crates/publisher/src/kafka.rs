@@ -262,6 +262,14 @@ pub(crate) fn is_retriable(e: &RdKafkaError) -> bool {
     matches!(e, RdKafkaError::Transaction(t) if t.is_retriable() && !t.txn_requires_abort() && !t.is_fatal())
 }
 
+/// True for a consumer's poll error that only says the brokers cannot be reached right now
+/// ("all broker connections are down" on a loaded or restarting broker): librdkafka reconnects
+/// and the read goes on from where it was, so a reader keeps polling within its own deadline
+/// instead of giving up on the first such event.
+pub(crate) fn is_passing(e: &RdKafkaError) -> bool {
+    matches!(e, RdKafkaError::MessageConsumption(code) if is_transport(Some(*code)))
+}
+
 /// What a refusal of Sluice's Kafka credentials means to the operator.
 const DENIED_AUTH: &str = "the Kafka brokers refused Sluice's credentials: check sasl.mechanisms and sasl.username in \
      [kafka.properties] and the password in kafka.sasl_password_file (or _env)";
@@ -431,6 +439,20 @@ impl rdkafka::producer::ProducerContext for KafkaContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader waits out brokers away for a moment, and only that: a refusal, a missing topic
+    /// or a partition's end are not "passing".
+    #[test]
+    fn passing_consumer_errors() {
+        for code in [RDKafkaErrorCode::AllBrokersDown, RDKafkaErrorCode::BrokerTransportFailure] {
+            assert!(is_passing(&RdKafkaError::MessageConsumption(code)), "{code:?}");
+        }
+        for code in [RDKafkaErrorCode::TopicAuthorizationFailed, RDKafkaErrorCode::UnknownTopicOrPartition] {
+            assert!(!is_passing(&RdKafkaError::MessageConsumption(code)), "{code:?}");
+        }
+        assert!(!is_passing(&RdKafkaError::PartitionEOF(0)));
+        assert!(!is_passing(&RdKafkaError::MessageProduction(RDKafkaErrorCode::AllBrokersDown)));
+    }
 
     /// What happens next for each kind of Kafka error (the broker's behaviour behind them is
     /// exercised by run_chaos and run_e2e against a real broker).

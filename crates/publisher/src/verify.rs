@@ -166,7 +166,8 @@ pub struct TableReport {
     pub target: String,
     /// The topic (or index) compared with.
     pub against: String,
-    /// Rows read from the table.
+    /// Rows read from the table. A row deleted from both the table and the target while it
+    /// was being re-checked counts in none of the outcomes below (both agree it is gone).
     pub rows: u64,
     /// Keys equal.
     pub equal: u64,

@@ -97,6 +97,7 @@ impl CompactedReader {
                 match self.consumer.poll(Duration::from_millis(500)) {
                     None => continue,
                     Some(Err(RdKafkaError::PartitionEOF(_))) => break,
+                    Some(Err(e)) if super::is_passing(&e) && self.consumer.context().denied().is_none() => {}
                     Some(Err(e)) => return Err(Error::Abortable(format!("reading {topic}: {e}"))),
                     Some(Ok(m)) => {
                         let Some(key) = m.key().filter(|k| wanted(k)) else { continue };

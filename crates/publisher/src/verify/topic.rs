@@ -265,10 +265,15 @@ impl TopicReader {
                 ))));
             }
             let polled = self.consumer.poll(Duration::from_millis(100));
-            idle = polled.is_none();
+            // brokers away for a moment count as an idle poll: the stall check above says when
+            // to give up on them
+            let passing = matches!(&polled, Some(Err(e)) if crate::kafka::is_passing(e))
+                && self.consumer.context().denied().is_none();
+            idle = polled.is_none() || passing;
             match polled {
                 None => {}
                 Some(Err(RdKafkaError::PartitionEOF(_))) => {}
+                Some(Err(_)) if passing => {}
                 Some(Err(e)) => return Err(self.kafka_err("reading", &e)),
                 Some(Ok(m)) => {
                     progressed = true;
