@@ -59,22 +59,46 @@ fn dig2bytes(n: usize) -> usize {
 /// Room for [`Decimal::unscaled_be`]: a sign byte and the 256-bit magnitude.
 pub const UNSCALED_BE_MAX: usize = 33;
 
-/// The magnitude of a DECIMAL of up to 18 digits (at most 9 bytes, so they fit a `u128` and its
-/// value a `u64`), the common case: the bytes are loaded at once, the sign undone on all of
-/// them, and each digit group shifted out, rather than read group by group through a `Reader`
-/// (a tenth of the instructions). Same groups, same checks and errors as the general path.
+/// The magnitude of a DECIMAL of up to 18 digits (at most 9 bytes, so its value fits a `u64`),
+/// the common case: the bytes are loaded at once, the sign undone on all of them, and each digit
+/// group shifted out, rather than read group by group through a `Reader` (a tenth of the
+/// instructions). Up to 8 bytes (DECIMAL(12,2) is 6) they are loaded into a `u64`, whose shifts
+/// are single instructions, the ninth into a `u128`. Same groups, same checks and errors as the
+/// general path.
 fn read_narrow(raw: &[u8], intg: usize, frac: usize, negative: bool) -> Result<u64> {
     let invert = if negative { 0xff } else { 0 };
-    let mut x = raw.iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b ^ invert));
     let mut bits = 8 * raw.len();
-    if bits > 0 {
+    if raw.len() <= 8 {
+        let mut x = raw.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b ^ invert));
+        if bits > 0 {
+            x ^= 0x80 << (bits - 8);
+        }
+        // (a group takes at most 32 bits, and never more than are left)
+        fold_groups(intg, frac, |n| {
+            bits -= n;
+            (x >> bits) & ((1u64 << n) - 1)
+        })
+    } else {
+        let mut x = raw.iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b ^ invert));
         x ^= 0x80 << (bits - 8);
+        fold_groups(intg, frac, |n| {
+            bits -= n;
+            u64::try_from((x >> bits) & ((1u128 << n) - 1)).unwrap_or(u64::MAX)
+        })
     }
+}
+
+/// Folds a narrow DECIMAL's digit groups, most significant first, into its magnitude; `take(n)`
+/// gives the next `n` bits (a group of `ndig` digits is `8 * dig2bytes(ndig)` bits).
+#[inline(always)]
+fn fold_groups(intg: usize, frac: usize, mut take: impl FnMut(usize) -> u64) -> Result<u64> {
     let mut small = 0u64;
     let mut group = |ndig: usize| -> Result<()> {
-        let n = 8 * dig2bytes(ndig);
-        bits -= n;
-        let v = u64::try_from((x >> bits) & ((1u128 << n) - 1)).unwrap_or(u64::MAX);
+        // an empty group takes no bits (and a shift by a whole word is not one)
+        if ndig == 0 {
+            return Ok(());
+        }
+        let v = take(8 * dig2bytes(ndig));
         let limit = POW10.get(ndig).copied().unwrap_or(1_000_000_000);
         if v >= limit {
             return Err(Error::invalid("DECIMAL", format!("digit group {v} has more than {ndig} digits")));
