@@ -6,8 +6,18 @@ value; length 0xFFFFFFFF for none): what the plain producer of bench/kafka_bench
 bench/snapshot_bench.sh sends again in the same run (`plain_produce --records-from FILE`), so both
 contenders compress, partition and send the very same bytes.
 
+The dump keeps the order in which the records were sent, as nearly as the topic tells it: a consumer
+hands back each partition's records in runs of a fetch (thousands from one partition, then thousands
+from the next), while the producer sent them row by row, each to its key's partition. Sent in the
+consumer's order, each partition's queue fills three times as fast as the producer's did, so the
+resend makes fewer, larger batches and is cheaper than the work it is compared with. So the records
+are merged back by their timestamp (Sluice's is the event's, so one millisecond holds a few events),
+and within one millisecond the partitions' records are interleaved evenly, as keys hashed over the
+partitions are. `BENCH_DUMP_ORDER=fetch` keeps the consumer's order instead (for comparison).
+
 Usage: python3 bench/topic_stats.py BROKER TOPIC [--dump FILE]
 """
+import os
 import struct
 import sys
 
@@ -25,6 +35,8 @@ c.assign([TopicPartition(topic, p, 0) for p in parts])
 n = kb = vb = 0
 first_ms = last_ms = None
 eof = set()
+held = {}  # partition -> [(timestamp, key, value)] in the partition's order
+arrival = []  # (index, its partition's records) in the consumer's order
 while len(eof) < len(parts):
     m = c.poll(5)
     if m is None:
@@ -40,9 +52,29 @@ while len(eof) < len(parts):
     kb += len(key or b"")
     vb += len(value or b"")
     if dump:
-        for part in (key, value):
+        records = held.setdefault(m.partition(), [])
+        arrival.append((len(records), records))
+        records.append((ts, key, value))
+if dump:
+    if os.environ.get("BENCH_DUMP_ORDER") == "fetch":
+        order = arrival
+    else:
+        # sort key: the timestamp, then the place within the partition's records of that millisecond
+        # as a fraction, so that each millisecond's partitions take turns
+        keyed = []
+        for records in held.values():
+            i = 0
+            while i < len(records):
+                j = i
+                while j < len(records) and records[j][0] == records[i][0]:
+                    j += 1
+                keyed.extend((records[k][0], (k - i) / (j - i), k, records) for k in range(i, j))
+                i = j
+        keyed.sort(key=lambda o: (o[0], o[1]))
+        order = [(k, records) for _, _, k, records in keyed]
+    for k, records in order:
+        for part in records[k][1:]:
             dump.write(struct.pack("<I", NONE if part is None else len(part)))
             dump.write(part or b"")
-if dump:
     dump.close()
 print(n, kb // max(n, 1), vb // max(n, 1), first_ms or 0, last_ms or 0)

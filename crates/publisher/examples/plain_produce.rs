@@ -4,8 +4,8 @@
 //! records go in Kafka transactions of B records, as Sluice's batches do.
 //!
 //! ```text
-//! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]...
-//!     [--records-from FILE]
+//! plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--rate R]
+//!     [--set K=V]... [--records-from FILE]
 //! ```
 //! With `--records-from` the records are the file's (`bench/topic_stats.py --dump`: the records
 //! Sluice published in the same run, so both contenders compress and partition the same bytes);
@@ -15,7 +15,8 @@
 //! `--transactional` the p50/p99/max of the commit calls (`commit_ms`) and of each transaction from
 //! its first record to the commit's return (`txn_ms`): the broker's and the client's own floor for
 //! `bench/latency_bench.sh`. `--pace MS` waits MS milliseconds between transactions (a steady load
-//! rather than a flood); `--set` overrides a producer property (e.g. `linger.ms=5`).
+//! rather than a flood); `--rate R` holds the producer to R records a second (as fast as Sluice
+//! sends, say: does a slower producer cost librdkafka more per record?); `--set` overrides a producer property (e.g. `linger.ms=5`).
 
 use std::time::{Duration, Instant};
 
@@ -30,7 +31,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
         eprintln!(
-            "usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--set K=V]... [--records-from FILE]"
+            "usage: plain_produce BROKER TOPIC RECORDS KEY_BYTES VALUE_BYTES [--transactional B] [--pace MS] [--rate R] [--set K=V]... [--records-from FILE]"
         );
         std::process::exit(2);
     }
@@ -42,6 +43,8 @@ fn main() {
         args.iter().position(|a| a == "--transactional").map(|i| args[i + 1].parse().expect("--transactional B"));
     let pace: Option<Duration> =
         args.iter().position(|a| a == "--pace").map(|i| Duration::from_millis(args[i + 1].parse().expect("--pace MS")));
+    let rate: Option<f64> =
+        args.iter().position(|a| a == "--rate").map(|i| args[i + 1].parse().expect("--rate RECORDS_PER_S"));
     let overrides: Vec<(&str, &str)> =
         args.windows(2).filter(|w| w[0] == "--set").map(|w| w[1].split_once('=').expect("--set K=V")).collect();
 
@@ -93,6 +96,15 @@ fn main() {
             in_txn += 1;
             if in_txn == b {
                 in_txn = 0;
+            }
+        }
+        if let Some(r) = rate {
+            // held to the rate in steps of 256 records
+            if i % 256 == 0 {
+                let due = started + Duration::from_secs_f64(i as f64 / r);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
             }
         }
         let (k, v): (Option<&[u8]>, Option<&[u8]>) = if let Some(r) = &replay {
