@@ -15,6 +15,7 @@
 # default: Sluice's default), BENCH_PROPS ("k=v ...": librdkafka properties for Sluice and the plain
 # producers alike, e.g. "linger.ms=5 compression.type=none"), SLUICE_BIN (a sluice binary to measure
 # instead of this tree's release build, e.g. an older commit's, for a side-by-side comparison),
+# BENCH_PIN=1 (the servers on the last CPU, the contenders on the others),
 # BENCH_PLAIN_ROUNDS (rounds of the plain transactional producer, default 3: the ratios take their medians),
 # BENCH_NO_BUILD=1 (use the release binaries already built under CARGO_TARGET_DIR), BENCH_KEEP_RECORDS=1 (keep
 # the records read back, $SLUICE_WORK/kafka_bench/records.bin, for plain_produce by hand).
@@ -62,6 +63,20 @@ python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install -q con
 mariadb_restart bench >/dev/null
 broker_start kbench >/dev/null
 registry_start kbench >/dev/null
+# BENCH_PIN=1: the servers (MariaDB, the broker, the registry) and this script's helpers on the last
+# CPU, each contender (Sluice, the plain producers) alone on the others, as on a deployment where the
+# broker and the database have machines of their own: the contenders' CPU per record without the
+# servers' preemptions and cache traffic on their cores (both pay the same conditions).
+pin=()
+if [ -n "${BENCH_PIN:-}" ]; then
+    last=$(( $(nproc) - 1 ))
+    [ "$last" -ge 1 ] || { echo "kafka_bench: BENCH_PIN needs two CPUs" >&2; exit 2; }
+    for f in "$(mariadb_datadir bench)/pid" "$(mariadb_datadir bench)/mariadbd.pid" "$(broker_dir kbench)/pid" "$(registry_dir kbench)/pid"; do
+        [ -s "$f" ] && taskset -a -p -c "$last" "$(cat "$f")" >/dev/null
+    done
+    taskset -p -c "$last" $$ >/dev/null
+    pin=(taskset -c "0-$((last - 1))")
+fi
 sluice_pid=""
 trap '[ -n "$sluice_pid" ] && kill -9 "$sluice_pid" 2>/dev/null; mariadb_stop bench; broker_stop kbench; registry_stop kbench' EXIT
 port="$(mariadb_port bench)"
@@ -93,7 +108,7 @@ faults_of() { awk '{print $10}' "/proc/$1/stat"; }
 broker_pid="$(cat "$(broker_dir kbench)/pid")"
 b0="$(cpu_of "$broker_pid")"
 t0="$(date +%s.%N)"
-SLUICE_LOG=warn "${SLUICE_BIN:-$target/sluice}" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
+SLUICE_LOG=warn "${pin[@]}" "${SLUICE_BIN:-$target/sluice}" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
 sluice_pid=$!
 # (written aside and renamed: a read never sees the file half-written)
 ( while kill -0 "$sluice_pid" 2>/dev/null; do
@@ -118,7 +133,7 @@ secs="$(echo "$t1 - $t0" | bc -l)"
 
 python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" plain.idem 3 1 >/dev/null
 b0="$(cpu_of "$broker_pid")"
-plain="$("$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes" "${plain_set[@]}" \
+plain="$("${pin[@]}" "$target/examples/plain_produce" "$BROKER" plain.idem "$records" "$key_bytes" "$value_bytes" "${plain_set[@]}" \
     --records-from "$out/records.bin")"
 plain_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 # The floor moves more between runs on this VM than Sluice's cost does (its CPU 1.4-2.6 s for the
@@ -128,7 +143,7 @@ plain_txn="["
 for r in $(seq 1 "${BENCH_PLAIN_ROUNDS:-3}"); do
     python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" "plain.txn$r" 3 1 >/dev/null
     b0="$(cpu_of "$broker_pid")"
-    one="$("$target/examples/plain_produce" "$BROKER" "plain.txn$r" "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}" --records-from "$out/records.bin")"
+    one="$("${pin[@]}" "$target/examples/plain_produce" "$BROKER" "plain.txn$r" "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}" --records-from "$out/records.bin")"
     [ "$r" = 1 ] || plain_txn+=","
     plain_txn+="{\"run\": $one, \"broker_cpu_s\": $(echo "$(cpu_of "$broker_pid") - $b0" | bc -l | sed 's/^\./0./')}"
 done
