@@ -18,14 +18,33 @@ pub(crate) fn long(n: i64, out: &mut Vec<u8>) {
     }
 }
 
-/// The varint of a zig-zagged long of two bytes or more.
+/// The varint of a zig-zagged long of two bytes or more. Two and three bytes (lengths of 64 and
+/// more, ids, dates: 70% of these in the benchmark) are one append each; longer ones (a
+/// timestamp's microseconds take eight) are put together in a 16-byte array whose masked indices
+/// need no bounds checks, appended whole and cut to length. A push per byte checked the capacity
+/// per byte, and a copy of the varint's own length calls `memcpy`; spreading the 7-bit groups
+/// into a word without a loop cost more than either.
 #[inline(never)]
 fn varint(mut z: u64, out: &mut Vec<u8>) {
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
+    if z < 1 << 14 {
+        out.extend_from_slice(&[(z as u8) | 0x80, (z >> 7) as u8]);
+        return;
     }
-    out.push(z as u8);
+    if z < 1 << 21 {
+        out.extend_from_slice(&[(z as u8) | 0x80, ((z >> 7) as u8) | 0x80, (z >> 14) as u8]);
+        return;
+    }
+    let mut buf = [0u8; 16];
+    let mut n = 0;
+    while z >= 0x80 {
+        buf[n & 15] = (z as u8) | 0x80;
+        z >>= 7;
+        n += 1;
+    }
+    buf[n & 15] = z as u8;
+    let start = out.len();
+    out.extend_from_slice(&buf);
+    out.truncate(start + n + 1);
 }
 
 /// A count or index (never beyond `i64::MAX` in practice: lengths of in-memory data).
