@@ -385,10 +385,15 @@ fn utf32(bytes: &[u8], charset: &'static str) -> Result<String, TextError> {
 /// charset, [`decode_text`] returns ASCII bytes as they are, so a caller that has seen they are
 /// ASCII may use them without it.
 pub fn ascii_compatible(collation: Option<u16>) -> bool {
-    !matches!(
-        collation.and_then(charset_of),
-        Some(Charset::Binary | Charset::Ucs2 | Charset::Utf16 | Charset::Utf16le | Charset::Utf32)
-    )
+    match collation {
+        // the servers' defaults (latin1, utf8mb3, utf8mb4 and MariaDB 11's uca1400) answered
+        // without the collation table's search: this is asked for every text value written
+        None | Some(8 | 33 | 45 | 46 | 224..=247 | 255..=323 | 2304..=2559) => true,
+        c => !matches!(
+            c.and_then(charset_of),
+            Some(Charset::Binary | Charset::Ucs2 | Charset::Utf16 | Charset::Utf16le | Charset::Utf32)
+        ),
+    }
 }
 
 /// Decodes a column's bytes as text in the charset of `collation`.
