@@ -16,7 +16,8 @@
 //! its first record to the commit's return (`txn_ms`): the broker's and the client's own floor for
 //! `bench/latency_bench.sh`. `--pace MS` waits MS milliseconds between transactions (a steady load
 //! rather than a flood); `--rate R` holds the producer to R records a second (as fast as Sluice
-//! sends, say: does a slower producer cost librdkafka more per record?); `--set` overrides a producer property (e.g. `linger.ms=5`).
+//! sends, say: does a slower producer cost librdkafka more per record?); `--set` overrides a
+//! producer property (e.g. `linger.ms=5`).
 
 use std::time::{Duration, Instant};
 

@@ -19,7 +19,7 @@ pub(crate) fn long(n: i64, out: &mut Vec<u8>) {
 }
 
 /// The varint of a zig-zagged long of two bytes or more. Two and three bytes (lengths of 64 and
-/// more, ids, dates: 70% of these in the benchmark) are one append each; longer ones (a
+/// more, ids, dates: three quarters of these in the benchmark) are one append each; longer ones (a
 /// timestamp's microseconds take eight) are put together in a 16-byte array whose masked indices
 /// need no bounds checks, appended whole and cut to length. A push per byte checked the capacity
 /// per byte, and a copy of the varint's own length calls `memcpy`; spreading the 7-bit groups
