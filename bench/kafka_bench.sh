@@ -28,6 +28,7 @@ repo="$(cd "$here/.." && pwd)"
 . "$repo/integration/lib/registry.sh"
 
 rows="${1:-1000000}"
+[ "${BENCH_PLAIN_ROUNDS:-3}" -ge 1 ] 2>/dev/null || { echo "kafka_bench: BENCH_PLAIN_ROUNDS must be a whole number of at least 1" >&2; exit 2; }
 batch_setting=""
 [ -n "${BENCH_BATCH:-}" ] && batch_setting="batch_max_records = $BENCH_BATCH"
 # BENCH_PROPS="k=v ...": librdkafka properties for every contender alike (default: Sluice's own)
