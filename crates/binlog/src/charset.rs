@@ -198,7 +198,7 @@ impl fmt::Display for Charset {
 }
 
 /// The character set of a collation id, or None for ids this table does not know.
-pub fn charset_of(collation: u16) -> Option<Charset> {
+pub const fn charset_of(collation: u16) -> Option<Charset> {
     use Charset::*;
     Some(match collation {
         1 => Big5,
@@ -386,14 +386,34 @@ fn utf32(bytes: &[u8], charset: &'static str) -> Result<String, TextError> {
 /// ASCII may use them without it.
 pub fn ascii_compatible(collation: Option<u16>) -> bool {
     match collation {
-        // the servers' defaults (latin1, utf8mb3, utf8mb4 and MariaDB 11's uca1400) answered
-        // without the collation table's search: this is asked for every text value written
-        None | Some(8 | 33 | 45 | 46 | 224..=247 | 255..=323 | 2304..=2559) => true,
-        c => !matches!(
-            c.and_then(charset_of),
-            Some(Charset::Binary | Charset::Ucs2 | Charset::Utf16 | Charset::Utf16le | Charset::Utf32)
-        ),
+        None => true,
+        // asked for every text value written: one bit of a table made from `charset_of` at
+        // compile time, not its search through the ranges of ids
+        Some(c) => match ASCII_INCOMPATIBLE.get(usize::from(c) / 64) {
+            Some(bits) => bits >> (c % 64) & 1 == 0,
+            None => !ascii_incompatible(charset_of(c)),
+        },
     }
+}
+
+/// A set bit for each collation id below 4096 whose charset is not ASCII-compatible.
+// (indexed in a constant: an index out of range would fail the build, not panic at run time)
+#[allow(clippy::indexing_slicing)]
+const ASCII_INCOMPATIBLE: [u64; 64] = {
+    let mut table = [0u64; 64];
+    let mut id = 0;
+    while id < 64 * table.len() {
+        if ascii_incompatible(charset_of(id as u16)) {
+            table[id / 64] |= 1 << (id % 64);
+        }
+        id += 1;
+    }
+    table
+};
+
+/// `binary` and the UCS-2/UTF-16/UTF-32 family: ASCII bytes are not their own text there.
+const fn ascii_incompatible(cs: Option<Charset>) -> bool {
+    matches!(cs, Some(Charset::Binary | Charset::Ucs2 | Charset::Utf16 | Charset::Utf16le | Charset::Utf32))
 }
 
 /// Decodes a column's bytes as text in the charset of `collation`.
