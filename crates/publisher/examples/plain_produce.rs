@@ -44,8 +44,15 @@ fn main() {
         args.iter().position(|a| a == "--transactional").map(|i| args[i + 1].parse().expect("--transactional B"));
     let pace: Option<Duration> =
         args.iter().position(|a| a == "--pace").map(|i| Duration::from_millis(args[i + 1].parse().expect("--pace MS")));
-    let rate: Option<f64> =
-        args.iter().position(|a| a == "--rate").map(|i| args[i + 1].parse().expect("--rate RECORDS_PER_S"));
+    let rate: Option<f64> = args.iter().position(|a| a == "--rate").map(|i| {
+        match args.get(i + 1).and_then(|r| r.parse::<f64>().ok()).filter(|r| r.is_finite() && *r > 0.0) {
+            Some(r) => r,
+            None => {
+                eprintln!("plain_produce: --rate takes a number of records a second above 0");
+                std::process::exit(2);
+            }
+        }
+    });
     let overrides: Vec<(&str, &str)> =
         args.windows(2).filter(|w| w[0] == "--set").map(|w| w[1].split_once('=').expect("--set K=V")).collect();
 
