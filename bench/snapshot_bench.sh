@@ -19,6 +19,10 @@
 # SLUICE_BINS ("label=path ...": sluice binaries measured side by side in each round, e.g. an older
 # commit's build against this one; default "sluice=<target>/release/sluice"), BENCH_SNAPSHOT_TOML (lines
 # added to every contender's [snapshot] section, e.g. 'chunk_max_bytes = "4MiB"').
+# BENCH_CALLGRIND=1: each contender's snapshot runs under valgrind's callgrind, and the summary adds the
+# instructions it executed per row, its main (pipeline) thread's and all of its threads' (start-up
+# included): a count that does not move between runs, where the timings move by a fifth (the timings of
+# such a run are valgrind's, not Sluice's; use ROWS of 100000 or so).
 # The table has the shape of the decoder benchmark's (bench/gen_bench_binlog.sh: 15 columns of 13 types).
 set -euo pipefail
 
@@ -29,6 +33,9 @@ repo="$(cd "$here/.." && pwd)"
 . "$repo/integration/lib/registry.sh"
 
 rows="${1:-1000000}"
+if [ -n "${BENCH_CALLGRIND:-}" ] && ! command -v valgrind >/dev/null; then
+    echo "snapshot_bench: BENCH_CALLGRIND needs valgrind (apt-get install valgrind)" >&2; exit 2
+fi
 runs="${BENCH_RUNS:-3}"
 export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
 out="$SLUICE_WORK/snapshot_bench"
@@ -86,6 +93,22 @@ echo "snapshot_bench: the insert spans $bfile:$bpos to $efile:$epos" >&2
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # CPU seconds (user + system) of a process so far
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# CPU seconds of a process's threads by role: "pipeline read librdkafka other" (Sluice's main thread,
+# tokio's workers (replication read and the snapshot's chunk reads), librdkafka's broker threads)
+roles_of() {
+    local hz; hz="$(getconf CLK_TCK)"
+    for t in /proc/"$1"/task/*; do
+        # the main thread (its id the process's) by id: a binary of another name names it so
+        name="$(cat "$t/comm" 2>/dev/null)"; [ "${t##*/}" = "$1" ] && name=main
+        printf '%s\t%s\n' "$name" "$(sed 's/.*) //' "$t/stat" 2>/dev/null | cut -d' ' -f12,13)"
+    done | awk -F'\t' -v hz="$hz" '{ split($2, c, " "); s = (c[1] + c[2]) / hz
+        if ($1 == "main") p += s; else if ($1 ~ /^tokio-rt/) r += s; else if ($1 ~ /^rdk:broker/) k += s; else o += s }
+        END { printf "%.2f %.2f %.2f %.2f", p, r, k, o }'
+}
+# the servers' CPU seconds so far: "mariadb broker" (what each contender makes them spend, by difference)
+mariadb_pid="$(cat "$(mariadb_datadir snapbench)/pid")"
+broker_pid="$(cat "$(broker_dir snapbench)/pid")"
+servers_cpu() { echo "$(cpu_of "$mariadb_pid") $(cpu_of "$broker_pid")"; }
 config() { # NAME MODE START SERVER_ID (each run its own: the server lists a stopped replica a while)
     cat >"$out/$1.toml" <<TOML
 [source]
@@ -114,7 +137,10 @@ bins="${SLUICE_BINS:-sluice=$target/sluice}"
 n=0
 for round in $(seq "$runs"); do
     echo "snapshot_bench: round $round: drain" >&2
+    read -r m0 b0 < <(servers_cpu)
     "$target/examples/drain_select" "$port" snapbench orders id 10000 >"$out/drain.json"
+    read -r m1 b1 < <(servers_cpu)
+    echo "servers-drain $round $(echo "$m1 - $m0" | bc -l) $(echo "$b1 - $b0" | bc -l)" >>"$out/servers"
     echo "drain $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain.json")" >>"$results"
     "$target/examples/drain_select" "$port" snapbench orders id 10000 2 >"$out/drain2.json"
     echo "drain2 $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain2.json")" >>"$results"
@@ -123,8 +149,16 @@ for round in $(seq "$runs"); do
         label="${contender%%=*}"; bin="${contender#*=}"; n=$((n + 1))
         echo "snapshot_bench: round $round: snapshot ($label)" >&2
         config "snap$label$round" initial "" $((52000 + 2 * n))
+        read -r m0 b0 < <(servers_cpu)
+        cg=()
+        if [ -n "${BENCH_CALLGRIND:-}" ]; then
+            rm -f "$out/cg.$label.$round".*
+            # the binary's own choice of MIMALLOC_PURGE_DELAY, set here: it would run itself again for it
+            cg=(env MIMALLOC_PURGE_DELAY=0 valgrind --tool=callgrind --separate-threads=yes -q
+                "--callgrind-out-file=$out/cg.$label.$round.%p")
+        fi
         t0="$(date +%s.%N)"
-        SLUICE_LOG=info "$bin" run --config "$out/snap$label$round.toml" 2>"$out/snap$label$round.log" &
+        SLUICE_LOG=info "${cg[@]}" "$bin" run --config "$out/snap$label$round.toml" 2>"$out/snap$label$round.log" &
         sluice_pid=$!
         until grep -q "Snapshot finished" "$out/snap$label$round.log"; do
             kill -0 "$sluice_pid" 2>/dev/null || { tail "$out/snap$label$round.log" >&2; exit 1; }
@@ -134,7 +168,17 @@ for round in $(seq "$runs"); do
         peak="$(hwm "$sluice_pid")"
         cpu="$(cpu_of "$sluice_pid")"
         faults="$(awk '{print $10}' "/proc/$sluice_pid/stat")"
+        roles="$(roles_of "$sluice_pid")"
+        read -r m1 b1 < <(servers_cpu)
+        echo "servers-snapshot:$label $round $(echo "$m1 - $m0" | bc -l) $(echo "$b1 - $b0" | bc -l)" >>"$out/servers"
+        echo "roles-snapshot:$label $round $roles" >>"$out/servers"
         kill -TERM "$sluice_pid"; wait "$sluice_pid" || true; sluice_pid=""
+        if [ -n "${BENCH_CALLGRIND:-}" ]; then
+            # thread 1 is the main thread, the pipeline's
+            main_ir="$(awk '/^summary:/ {print $2}' "$out/cg.$label.$round".*-01)"
+            all_ir="$(cat "$out/cg.$label.$round".*-* | awk '/^summary:/ {n += $2} END {print n}')"
+            echo "instructions:$label $round $main_ir $all_ir" >>"$out/servers"
+        fi
         echo "snapshot:$label $round $(echo "$t1 - $t0" | bc -l) $rows $peak" >>"$results"
         # its CPU seconds from its start (start-up included) to "Snapshot finished"
         echo "cpu-snapshot:$label $round $cpu $rows 0" >>"$results"
@@ -162,8 +206,17 @@ PY
         echo "snapshot-window:$label $round $window $rows 0" >>"$results"
         read -r commits _ < <(python3 "$here/topic_stats.py" "$BROKER" "snap$label$round.__positions")
         python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" "plain$label$round" 3 1 >/dev/null
+        read -r m0 b0 < <(servers_cpu)
         "$target/examples/plain_produce" "$BROKER" "plain$label$round" "$records" "$key_bytes" "$value_bytes" \
             --transactional "$(( (records + commits - 1) / commits ))" --records-from "$out/records.bin" >"$out/plain.json"
+        read -r m1 b1 < <(servers_cpu)
+        echo "servers-plain:$label $round $(echo "$m1 - $m0" | bc -l) $(echo "$b1 - $b0" | bc -l)" >>"$out/servers"
+        # its threads as Sluice's roles: producing thread, none, librdkafka's broker threads, the rest
+        echo "roles-plain:$label $round $(python3 -c 'import json, sys
+t = json.load(open(sys.argv[1])).get("threads", {})
+main = sum(v for k, v in t.items() if k == "plain_produce")
+rdk = sum(v for k, v in t.items() if k.startswith("rdk:broker"))
+print("%.2f 0 %.2f %.2f" % (main, rdk, sum(t.values()) - main - rdk))' "$out/plain.json")" >>"$out/servers"
         rm -f "$out/records.bin"
         echo "plain:$label $round $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secs"])' "$out/plain.json") $records 0" >>"$results"
         echo "cpu-plain:$label $round $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu_s"])' "$out/plain.json") $records 0" >>"$results"
@@ -188,7 +241,7 @@ PY
     done
 done
 
-python3 - "$results" "$rows" <<'PY'
+python3 - "$results" "$rows" "$out/servers" "$(nproc)" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -237,4 +290,36 @@ for l in labels:
     if f"snapshot-window:{l}" in med:
         print(f"{l}: the snapshot's working window / plain transactional producer: "
               f"{med[f'snapshot-window:{l}'] / med[f'plain:{l}']:.2f}x")
+# Where the CPU goes, contender and servers alike: what the snapshot makes MariaDB and the broker spend
+# beside its own threads, against the plain producer's. On a machine of N cores no run can take less
+# wall time than all of that CPU over N: the floor any build of Sluice has on this machine.
+srv = {}
+for line in open(sys.argv[3]):
+    what, _, *xs = line.split()
+    srv.setdefault(what, []).append([float(x) for x in xs])
+def medians(what):
+    r = srv.get(what, [])
+    return [statistics.median(col) for col in zip(*r)] if r else None
+ncpu = int(sys.argv[4])
+for l in labels:
+    ir = medians(f"instructions:{l}")
+    if ir:
+        print(f"{l}: instructions per row under callgrind (start-up included): the main (pipeline) thread "
+              f"{ir[0] / x_rows(l):,.0f}, all threads {ir[1] / x_rows(l):,.0f} (rounds: "
+              f"{' '.join(f'{x[0] / x_rows(l):,.0f}' for x in srv[f'instructions:{l}'])})")
+d = medians("servers-drain")
+if d:
+    print(f"the raw drain made MariaDB spend {d[0]:.2f} CPU s")
+for l in labels:
+    s, p = medians(f"servers-snapshot:{l}"), medians(f"servers-plain:{l}")
+    rs, rp = medians(f"roles-snapshot:{l}"), medians(f"roles-plain:{l}")
+    if not (s and p and rs and rp):
+        continue
+    print(f"{l}: CPU s by part (medians): | MariaDB | broker | pipeline thread | tokio workers (reads) | librdkafka broker threads | other |")
+    print(f"{l}: sluice run, snapshot (start-up included) | {s[0]:.2f} | {s[1]:.2f} | {rs[0]:.2f} | {rs[1]:.2f} | {rs[2]:.2f} | {rs[3]:.2f} |")
+    print(f"{l}: plain transactional producer | {p[0]:.2f} | {p[1]:.2f} | {rp[0]:.2f} | - | {rp[2]:.2f} | {rp[3]:.2f} |")
+    fixed = s[0] + s[1] + rs[2]
+    print(f"{l}: MariaDB, the broker and librdkafka's threads alone spent {fixed:.2f} CPU s in the snapshot: on {ncpu} "
+          f"cores no snapshot takes less than {fixed / ncpu:.2f} s, {fixed / ncpu / med[f'plain:{l}']:.2f}x the plain "
+          f"producer's wall, whatever Sluice's own threads cost")
 PY

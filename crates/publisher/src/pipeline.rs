@@ -795,7 +795,7 @@ impl<'c> Pipeline<'c> {
             &self.encoder,
             t,
             self.settings.output,
-            &rows,
+            (rows.value_bytes_bound(), rows.full_images()),
             envelope.as_ref(),
             sink.max_message_bytes(),
             watched,

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use sluice_binlog::rows::{RowChange, RowImage};
+use sluice_binlog::rows::{ImageVisitor, RowChange, RowImage};
 use sluice_binlog::Value;
 use sluice_protocol::query::ColumnDefinition;
 use sluice_protocol::stmt::{parse_binary_row, BinaryValue};
@@ -1002,16 +1002,44 @@ pub fn parse_row<'p>(
     raw: &mut Vec<BinaryValue<'p>>,
     values: &mut Vec<Option<Value<'p>>>,
 ) -> Result<(), SnapshotError> {
+    values.clear();
+    // pushed in the arm that makes the value: see to_value_with
+    parse_row_each(plan, columns, packet, raw, |_, value| values.push(Some(value)))
+}
+
+/// Parses one row of a chunk and hands each value to `visitor` as its after image (a
+/// [`crate::avro::RowWriter`] writes it into Avro at once), without an image of values.
+///
+/// # Errors
+/// As [`parse_row`].
+pub fn parse_row_into<'p>(
+    plan: &TablePlan,
+    columns: &[ColumnDefinition],
+    packet: &'p [u8],
+    raw: &mut Vec<BinaryValue<'p>>,
+    visitor: &mut impl ImageVisitor<'p>,
+) -> Result<(), SnapshotError> {
+    visitor.image(false);
+    parse_row_each(plan, columns, packet, raw, |column, value| visitor.value(column, &value))
+}
+
+/// Parses one row of a chunk, handing each column's index and value to `emit` in column order.
+#[inline(always)]
+fn parse_row_each<'p>(
+    plan: &TablePlan,
+    columns: &[ColumnDefinition],
+    packet: &'p [u8],
+    raw: &mut Vec<BinaryValue<'p>>,
+    mut emit: impl FnMut(usize, Value<'p>),
+) -> Result<(), SnapshotError> {
     let table = || plan.name.clone();
     parse_binary_row(packet, columns, raw).map_err(|e| SnapshotError::Query {
         table: table(),
         during: "parsing a row",
         source: e,
     })?;
-    values.clear();
-    for (v, col) in raw.drain(..).zip(&plan.table_map.columns) {
-        // pushed in the arm that makes the value: see to_value_with
-        to_value_with(v, col, |value| values.push(Some(value)))
+    for (i, (v, col)) in raw.drain(..).zip(&plan.table_map.columns).enumerate() {
+        to_value_with(v, col, |value| emit(i, value))
             .map_err(|source| SnapshotError::Value { table: table(), source })?;
     }
     Ok(())

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use sluice_binlog::rows::{RowChange, RowImage, RowsEvent, RowsIter, RowsKind};
+use sluice_binlog::rows::{RowChange, RowImage, RowsIter, RowsKind};
 
 use super::tables::CachedTable;
 use super::Error;
@@ -127,7 +127,7 @@ impl<'t, 'r> Reading<'t, 'r> {
         encoder: &'t AvroEncoder,
         table: &'t CachedTable,
         output: &OutputSection,
-        rows: &RowsEvent<'_>,
+        (value_bytes_bound, full_images): (usize, bool),
         envelope: Option<&EnvelopeParts>,
         max_message_bytes: usize,
         values: bool,
@@ -141,12 +141,12 @@ impl<'t, 'r> Reading<'t, 'r> {
         // envelope is its parts plus the row's counters. (A record above the limit all the
         // same is refused by the sink and named by its key's bytes.)
         let most = envelope.map(|p| {
-            rows.value_bytes_bound()
+            value_bytes_bound
                 .saturating_mul(9)
                 .saturating_add(table.schema.image_overhead.saturating_mul(3))
                 .saturating_add(p.encoded_len() + 64)
         });
-        let writable = !values && output.value_mode == ValueMode::Envelope && rows.full_images();
+        let writable = !values && output.value_mode == ValueMode::Envelope && full_images;
         let most = most.filter(|&m| writable && m <= max_message_bytes.min(LARGE_RECORD));
         match most.and_then(|m| Some((RowWriter::new(encoder, &table.schema, bufs)?, m))) {
             Some((w, most)) => Reading::Written(w, most),
@@ -159,6 +159,15 @@ impl<'t, 'r> Reading<'t, 'r> {
         match self {
             Reading::Values(row) => iter.next_into(row),
             Reading::Written(w, _) => iter.next_with(w),
+        }
+    }
+
+    /// The writer, when the rows are written into Avro as they are read (a snapshot's rows are
+    /// parsed into it by [`crate::snapshot::parse_row_into`]).
+    pub fn writer(&mut self) -> Option<&mut RowWriter<'t>> {
+        match self {
+            Reading::Values(_) => None,
+            Reading::Written(w, _) => Some(w),
         }
     }
 
@@ -239,11 +248,11 @@ impl Out<'_> {
     pub async fn read(
         &self,
         sink: &mut impl RecordSink,
-        row: &RowImage<'_>,
+        row: Images<'_, '_>,
         buffers: &mut Buffers,
     ) -> Result<usize, Error> {
         let Buffers { key_after, value, .. } = buffers;
-        let images = Images::Values { before: None, after: Some(row) };
+        let images = row.only(false, true);
         let key = self.key(images, false, key_after)?.then_some(&key_after[..]);
         self.emit(sink, Op::Read, key, images, value).await
     }

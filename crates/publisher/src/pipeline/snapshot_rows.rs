@@ -6,17 +6,19 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use sluice_binlog::rows::RowImage;
 use sluice_binlog::TableMap;
 
-use super::emit::Out;
+use super::emit::{Images, Out, Reading};
 use super::{Error, Pipeline, TruncateAt};
 use crate::avro::{EnvelopeParts, EventContext, Snapshot};
 use crate::config::ValueMode;
 use crate::kafka::KafkaSink;
 use crate::position::ResumePoint;
 use crate::process::now_ms;
-use crate::snapshot::{image, parse_row, Next, ReadyChunk, SnapshotError, Snapshotter};
+use crate::snapshot::{image, parse_row, parse_row_into, Next, ReadyChunk, SnapshotError, Snapshotter};
 
 /// `ctx` for snapshot row `n` of its chunk (or one-pass read), marked `mark`. Its times are
 /// the chunk's (when it was taken to publish: a clock read per row was 1% of the snapshot's
@@ -168,25 +170,47 @@ impl Pipeline<'_> {
         // the envelope's bytes of the chunk's rows but its first and last (marked apart)
         let parts = (self.settings.output.value_mode == ValueMode::Envelope)
             .then(|| EnvelopeParts::new(&ctx, &t.schema.database, &t.schema.table));
+        // each row written into Avro as it is parsed, as a rows event's are (`Reading::new`
+        // says when), else parsed into values: the row's values are slices of its packet (the
+        // binary protocol's), so the longest packet bounds every row's (the first and the last
+        // row's envelope differs from `parts` by a few bytes of its mark, inside the bound's slack)
+        let longest = chunk.rows.iter().map(Bytes::len).max().unwrap_or(0);
+        let mut reading = Reading::new(
+            &self.encoder,
+            t,
+            self.settings.output,
+            (longest, true),
+            parts.as_ref(),
+            sink.max_message_bytes(),
+            false,
+            &mut self.row_buffers,
+        );
         for (i, packet) in chunk.rows.iter().enumerate() {
-            parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
-            let img = image(&mut values);
             row_context(&mut ctx, i as u64, mark(chunk.first && i == 0, chunk.last && i + 1 == total));
             let out = Out {
                 encoder: &self.encoder,
                 table: t,
                 output: self.settings.output,
                 ctx: &ctx,
-                // the row's values are slices of its packet (the binary protocol's)
                 value_bytes_bound: Some(packet.len()),
                 envelope: parts.as_ref().filter(|_| ctx.source.snapshot == Snapshot::Yes),
             };
-            let sent = out.read(sink, &img, &mut self.buffers).await?;
+            let sent = if let Some(writer) = reading.writer() {
+                parse_row_into(plan, &chunk.columns, packet, &mut raw, writer)?;
+                out.read(sink, reading.images()?, &mut self.buffers).await?
+            } else {
+                parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                let img = image(&mut values);
+                let sent =
+                    out.read(sink, Images::Values { before: None, after: Some(&img) }, &mut self.buffers).await?;
+                // the image's values go back to be reused (their borrow of the packet ends here)
+                values = recycle(img);
+                sent
+            };
             self.batch.sent(sent);
             self.tally.records(sent as u64);
-            // the image's values go back to be reused (their borrow of the packet ends here)
-            values = recycle(img);
         }
+        reading.finish(&mut self.row_buffers);
         self.tally.snapshot_rows(&plan.name, total as u64);
         Ok(total as u64)
     }
@@ -210,7 +234,7 @@ impl Pipeline<'_> {
             value_bytes_bound: None,
             envelope: None,
         };
-        let sent = out.read(sink, img, &mut self.buffers).await?;
+        let sent = out.read(sink, Images::Values { before: None, after: Some(img) }, &mut self.buffers).await?;
         self.batch.sent(sent);
         self.tally.records(sent as u64);
         Ok(())

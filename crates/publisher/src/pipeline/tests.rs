@@ -623,3 +623,62 @@ async fn a_snapshot_chunk_is_published_between_transactions() {
     let done = done.expect("a checkpoint records the table as done");
     assert!(done.position >= high && done.position < with_rows[2], "done at {done}");
 }
+
+/// A snapshot row written into Avro as it is parsed (`parse_row_into` into a `RowWriter`, the
+/// way `publish_chunk` takes for envelope values of rows small enough) makes the very key and
+/// value bytes the values' way makes (`parse_row`, then `write_key` and `write_value`), with
+/// the chunk's envelope parts and without (the table's first and last row), and on the
+/// writer's buffers kept from row to row.
+#[test]
+fn snapshot_rows_written_as_parsed_equal_the_values_way() {
+    use crate::avro::{RowWriter, SchemaOptions, TableSchema};
+    use crate::snapshot::{image, parse_row, parse_row_into};
+    let tm = orders_table_map();
+    let plan =
+        crate::snapshot::plan::TablePlan::for_test(Arc::clone(&tm), crate::snapshot::plan::Method::Chunked(vec![0]));
+    let ts = TableSchema::new(&tm, &SchemaOptions { prefix: "m".into(), ..SchemaOptions::default() }).unwrap();
+    let (columns, enc) = (orders_columns(), AvroEncoder::new());
+    let rows = [
+        orders_row(1, "new", "10.00"),
+        orders_row(-7, "payé ✓ 😀", "-0.01"),
+        orders_row(i32::MIN, "", "99999999.99"),
+        orders_row(i32::MAX, &"x".repeat(200), "0.00"),
+    ];
+    let mut bufs = RowBuffers::default();
+    for mark in [Snapshot::First, Snapshot::Yes, Snapshot::Last] {
+        let ctx = EventContext {
+            source: SourceInfo {
+                connector: Connector::Mariadb,
+                name: "src".into(),
+                server_id: 1,
+                ts_ms: 1_700_000_000_000,
+                file: FILE.into(),
+                pos: 4711,
+                row: 3,
+                gtid: None,
+                snapshot: mark,
+            },
+            transaction: None,
+            ts_ms: 1_700_000_000_123,
+        };
+        let parts = crate::avro::EnvelopeParts::new(&ctx, &ts.database, &ts.table);
+        let parts = Some(&parts).filter(|_| mark == Snapshot::Yes);
+        let mut writer = RowWriter::new(&enc, &ts, &mut bufs).expect("the key in column order");
+        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        for packet in &rows {
+            parse_row(&plan, &columns, packet, &mut raw, &mut values).unwrap();
+            let img = image(&mut values);
+            let (mut key, mut value) = (Vec::new(), Vec::new());
+            assert!(enc.write_key(&ts, &img, &mut key).unwrap());
+            enc.write_value(&ts, Op::Read, None, Some(&img), &ctx, parts, &mut value).unwrap();
+
+            parse_row_into(&plan, &columns, packet, &mut raw, &mut writer).unwrap();
+            writer.check().unwrap();
+            let mut written = Vec::new();
+            writer.write_value(Op::Read, false, true, &ctx, parts, &mut written);
+            assert_eq!(writer.key(false), Some(&key[..]), "{mark:?} {img:?}");
+            assert_eq!(written, value, "{mark:?} {img:?}");
+        }
+        bufs = writer.into_buffers();
+    }
+}
