@@ -43,7 +43,7 @@ use bytes::Bytes;
 use sluice_binlog::rows::{ImageVisitor, RowChange, RowImage};
 use sluice_binlog::Value;
 use sluice_protocol::query::ColumnDefinition;
-use sluice_protocol::stmt::{parse_binary_row, BinaryValue};
+use sluice_protocol::stmt::parse_binary_row_with;
 use sluice_protocol::{BinaryRows, ConnectOptions, Connection};
 
 use crate::config::SnapshotSection;
@@ -58,10 +58,10 @@ type Pos = (String, u64);
 /// changes inside the window to find.
 fn index_rows(plan: &TablePlan, p: &Pending, scratch: &mut Vec<u8>) -> Result<HashMap<Vec<u8>, usize>, SnapshotError> {
     let mut index = HashMap::with_capacity(p.rows.len());
-    let (mut raw, mut values) = (Vec::new(), Vec::new());
+    let mut values = Vec::new();
     for (n, packet) in p.rows.iter().enumerate() {
         let Some(packet) = packet else { continue };
-        parse_row(plan, &p.columns, packet, &mut raw, &mut values)?;
+        parse_row(plan, &p.columns, packet, &mut values)?;
         if identity(&values, plan.key(), scratch) {
             index.insert(scratch.clone(), n);
         }
@@ -922,8 +922,8 @@ async fn read_chunk(
     // only the last row is decoded now (for the next chunk's start); the rows are indexed by
     // key only if the stream changes the table inside the window (see `observe_row`)
     if let Some(packet) = kept.last() {
-        let (mut raw, mut values) = (Vec::new(), Vec::new());
-        parse_row(plan, &pending.columns, packet, &mut raw, &mut values)?;
+        let mut values = Vec::new();
+        parse_row(plan, &pending.columns, packet, &mut values)?;
         let key: Option<Vec<String>> =
             plan.key().iter().map(|&k| values.get(k).and_then(|v| v.as_ref()).and_then(sql_literal)).collect();
         pending.last_key = key.or(pending.last_key);
@@ -999,12 +999,11 @@ pub fn parse_row<'p>(
     plan: &TablePlan,
     columns: &[ColumnDefinition],
     packet: &'p [u8],
-    raw: &mut Vec<BinaryValue<'p>>,
     values: &mut Vec<Option<Value<'p>>>,
 ) -> Result<(), SnapshotError> {
     values.clear();
     // pushed in the arm that makes the value: see to_value_with
-    parse_row_each(plan, columns, packet, raw, |_, value| values.push(Some(value)))
+    parse_row_each(plan, columns, packet, |_, value| values.push(Some(value)))
 }
 
 /// Parses one row of a chunk and hands each value to `visitor` as its after image (a
@@ -1016,11 +1015,10 @@ pub fn parse_row_into<'p>(
     plan: &TablePlan,
     columns: &[ColumnDefinition],
     packet: &'p [u8],
-    raw: &mut Vec<BinaryValue<'p>>,
     visitor: &mut impl ImageVisitor<'p>,
 ) -> Result<(), SnapshotError> {
     visitor.image(false);
-    parse_row_each(plan, columns, packet, raw, |column, value| visitor.value(column, &value))
+    parse_row_each(plan, columns, packet, |column, value| visitor.value(column, &value))
 }
 
 /// Parses one row of a chunk, handing each column's index and value to `emit` in column order.
@@ -1029,20 +1027,31 @@ fn parse_row_each<'p>(
     plan: &TablePlan,
     columns: &[ColumnDefinition],
     packet: &'p [u8],
-    raw: &mut Vec<BinaryValue<'p>>,
     mut emit: impl FnMut(usize, Value<'p>),
 ) -> Result<(), SnapshotError> {
-    let table = || plan.name.clone();
-    parse_binary_row(packet, columns, raw).map_err(|e| SnapshotError::Query {
-        table: table(),
-        during: "parsing a row",
-        source: e,
-    })?;
-    for (i, (v, col)) in raw.drain(..).zip(&plan.table_map.columns).enumerate() {
-        to_value_with(v, col, |value| emit(i, value))
-            .map_err(|source| SnapshotError::Value { table: table(), source })?;
+    let cols = &plan.table_map.columns;
+    parse_binary_row_with(packet, columns, |i, v| {
+        // check_columns made the result's columns the table's
+        let Some(col) = cols.get(i) else { return Ok(()) };
+        to_value_with(v, col, |value| emit(i, value)).map_err(|e| RowError::Value(Box::new(e)))
+    })
+    .map_err(|e| match e {
+        RowError::Parse(source) => SnapshotError::Query { table: plan.name.clone(), during: "parsing a row", source },
+        RowError::Value(source) => SnapshotError::Value { table: plan.name.clone(), source: *source },
+    })
+}
+
+/// Why a chunk's row did not become values: its packet, or a value of it (boxed: each value's
+/// result is this error's size).
+enum RowError {
+    Parse(sluice_protocol::Error),
+    Value(Box<values::ValueError>),
+}
+
+impl From<sluice_protocol::Error> for RowError {
+    fn from(e: sluice_protocol::Error) -> RowError {
+        RowError::Parse(e)
     }
-    Ok(())
 }
 
 /// A row image of a chunk's row.

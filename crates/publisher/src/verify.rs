@@ -496,9 +496,9 @@ impl Verifier {
             // 2. the table, chunk by chunk
             loop {
                 let Some(chunk) = chunks.next().await? else { break };
-                let (mut raw, mut values) = (Vec::new(), Vec::new());
+                let mut values = Vec::new();
                 for packet in &chunk.rows {
-                    parse_row(&plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                    parse_row(&plan, &chunk.columns, packet, &mut values)?;
                     let failed = |e: String| VerifyError::Other(format!("{name}: {e}"));
                     // the topic: the row by its bytes as the pipeline encodes it (its normal
                     // form only when needed); an index: by its normal form
@@ -821,9 +821,9 @@ impl Verifier {
             }
             let literals: Vec<Vec<String>> = batch.iter().map(|(_, k)| k.clone()).collect();
             let chunk = reader.rows_of(&literals).await?;
-            let (mut raw, mut values) = (Vec::new(), Vec::new());
+            let mut values = Vec::new();
             for packet in &chunk.rows {
-                parse_row(&reader.plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                parse_row(&reader.plan, &chunk.columns, packet, &mut values)?;
                 let h = if by_id { None } else { Some(norm.row_bytes(&mut values).map_err(&failed)?.0) };
                 let doc = norm.row(&mut values).map_err(&failed)?;
                 if let Some(s) = suspects.get_mut(&h.unwrap_or_else(|| id_digest(&doc.id))) {
@@ -877,10 +877,10 @@ impl Selection {
     ) -> Result<HashMap<Digest, since::Changed, BuildDigest>, VerifyError> {
         let mut keys = self.changed.clone();
         let failed = |e: String| VerifyError::Other(format!("{}: {e}", plan.name));
-        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        let mut values = Vec::new();
         for chunk in &self.chunks {
             for packet in &chunk.rows {
-                parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                parse_row(plan, &chunk.columns, packet, &mut values)?;
                 let (h, id) = if by_id {
                     let id = norm.row(&mut values).map_err(failed)?.id;
                     (id_digest(&id), id)

@@ -95,8 +95,8 @@ impl Pipeline<'_> {
                         ctx.ts_ms = now_ms();
                         ctx.source.ts_ms = ctx.ts_ms;
                         // the values borrow the packet: buffers of their own per row
-                        let (mut raw, mut values) = (Vec::new(), Vec::new());
-                        parse_row(&plan, &columns, &packet, &mut raw, &mut values)?;
+                        let mut values = Vec::new();
+                        parse_row(&plan, &columns, &packet, &mut values)?;
                         let img = image(&mut values);
                         self.publish_row(&plan.table_map, &ctx, &img, sink).await?;
                         n += 1;
@@ -156,7 +156,7 @@ impl Pipeline<'_> {
         if chunk.first && redoes {
             self.clear_before_snapshot(&plan.table_map, &chunk.at, server_id, sink).await?;
         }
-        let (mut raw, mut values) = (Vec::new(), Vec::new());
+        let mut values = Vec::new();
         let total = chunk.rows.len();
         // one context for the chunk; only the row's place in it changes per row
         let now = now_ms();
@@ -196,10 +196,10 @@ impl Pipeline<'_> {
                 envelope: parts.as_ref().filter(|_| ctx.source.snapshot == Snapshot::Yes),
             };
             let sent = if let Some(writer) = reading.writer() {
-                parse_row_into(plan, &chunk.columns, packet, &mut raw, writer)?;
+                parse_row_into(plan, &chunk.columns, packet, writer)?;
                 out.read(sink, reading.images()?, &mut self.buffers).await?
             } else {
-                parse_row(plan, &chunk.columns, packet, &mut raw, &mut values)?;
+                parse_row(plan, &chunk.columns, packet, &mut values)?;
                 let img = image(&mut values);
                 let sent =
                     out.read(sink, Images::Values { before: None, after: Some(&img) }, &mut self.buffers).await?;

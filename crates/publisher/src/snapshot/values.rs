@@ -81,8 +81,8 @@ pub fn to_value_with<'a, T>(
         (T::Float, BinaryValue::Float(f)) => emit(Value::Float(f)),
         (T::Double, BinaryValue::Double(d)) => emit(Value::Double(d)),
         (T::NewDecimal, BinaryValue::Bytes(b)) => {
-            let text = std::str::from_utf8(b).map_err(|_| bad("DECIMAL text that is not ASCII"))?;
-            let d: Decimal = text.parse().map_err(|_| bad(&format!("the DECIMAL text {text:?}")))?;
+            let d = Decimal::from_ascii(b)
+                .map_err(|_| bad(&format!("the DECIMAL text {:?}", String::from_utf8_lossy(b))))?;
             emit(Value::Decimal(d))
         }
         (T::Year, BinaryValue::Int(y)) => emit(Value::Year(u16::try_from(y).map_err(|_| bad("a YEAR out of range"))?)),

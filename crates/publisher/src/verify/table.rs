@@ -151,8 +151,8 @@ impl TableReader {
             None
         } else {
             let last = rows.last().cloned().unwrap_or_default();
-            let (mut raw, mut values) = (Vec::new(), Vec::new());
-            parse_row(&self.plan, &columns, &last, &mut raw, &mut values)?;
+            let mut values = Vec::new();
+            parse_row(&self.plan, &columns, &last, &mut values)?;
             self.plan
                 .key()
                 .iter()
