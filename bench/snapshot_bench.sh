@@ -33,6 +33,10 @@ repo="$(cd "$here/.." && pwd)"
 . "$repo/integration/lib/registry.sh"
 
 rows="${1:-1000000}"
+# fewer rows take no time a clock here can tell apart (and the ratios would divide by zero)
+if ! [[ "$rows" =~ ^[0-9]+$ ]] || [ "$rows" -lt 10000 ]; then
+    echo "snapshot_bench: ROWS must be a number of rows of 10000 or more (got '$rows')" >&2; exit 2
+fi
 if [ -n "${BENCH_CALLGRIND:-}" ] && ! command -v valgrind >/dev/null; then
     echo "snapshot_bench: BENCH_CALLGRIND needs valgrind (apt-get install valgrind)" >&2; exit 2
 fi
