@@ -94,6 +94,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         v[v.len() / 2]
     };
     if only.is_some() {
+        // the one stage timed (under callgrind, `bench/instructions.sh`, its count is what counts)
+        for (i, (_, name)) in STAGES.into_iter().enumerate() {
+            if !times[i].is_empty() {
+                let changes = seen[i].map_or(1, |c| c.row_changes.max(1)) as f64;
+                let secs = median(&mut times[i]);
+                println!("{name}: {secs:.3} s (median of {runs}), {:.0} ns per row change", secs * 1e9 / changes);
+            }
+        }
         return Ok(());
     }
     let [dec, rec, via] = seen.map(Option::unwrap_or_default);

@@ -663,7 +663,10 @@ impl AvroEncoder {
 pub struct RowWriter<'a> {
     encoder: &'a AvroEncoder,
     schema: &'a TableSchema,
-    keys: &'a [Option<u32>],
+    /// Each column's value and key field ([`TableSchema`]'s map).
+    columns: &'a [[u32; 2]],
+    /// The key's fields (none for a table without a key).
+    key_fields: &'a [FieldPlan],
     /// The image being written is the before image.
     before: bool,
     /// The change has two images: the before image's bytes were moved aside for the after
@@ -726,8 +729,18 @@ impl<'a> RowWriter<'a> {
     /// None, leaving `bufs`, when the table's key fields are not in column order (the values'
     /// way then).
     pub fn new(encoder: &'a AvroEncoder, schema: &'a TableSchema, bufs: &mut RowBuffers) -> Option<RowWriter<'a>> {
-        let keys = schema.key_of_column.as_deref()?;
-        Some(RowWriter { encoder, schema, keys, before: false, split: false, bufs: std::mem::take(bufs), errors: None })
+        let columns = schema.fields_of_column.as_deref()?;
+        let key_fields = schema.key.as_deref().unwrap_or_default();
+        Some(RowWriter {
+            encoder,
+            schema,
+            columns,
+            key_fields,
+            before: false,
+            split: false,
+            bufs: std::mem::take(bufs),
+            errors: None,
+        })
     }
 
     /// The buffers back, for the next event.
@@ -801,13 +814,14 @@ impl<'a> RowWriter<'a> {
     fn write(&mut self, column: usize, value: &Value<'_>) {
         let (schema, encoder, before) = (self.schema, self.encoder, self.before);
         let (row, key) = (&mut self.bufs.row, &mut self.bufs.key);
-        let field = |i: Option<u32>, plans: &'a [FieldPlan]| plans.get(usize::try_from(i?).ok()?);
-        if let Some(f) = field(schema.field_of_column.get(column).copied().flatten(), &schema.fields) {
+        // NO_FIELD is out of range of both lists
+        let Some(&[field, key_field]) = self.columns.get(column) else { return };
+        if let Some(f) = schema.fields.get(field as usize) {
             if let Err(e) = encoder.field_inline(schema, f, value, row) {
                 ChangeErrors::keep(&mut self.errors, false, before, e);
             }
         }
-        if let Some(f) = field(self.keys.get(column).copied().flatten(), schema.key.as_deref().unwrap_or_default()) {
+        if let Some(f) = self.key_fields.get(key_field as usize) {
             if let Err(e) = encoder.field_inline(schema, f, value, key) {
                 ChangeErrors::keep(&mut self.errors, true, before, e);
             }

@@ -170,6 +170,10 @@ impl FieldPlan {
     }
 }
 
+/// In [`TableSchema`]'s map of columns to fields: no field. Out of range of every field list,
+/// so looking it up finds nothing, with no test of its own.
+pub(crate) const NO_FIELD: u32 = u32::MAX;
+
 /// A table's Avro schemas and the plan for encoding its rows. Built once per table version
 /// (a new TABLE_MAP shape or DDL gives a new one).
 #[derive(Debug, Clone)]
@@ -184,12 +188,11 @@ pub struct TableSchema {
     pub(crate) key: Option<Vec<FieldPlan>>,
     pub(crate) partial_images: bool,
     /// The one-pass writer's map ([`super::RowWriter`]): for each column of the table map,
-    /// the index in `fields` of its field (None: the column is left out of the records).
-    pub(crate) field_of_column: Vec<Option<u32>>,
-    /// And of its key field (all None without a key). None when the key's fields do not come
-    /// in column order, as a key is written while its columns are decoded: the writer is not
-    /// used for the table then.
-    pub(crate) key_of_column: Option<Vec<Option<u32>>>,
+    /// the index in `fields` of its field and the index in `key` of its key field, [`NO_FIELD`]
+    /// for none (a column left out of the records, or not in the key). None when the key's
+    /// fields do not come in column order, as a key is written while its columns are decoded:
+    /// the writer is not used for the table then.
+    pub(crate) fields_of_column: Option<Vec<[u32; 2]>>,
     /// At most the bytes one image's Avro adds to its row data, text's growth as UTF-8 aside:
     /// per field a union index and a length (20), a zero date as text (32), an ENUM's longest
     /// name, a SET's every name (a SET is 1 to 8 bytes in the binlog).
@@ -348,21 +351,18 @@ impl TableSchema {
         let key_schema = key_json.as_ref().map(parse).transpose()?;
         let value_schema = parse(&value_json)?;
         let flat_schema = parse(&flat_json)?;
-        let index_of = |plans: &[FieldPlan]| {
-            let mut of = vec![None; tm.columns.len()];
-            for (i, f) in plans.iter().enumerate() {
-                if let Some(slot) = of.get_mut(f.column) {
-                    *slot = u32::try_from(i).ok();
+        let in_column_order = |k: &[FieldPlan]| k.windows(2).all(|w| matches!(w, [a, b] if a.column < b.column));
+        let fields_of_column = key.as_deref().is_none_or(in_column_order).then(|| {
+            let mut of = vec![[NO_FIELD; 2]; tm.columns.len()];
+            for (which, plans) in [fields.as_slice(), key.as_deref().unwrap_or_default()].into_iter().enumerate() {
+                for (i, f) in plans.iter().enumerate() {
+                    if let Some(slot) = of.get_mut(f.column).and_then(|s| s.get_mut(which)) {
+                        *slot = u32::try_from(i).unwrap_or(NO_FIELD);
+                    }
                 }
             }
             of
-        };
-        let field_of_column = index_of(&fields);
-        let key_of_column = match key.as_deref() {
-            None => Some(vec![None; tm.columns.len()]),
-            Some(k) if k.windows(2).all(|w| matches!(w, [a, b] if a.column < b.column)) => Some(index_of(k)),
-            Some(_) => None,
-        };
+        });
         let image_overhead = fields
             .iter()
             .map(|f| {
@@ -379,8 +379,7 @@ impl TableSchema {
             database: tm.database.clone(),
             table: tm.table.clone(),
             partial_images: opts.partial_images,
-            field_of_column,
-            key_of_column,
+            fields_of_column,
             qualified,
             namespace,
             fields,
