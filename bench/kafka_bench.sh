@@ -152,7 +152,7 @@ plain_txn+="]"
 # BENCH_KEEP_RECORDS=1 keeps them for more plain_produce runs by hand
 [ -n "${BENCH_KEEP_RECORDS:-}" ] || rm -f "$out/records.bin"
 
-python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" "$commits" "$batch" \
+PYTHONPATH="$here" python3 - "$records" "$secs" "$peak" "$key_bytes" "$value_bytes" "$plain" "$plain_txn" "$rows" "$commits" "$batch" \
     "$sluice_cpu" "$sluice_broker_cpu" "$plain_broker_cpu" "$first_ms" "$out/window.json" "$last_ms" "$sluice_faults" <<'PY'
 import bisect, json, statistics, sys
 records, secs, peak, kb, vb = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -184,14 +184,7 @@ def cpu_at(t):
 wsecs, wcpu = w1 - w0, cpu_at(w1) - cpu_at(w0)
 # CPU by thread in the window: Sluice's pipeline (the main thread), its replication read (tokio's
 # workers) and librdkafka's broker threads, beside the plain producer's producing and broker threads
-def by_role(threads):
-    roles = {}
-    for name, secs in threads.items():
-        role = ("librdkafka broker" if name.startswith("rdk:broker") else
-                "read (tokio workers)" if name.startswith("tokio-rt") else
-                "pipeline (main)" if name in ("main", "plain_produce") else "other")
-        roles[role] = roles.get(role, 0.0) + secs
-    return roles
+from bench_threads import by_role
 t0, t1 = sample_at(w0)[2], sample_at(w1)[2]
 sluice_roles = by_role({n: t1.get(n, 0.0) - t0.get(n, 0.0) for n in t1})
 plain_roles = by_role(plain_txn.get("threads", {}))

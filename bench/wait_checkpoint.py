@@ -21,6 +21,8 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench_threads import by_thread, cpu_of
+
 args = sys.argv[1:]
 window = None
 if args and args[0] == "--window":
@@ -32,43 +34,13 @@ samples = []
 done = threading.Event()
 
 
-def cpu_of(stat_path, hz):
-    """(command name, CPU seconds) of a /proc stat file."""
-    with open(stat_path) as f:
-        text = f.read()
-    comm = text[text.index("(") + 1:text.rindex(")")]
-    fields = text.rsplit(")", 1)[1].split()
-    return comm, (int(fields[11]) + int(fields[12])) / hz
-
-
-def slices_of(schedstat_path):
-    """Times a thread was put on a CPU so far (the third field of its schedstat): each
-    wakeup from a wait and each preemption counts one. 0 where the kernel keeps no
-    schedstat (the CPU figures do not depend on it)."""
-    try:
-        with open(schedstat_path) as f:
-            return int(f.read().split()[2])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def sample_cpu():
     hz = os.sysconf("SC_CLK_TCK")
     while not done.is_set():
         try:
             now, (_, total) = time.time(), cpu_of(f"/proc/{pid}/stat", hz)
-            by_thread, slices = {}, {}
-            for task in os.listdir(f"/proc/{pid}/task"):
-                try:
-                    comm, secs = cpu_of(f"/proc/{pid}/task/{task}/stat", hz)
-                    n = slices_of(f"/proc/{pid}/task/{task}/schedstat")
-                except OSError:  # the thread ended
-                    continue
-                if task == str(pid):  # named after the binary, whatever its file is called
-                    comm = "main"
-                by_thread[comm] = by_thread.get(comm, 0.0) + secs
-                slices[comm] = slices.get(comm, 0) + n
-            samples.append((now, total, by_thread, slices))
+            by_thread_now, slices = by_thread(pid)
+            samples.append((now, total, by_thread_now, slices))
         except OSError:  # the process is gone
             return
         time.sleep(0.02)
