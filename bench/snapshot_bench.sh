@@ -12,7 +12,8 @@
 #   (d) plain:    a plain transactional rdkafka producer (crates/publisher/examples/plain_produce.rs)
 #                 sending the snapshot's own records again (read back from its topic), in as many
 #                 Kafka transactions as the snapshot committed: the publishing side's floor.
-# Each round runs (a), (b), (c) in turn with fresh topics; peak RSS is VmHWM at the end of each run.
+# Each round runs (a), (b), (c) in turn with fresh topics (SLUICE_BINS' contenders in an order that
+# turns by one each round); peak RSS is VmHWM at the end of each run.
 #
 # Usage: bench/snapshot_bench.sh [ROWS] (default 1000000)
 # Env: SLUICE_WORK (default <repo>/.work), BENCH_RUNS (rounds, default 3), BENCH_NO_BUILD=1,
@@ -139,7 +140,13 @@ for round in $(seq "$runs"); do
     "$target/examples/drain_select" "$port" snapbench orders id 10000 2 >"$out/drain2.json"
     echo "drain2 $round $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["secs"], d["rows"], 0)' "$out/drain2.json")" >>"$results"
 
-    for contender in $bins; do
+    # the contenders' order turns each round: the broker's CPU grows with what it holds, so a
+    # contender always run after another met a fuller broker (two builds swapped in SLUICE_BINS
+    # each looked faster when run first: 2.46 against 2.54 s, then 2.61 against 3.17 s)
+    read -ra order <<<"$bins"
+    shift_by=$(( (round - 1) % ${#order[@]} ))
+    order=("${order[@]:shift_by}" "${order[@]:0:shift_by}")
+    for contender in "${order[@]}"; do
         label="${contender%%=*}"; bin="${contender#*=}"; n=$((n + 1))
         echo "snapshot_bench: round $round: snapshot ($label)" >&2
         config "snap$label$round" initial "" $((52000 + 2 * n))
