@@ -284,7 +284,8 @@ fn checksum_hint(e: &BinlogError) -> &'static str {
 enum Failure {
     Input(BinlogError),
     Output(io::Error),
-    Sql(sql::SqlError),
+    /// A change SQL cannot be written of, and where it is (`file at offset`).
+    Sql(sql::SqlError, String),
     Source(SourceError),
     Usage(String),
     Internal(WorkerGone),
@@ -519,9 +520,9 @@ pub fn run(mut args: DumpArgs) -> Exit {
         }
         // input SQL cannot be written of (no column names): unsupported input, as the exit
         // codes say
-        Err(Failure::Sql(e)) => {
+        Err(Failure::Sql(e, at)) => {
             let _ = d.out.flush();
-            tracing::error!("{e}");
+            tracing::error!("{at}: {e}");
             Exit::Data
         }
         Err(Failure::Usage(msg)) => {
@@ -1296,10 +1297,11 @@ impl<W: Write> Dumper<W> {
             let Some(res) = iter.next_into(&mut row) else { return Ok(()) };
             res.map_err(|e| Failure::Input(e.at(ev.file, ev.offset, header.event_type)))?;
             self.tx_rows.add(rows.kind, 1);
+            let at = |e| Failure::Sql(e, format!("{} at {}", ev.file, ev.offset));
             if self.args.format == Format::Sql {
-                self.spool.push_with(|out| sql::redo(out, rows.kind, table, &row).map_err(Failure::Sql))?;
+                self.spool.push_with(|out| sql::redo(out, rows.kind, table, &row).map_err(at))?;
             } else {
-                self.flashback.push_with(|out| sql::undo(out, rows.kind, table, &row).map_err(Failure::Sql))?;
+                self.flashback.push_with(|out| sql::undo(out, rows.kind, table, &row).map_err(at))?;
             }
         }
     }

@@ -25,6 +25,30 @@ pub enum SqlError {
     /// An UPDATE/DELETE image is missing, or matches no column.
     #[error("table {0}: the row image has no columns to identify the row")]
     NoImage(String),
+    /// An image lacks columns, so the change cannot be undone.
+    #[error(
+        "table {table}: the {image} image lacks {missing} (the server wrote it with binlog_row_image=MINIMAL or \
+         NOBLOB), so the change cannot be undone: the old values are not in the binlog, and a statement matching the \
+         row by what is left could change another row. A flashback needs binlog_row_image=FULL when the change is \
+         written; --format json shows what each image holds"
+    )]
+    PartialImage { table: String, image: &'static str, missing: String },
+}
+
+/// A flashback restores every column and matches the row by every column it knows: both need
+/// whole images. A MINIMAL before image holds only the key (the other old values are lost), a
+/// MINIMAL after image only the changed columns; NOBLOB leaves out BLOB and TEXT columns. Undone
+/// from such images, a DELETE came back with NULLs and an UPDATE matched by its changed columns
+/// (found by a hostile trial): refused instead, as `mariadb-binlog --flashback` needs FULL too.
+fn whole(t: &TableMap, img: &RowImage<'_>, image: &'static str) -> Result<(), SqlError> {
+    let mut absent = t.columns.iter().filter(|c| !matches!(img.values.get(c.index), Some(Some(_))));
+    let Some(first) = absent.next() else { return Ok(()) };
+    let more = absent.count();
+    let missing = match more {
+        0 => format!("column {}", ident(&first.display_name())),
+        n => format!("column {} and {n} more", ident(&first.display_name())),
+    };
+    Err(SqlError::PartialImage { table: t.qualified_name(), image, missing })
 }
 
 fn write_table(out: &mut Vec<u8>, t: &TableMap) {
@@ -156,10 +180,20 @@ pub fn redo(out: &mut Vec<u8>, kind: RowsKind, t: &TableMap, row: &RowChange<'_>
 pub fn undo(out: &mut Vec<u8>, kind: RowsKind, t: &TableMap, row: &RowChange<'_>) -> Result<(), SqlError> {
     check_names(t)?;
     let none = || SqlError::NoImage(t.qualified_name());
+    let image =
+        |img: &Option<RowImage<'_>>, which| -> Result<(), SqlError> { whole(t, img.as_ref().ok_or_else(none)?, which) };
     match kind {
-        RowsKind::Write => delete(out, t, row.after.as_ref().ok_or_else(none)?)?,
-        RowsKind::Delete => insert(out, t, row.before.as_ref().ok_or_else(none)?),
+        RowsKind::Write => {
+            image(&row.after, "after")?;
+            delete(out, t, row.after.as_ref().ok_or_else(none)?)?
+        }
+        RowsKind::Delete => {
+            image(&row.before, "before")?;
+            insert(out, t, row.before.as_ref().ok_or_else(none)?)
+        }
         RowsKind::Update | RowsKind::PartialUpdate => {
+            image(&row.before, "before")?;
+            image(&row.after, "after")?;
             update(out, t, row.before.as_ref().ok_or_else(none)?, row.after.as_ref().ok_or_else(none)?)?
         }
     }
@@ -232,6 +266,34 @@ mod tests {
             undo(RowsKind::Delete, &t, &del).unwrap(),
             "INSERT INTO `shop`.`users` (`id`, `name`) VALUES (2, 'o''k');"
         );
+    }
+
+    /// MINIMAL and NOBLOB images leave columns out: SQL re-does such changes (the key finds
+    /// the row, the after image sets what changed), but a flashback would restore NULLs and
+    /// match an UPDATE's row by its changed columns, so it refuses, naming table and column.
+    #[test]
+    fn partial_images_are_redone_but_not_undone() {
+        let t = table(true);
+        let key_only = RowImage { values: vec![Some(Value::Int(1)), None] };
+        let name_only = RowImage { values: vec![None, Some(Value::Text { bytes: b"bo", collation: Some(45) })] };
+        let upd = RowChange { before: Some(key_only.clone()), after: Some(name_only) };
+        assert_eq!(
+            redo(RowsKind::Update, &t, &upd).unwrap(),
+            "UPDATE `shop`.`users` SET `name`='bo' WHERE `id`=1 LIMIT 1;"
+        );
+        let e = undo(RowsKind::Update, &t, &upd).unwrap_err().to_string();
+        assert!(
+            e.contains("shop.users: the before image lacks column `name`") && e.contains("binlog_row_image=FULL"),
+            "{e}"
+        );
+        let del = RowChange { before: Some(key_only.clone()), after: None };
+        assert_eq!(redo(RowsKind::Delete, &t, &del).unwrap(), "DELETE FROM `shop`.`users` WHERE `id`=1 LIMIT 1;");
+        assert!(matches!(undo(RowsKind::Delete, &t, &del), Err(SqlError::PartialImage { image: "before", .. })));
+        let ins = RowChange { before: None, after: Some(key_only) };
+        assert!(matches!(undo(RowsKind::Write, &t, &ins), Err(SqlError::PartialImage { image: "after", .. })));
+        // whole images, NULLs included, are undone
+        let upd = RowChange { before: Some(img(1, None)), after: Some(img(1, Some("bo"))) };
+        assert!(undo(RowsKind::Update, &t, &upd).is_ok());
     }
 
     #[test]
