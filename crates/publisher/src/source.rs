@@ -592,7 +592,7 @@ impl ReplicationSource {
         self.tx.in_transaction()
     }
 
-    async fn open_stream(&mut self, conn: Connection) -> Result<(), SourceError> {
+    async fn open_stream(&mut self, mut conn: Connection) -> Result<(), SourceError> {
         let resume = self.tx.resume_point().clone();
         // An empty state (a server that has written no GTID yet) with a known file starts by
         // position: by GTID it would mean "from the first binlog on".
@@ -610,12 +610,22 @@ impl ReplicationSource {
         req.report_host = self.cfg.report_host.clone();
         req.heartbeat_period = Some(self.cfg.heartbeat);
         req.non_blocking = !self.cfg.follow;
+        // the dump's first fake ROTATE carries the checksum the server's setting says (the
+        // dump negotiates that setting); with NONE it has none, and read as CRC32 its file name
+        // lost four characters to a "checksum mismatch" (a hostile trial)
+        let checksum = server::scalar(&mut conn, "SELECT @@GLOBAL.binlog_checksum")
+            .await
+            .map_err(|e| SourceError::protocol("reading binlog_checksum", e))?;
+        let negotiated = match checksum {
+            Some(c) if c.eq_ignore_ascii_case("NONE") => ChecksumAlg::None,
+            _ => ChecksumAlg::Crc32,
+        };
         let stream =
             conn.start_binlog_dump(req).await.map_err(|e| SourceError::protocol("starting the binlog dump", e))?;
         // A fresh dump starts with a fake ROTATE and the file's FDE: decoder state starts over;
-        // the fake ROTATE before the FDE is written with the negotiated checksum.
+        // each FDE then says its file's checksum.
         let mut decoder = EventDecoder::new(self.cfg.decoder.clone());
-        decoder.set_checksum(ChecksumAlg::Crc32);
+        decoder.set_checksum(negotiated);
         self.walker.restart(resume.file, decoder);
         self.tx.reset();
         self.stream = Some(stream.read_ahead(READ_AHEAD_BYTES));

@@ -202,6 +202,12 @@ pub struct Copier {
     file: Option<String>,
     size: u64,
     crc: bool,
+    /// Whether the last FDE this dump sent said CRC32 (None before the first): the server
+    /// writes an artificial ROTATE with the checksum of the file it last read, so after a
+    /// file written with `binlog_checksum=NONE` the ROTATE to the next has none, whatever
+    /// the server's setting now (read with the setting's, it lost the name's last four
+    /// characters: a hostile trial's archive held `mysql-bin.00`).
+    stream_crc: Option<bool>,
     finished: bool,
     summarizer: Summarizer,
 }
@@ -211,11 +217,29 @@ impl Copier {
     /// `resume`.
     pub fn new(resume: Option<Resume>) -> Copier {
         match resume {
-            Some(r) => {
-                Copier { file: Some(r.file), size: r.size, crc: r.crc, finished: r.finished, summarizer: r.summarizer }
-            }
-            None => Copier { file: None, size: 0, crc: false, finished: false, summarizer: Summarizer::new("") },
+            Some(r) => Copier {
+                file: Some(r.file),
+                size: r.size,
+                crc: r.crc,
+                stream_crc: None,
+                finished: r.finished,
+                summarizer: r.summarizer,
+            },
+            None => Copier {
+                file: None,
+                size: 0,
+                crc: false,
+                stream_crc: None,
+                finished: false,
+                summarizer: Summarizer::new(""),
+            },
         }
+    }
+
+    /// A new dump begins: its first artificial ROTATE carries the checksum the server's
+    /// setting says, until an FDE says otherwise.
+    pub fn new_dump(&mut self) {
+        self.stream_crc = None;
     }
 
     /// The file being copied and its size (where a new dump continues).
@@ -229,7 +253,7 @@ impl Copier {
     }
 
     /// What to do with `raw`, a whole event of the stream; `fake_crc`: the dump's artificial
-    /// events carry a checksum (the server's `binlog_checksum` is CRC32).
+    /// events carry a checksum until its first FDE (the server's `binlog_checksum` is CRC32).
     ///
     /// # Errors
     /// An event that does not parse, a checksum that does not match, a gap.
@@ -243,9 +267,15 @@ impl Copier {
         if matches!(h.event_type, EventType::Heartbeat | EventType::HeartbeatV2) {
             return Ok(Vec::new());
         }
+        if h.event_type == EventType::FormatDescription {
+            // every FDE the dump sends, the ones it sends again too (they are skipped below)
+            if let Ok(fde) = FormatDescription::parse(raw.get(HEADER_LEN..).unwrap_or_default()) {
+                self.stream_crc = Some(fde.checksum == ChecksumAlg::Crc32);
+            }
+        }
         if h.flags & ARTIFICIAL != 0 {
             if h.event_type == EventType::Rotate {
-                let name = rotate_target(raw, fake_crc).map_err(bad)?;
+                let name = rotate_target(raw, self.stream_crc.unwrap_or(fake_crc)).map_err(bad)?;
                 return Ok(self.switch_to(name, false));
             }
             return Ok(Vec::new());

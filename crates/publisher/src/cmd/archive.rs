@@ -242,6 +242,7 @@ impl Archiver<'_> {
             .await
             .map_err(|e| protocol("reading binlog_checksum", &e))?;
         let fake_crc = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
+        self.copier.new_dump();
         let req = DumpRequest {
             heartbeat_period: Some(self.cfg.source.heartbeat),
             non_blocking: self.until_end,

@@ -310,6 +310,53 @@ fn archived_files_are_the_servers_own() {
 
 /// `sluice dump` JSON lines, each row's `position.file` cut to the file's name (the same
 /// binlog read from the data directory, an archive or a store differs only there).
+/// Files written with `binlog_checksum=NONE` between CRC32 ones, then the server's setting
+/// NONE itself: the server writes the dump's artificial ROTATE with the checksum of the file it
+/// last read, so read with the setting's it lost four characters of the next file's name (an
+/// archive held `mysql-bin.000003` as 4 bytes and the rest as `mysql-bin.00`; `dump --source`
+/// called the stream damaged). Archived byte for byte, dumped whole from the archive and from
+/// the server.
+#[test]
+fn files_without_checksums_are_archived_as_they_are() {
+    let Some(server) = support::Server::start("archive-none", &[]) else { return };
+    let dir = support::scratch("archive-none");
+    let files: PathBuf = dir.join("files");
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nname = \"none\"\nurl = \"{}\"\ntls = \"disabled\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
+            server.url("root"),
+            files.display()
+        ),
+    )
+    .unwrap();
+    server.sql("CREATE DATABASE nc; CREATE TABLE nc.t (id INT PRIMARY KEY, v VARCHAR(40))");
+    server.sql("SET GLOBAL binlog_checksum = 'NONE'; INSERT INTO nc.t VALUES (1, 'no checksum')");
+    server.sql("SET GLOBAL binlog_checksum = 'CRC32'; INSERT INTO nc.t VALUES (2, 'checksum')");
+    server.sql("FLUSH BINARY LOGS; INSERT INTO nc.t VALUES (3, 'after a flush')");
+    let until_end = || {
+        let out = support::sluice_cmd().args(["archive", "--until-end", "--config"]).arg(&config).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    until_end();
+    assert_identical(&server, &files);
+    // the server's setting NONE now: the dump's first ROTATE has no checksum either
+    server.sql("SET GLOBAL binlog_checksum = 'NONE'; INSERT INTO nc.t VALUES (4, 'none again')");
+    until_end();
+    assert_identical(&server, &files);
+    let ids = |o: &std::process::Output| -> Vec<i64> {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows = rows_of(&String::from_utf8_lossy(&o.stdout));
+        rows.iter().filter(|r| r["table"] == "t").map(|r| r["after"]["id"].as_i64().unwrap()).collect()
+    };
+    let archived = support::sluice_cmd().arg("dump").arg(&files).output().unwrap();
+    assert_eq!(ids(&archived), [1, 2, 3, 4], "the archive's rows");
+    let url = server.url("root");
+    let live = support::sluice_cmd().args(["dump", "--tls", "disabled", "--source", &url]).output().unwrap();
+    assert_eq!(ids(&live), [1, 2, 3, 4], "the server's rows, read live with its setting NONE");
+}
+
 fn rows_of(text: &str) -> Vec<Json> {
     text.lines()
         .map(|l| {
