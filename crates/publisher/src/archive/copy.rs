@@ -164,6 +164,24 @@ pub enum CopyError {
         /// What is wrong.
         what: String,
     },
+    /// The server's file of this name is not the archived one.
+    #[error(
+        "{file}: the server's file of this name is not the one the archive holds {have} bytes of (its first event \
+         was written at {theirs} by server {their_server}, the archive's at {ours} by server {our_server}): the \
+         server's binlog was reset (RESET MASTER) or another server answers at this address. Copying on would join \
+         two servers' files into one: give the archive a new `archive.to`, or move this one's files aside"
+    )]
+    NotTheArchived {
+        /// The file.
+        file: String,
+        /// What the archive holds of it.
+        have: u64,
+        /// The timestamp and server id of the server's FDE, and of the archive's.
+        theirs: u32,
+        their_server: u32,
+        ours: u32,
+        our_server: u32,
+    },
     /// The stream skipped bytes of a file.
     #[error(
         "{file}: the stream went on at offset {got}, but the archive holds {have} bytes of it (a gap): the copy \
@@ -194,6 +212,8 @@ pub struct Resume {
     pub next: Option<String>,
     /// What the index says of it, recomputed from its events.
     pub summarizer: Summarizer,
+    /// Its FDE's timestamp and server id (None before the FDE is archived).
+    pub fde_stamp: Option<[u32; 2]>,
 }
 
 /// The copy's place in the stream.
@@ -208,6 +228,11 @@ pub struct Copier {
     /// the server's setting now (read with the setting's, it lost the name's last four
     /// characters: a hostile trial's archive held `mysql-bin.00`).
     stream_crc: Option<bool>,
+    /// The current file's FDE's timestamp and server id, once archived: a dump that goes on in
+    /// the file sends its FDE again, which must be the same one. Found by a hostile trial:
+    /// after RESET MASTER, a new file of the same name whose events happened to have a
+    /// boundary at the archive's size was appended to the old file's bytes, exit 0.
+    fde_stamp: Option<[u32; 2]>,
     finished: bool,
     summarizer: Summarizer,
 }
@@ -222,6 +247,7 @@ impl Copier {
                 size: r.size,
                 crc: r.crc,
                 stream_crc: None,
+                fde_stamp: r.fde_stamp,
                 finished: r.finished,
                 summarizer: r.summarizer,
             },
@@ -230,6 +256,7 @@ impl Copier {
                 size: 0,
                 crc: false,
                 stream_crc: None,
+                fde_stamp: None,
                 finished: false,
                 summarizer: Summarizer::new(""),
             },
@@ -281,6 +308,10 @@ impl Copier {
             return Ok(Vec::new());
         }
         if h.log_pos == 0 {
+            // MariaDB sends a dump's FDE again with log position 0
+            if let Some(file) = &self.file {
+                self.same_file(&h, file)?;
+            }
             return Ok(Vec::new());
         }
         let Some(file) = self.file.clone() else {
@@ -291,6 +322,7 @@ impl Copier {
             .ok_or_else(|| bad(format!("log position {} before its own size {}", h.log_pos, h.event_size)))?;
         if start < self.size {
             // sent again: the FDE after a dump that starts mid-file, or after a reconnect
+            self.same_file(&h, &file)?;
             return Ok(Vec::new());
         }
         if start > self.size || self.finished {
@@ -310,6 +342,7 @@ impl Copier {
         let mut ops = vec![Op::Append];
         if h.event_type == EventType::FormatDescription && start == MAGIC.len() as u64 {
             ops.push(Op::MarkInUse);
+            self.fde_stamp = Some([h.timestamp, h.server_id]);
         }
         match h.event_type {
             EventType::Rotate => {
@@ -321,6 +354,25 @@ impl Copier {
             _ => {}
         }
         Ok(ops)
+    }
+
+    /// Checks an FDE the dump sent again against the archived file's (nothing for other events).
+    fn same_file(&self, h: &EventHeader, file: &str) -> Result<(), CopyError> {
+        match self.fde_stamp {
+            Some([ours, our_server])
+                if h.event_type == EventType::FormatDescription && [h.timestamp, h.server_id] != [ours, our_server] =>
+            {
+                Err(CopyError::NotTheArchived {
+                    file: file.to_string(),
+                    have: self.size,
+                    theirs: h.timestamp,
+                    their_server: h.server_id,
+                    ours,
+                    our_server,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The current file is done.
@@ -344,6 +396,7 @@ impl Copier {
         self.file = Some(name);
         self.size = MAGIC.len() as u64;
         self.crc = false;
+        self.fde_stamp = None;
         self.finished = false;
         ops
     }
@@ -418,6 +471,7 @@ pub fn walk_file(name: &str, mut read: impl std::io::Read) -> Result<Resume, Str
                 finished: true,
                 next,
                 summarizer: Summarizer { summary, ..Summarizer::new(name) },
+                fde_stamp: copier.fde_stamp,
             });
         }
     }
@@ -433,6 +487,7 @@ impl Copier {
             finished: self.finished,
             next: None,
             summarizer: self.summarizer,
+            fde_stamp: self.fde_stamp,
         }
     }
 }

@@ -242,7 +242,15 @@ impl DirArchive {
             let summarizer = Summarizer::new(&next);
             return Ok((
                 archive,
-                Some(Resume { file: next, size: 4, crc: false, finished: false, next: None, summarizer }),
+                Some(Resume {
+                    file: next,
+                    size: 4,
+                    crc: false,
+                    finished: false,
+                    next: None,
+                    summarizer,
+                    fde_stamp: None,
+                }),
             ));
         };
         // the older files are complete; one the index lacks (a crash before it was written) is
@@ -289,7 +297,15 @@ impl DirArchive {
                 let summarizer = Summarizer::new(&next);
                 return Ok((
                     archive,
-                    Some(Resume { file: next, size: 4, crc: false, finished: false, next: None, summarizer }),
+                    Some(Resume {
+                        file: next,
+                        size: 4,
+                        crc: false,
+                        finished: false,
+                        next: None,
+                        summarizer,
+                        fde_stamp: None,
+                    }),
                 ));
             }
             archive.write_index()?;
@@ -331,6 +347,7 @@ impl DirArchive {
                 finished: false,
                 next: None,
                 summarizer: Summarizer::new(next),
+                fde_stamp: None,
             };
             return Ok((archive, Some(resume)));
         }

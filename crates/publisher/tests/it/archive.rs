@@ -357,6 +357,50 @@ fn files_without_checksums_are_archived_as_they_are() {
     assert_eq!(ids(&live), [1, 2, 3, 4], "the server's rows, read live with its setting NONE");
 }
 
+/// RESET MASTER under an archive: the server's new `mysql-bin.000001` has the same name as the
+/// archived one and, holding only its first events, the same size, so the dump's events line
+/// up with the archive's end. Its bytes were appended to the old file's (exit 0, GTIDs gone
+/// from the archive, found by a hostile trial); the FDE the dump sends again must be the
+/// archived file's, and is not: the archiver stops, naming the cause.
+#[test]
+fn a_reset_binlog_is_not_joined_to_the_archived_file() {
+    let Some(server) = support::Server::start("archive-reset", &[]) else { return };
+    let dir = support::scratch("archive-reset");
+    let files: PathBuf = dir.join("files");
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nname = \"reset\"\nurl = \"{}\"\ntls = \"disabled\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
+            server.url("root"),
+            files.display()
+        ),
+    )
+    .unwrap();
+    let until_end =
+        || support::sluice_cmd().args(["archive", "--until-end", "--config"]).arg(&config).output().unwrap();
+    server.sql("RESET MASTER");
+    let (first, size) = server.master_status();
+    let out = until_end();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let archived = std::fs::read(files.join(&first)).unwrap();
+    assert_eq!(archived.len() as u64, size);
+    // a second later (the FDE's timestamp has seconds), the same name and size again
+    std::thread::sleep(Duration::from_millis(1100));
+    server.sql("RESET MASTER");
+    assert_eq!(server.master_status(), (first.clone(), size), "the new file is as long as the archived one");
+    server.sql("CREATE DATABASE rs; CREATE TABLE rs.t (id INT PRIMARY KEY); INSERT INTO rs.t VALUES (1)");
+    let out = until_end();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("{first}: the server's file of this name is not the one the archive holds")),
+        "{err}"
+    );
+    assert!(err.contains("RESET MASTER"), "{err}");
+    assert_eq!(std::fs::read(files.join(&first)).unwrap(), archived, "the archived file is left as it was");
+}
+
 fn rows_of(text: &str) -> Vec<Json> {
     text.lines()
         .map(|l| {
