@@ -307,6 +307,16 @@ impl From<io::Error> for Failure {
 /// before they begin, patterns that can match no table, a position with nothing to apply to.
 fn usage_problems(args: &DumpArgs) -> Vec<String> {
     let mut p = Vec::new();
+    // clap's `requires = "source"` does not hold these back (a hostile trial's `dump --follow
+    // FILE` dumped the file and exited 0, as if following)
+    if args.live.source.is_none() {
+        if args.live.follow {
+            p.push("--follow streams a server's new changes: it needs --source (files are read to their end)".into());
+        }
+        if args.live.password_file.is_some() {
+            p.push("--password-file is for --source: files need no password".into());
+        }
+    }
     for pattern in &args.tables {
         if let Some(m) = crate::config::table_pattern_problem(pattern) {
             p.push(format!("--table {m}"));

@@ -164,9 +164,13 @@ pub async fn run(conn: &mut Connection, server_id: u32, server_id_setting: &str,
             Level::Warning,
             "binlog_row_image",
             format!(
-                "is {img}: before images carry only the key (and after images only changed columns); set \
-                 binlog_row_image=FULL for complete change records (sluice run stops at such rows unless \
-                 [output] partial_images = true)"
+                "is {img}: {}; set binlog_row_image=FULL for complete change records (sluice run stops at such \
+                 rows unless [output] partial_images = true, and sluice dump --format flashback cannot undo them)",
+                if img == "MINIMAL" {
+                    "before images carry only the key, after images only the changed columns"
+                } else {
+                    "images leave out the BLOB and TEXT columns the change does not need"
+                }
             ),
         ),
         other => r.push(Level::Warning, "binlog_row_image", format!("unknown value {other:?}")),

@@ -369,6 +369,13 @@ fn the_output_is_the_same_on_any_number_of_threads() {
     let out = sluice().args(["dump", "--threads", "0", f]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+    // options of --source given without it (--follow once dumped the file and exited 0)
+    for flags in [&["--follow"][..], &["--password-file", "/dev/null"][..]] {
+        let out = sluice().arg("dump").args(flags).arg(f).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(flags[0]) && err.contains("--source"), "{flags:?}: {err}");
+    }
 }
 
 /// A dump of a binlog without column names (a MySQL 5.7 server's) that stops at a bad event
