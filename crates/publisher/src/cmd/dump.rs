@@ -674,7 +674,15 @@ impl<W: Write> Dumper<W> {
                 rpassword::prompt_password(format!("Password for {url}: "))
                     .map_err(|e| Failure::Usage(format!("cannot read the password: {e}")))?
             }
-            (None, None) => String::new(),
+            (None, None) => {
+                // an account without a password is allowed; said, so that a refusal
+                // ("using password: NO") is not a riddle when the prompt was expected
+                tracing::info!(
+                    "Connecting without a password: none was given (--password-file or SLUICE_PASSWORD), and stdin \
+                     is not a terminal to ask on"
+                );
+                String::new()
+            }
         };
         let password = Secret::new(password);
         let endpoint = Endpoint {
