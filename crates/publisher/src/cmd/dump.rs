@@ -208,6 +208,17 @@ fn parse_datetime(s: &str) -> Result<u32, String> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 59 {
         return Err(bad());
     }
+    // a day the month does not have (2026-02-30 was taken as March 2nd)
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = match mo {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if da > month_days {
+        return Err(format!("{s:?} is no date: {y:04}-{mo:02} has {month_days} days"));
+    }
     let days = days_from_civil(i64::from(y), mo, da);
     let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + se);
     u32::try_from(secs).map_err(|_| format!("{s:?} is outside the binlog's time range (1970-2106)"))
@@ -1431,6 +1442,12 @@ mod tests {
         assert_eq!(parse_datetime("2017-09-15T09:18:23Z"), Ok(1505467103));
         assert!(parse_datetime("2017-13-15 00:00:00").is_err());
         assert!(parse_datetime("yesterday").is_err());
+        // days the month lacks; the 29th of February in leap years only
+        assert!(parse_datetime("2026-02-30 00:00:00").unwrap_err().contains("2026-02 has 28 days"));
+        assert!(parse_datetime("2026-04-31").is_err());
+        assert!(parse_datetime("2100-02-29").is_err());
+        assert_eq!(parse_datetime("2024-02-29 00:00:00"), Ok(1709164800));
+        assert_eq!(parse_datetime("2000-02-29 00:00:00"), Ok(951782400));
         // and back, as every JSON line's `timestamp` is written
         for (secs, text) in [
             (0, "0000-00-00T00:00:00Z"),
