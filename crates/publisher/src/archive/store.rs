@@ -145,7 +145,7 @@ impl Remote {
     }
 
     fn fail(&self, what: &str, name: &str, e: impl std::fmt::Display) -> String {
-        format!("{what} {name} in {self}: {e}")
+        store_error(format!("{what} {name} in {self}"), e)
     }
 
     /// The archive's index (empty when it has none yet).
@@ -156,7 +156,9 @@ impl Remote {
         match self.store.get(&self.path(INDEX)).await {
             Ok(r) => {
                 let body = r.bytes().await.map_err(|e| self.fail("reading", INDEX, e))?;
-                serde_json::from_slice(&body).map_err(|e| self.fail("reading", INDEX, e))
+                serde_json::from_slice(&body).map_err(|e| {
+                    format!("{INDEX} in {self} is not an archive's index (damaged, or another program's file?): {e}")
+                })
             }
             Err(object_store::Error::NotFound { .. }) => Ok(Vec::new()),
             Err(e) => Err(self.fail("reading", INDEX, e)),
@@ -169,8 +171,11 @@ impl Remote {
     /// # Errors
     /// The store fails.
     pub async fn files(&self) -> Result<Vec<(String, String)>, String> {
-        let listed =
-            self.store.list_with_delimiter(Some(&self.prefix)).await.map_err(|e| format!("listing {self}: {e}"))?;
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&self.prefix))
+            .await
+            .map_err(|e| store_error(format!("listing {self}"), e))?;
         let mut out: Vec<(String, String)> = Vec::new();
         for meta in listed.objects {
             let Some(object) = meta.location.filename().map(str::to_string) else { continue };
@@ -464,5 +469,41 @@ impl Uploader {
 impl Drop for Uploader {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// An object store's error, as a user can act on it: the attempt to fetch credentials from the
+/// instance metadata address (what the AWS client tries when it finds none) says that none were
+/// found, and an answer's body (a whole XML document) is cut short.
+fn store_error(what: String, e: impl std::fmt::Display) -> String {
+    let text = e.to_string();
+    let hint = if text.contains("169.254.169.254") {
+        " (no credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile, or run where \
+         an instance role provides them; AWS_ENDPOINT for an S3-compatible store)"
+    } else {
+        ""
+    };
+    const MAX: usize = 600;
+    let cut = if text.len() > MAX { text.char_indices().nth(MAX).map_or(text.len(), |(i, _)| i) } else { text.len() };
+    let more = if cut < text.len() { "..." } else { "" };
+    format!("{what}: {}{more}{hint}", text.get(..cut).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::store_error;
+
+    /// No credentials: said, with what to set; a long answer cut short.
+    #[test]
+    fn store_errors_say_what_to_do() {
+        let e = store_error(
+            "reading index.json in s3://b/p".into(),
+            "Error performing PUT http://169.254.169.254/latest/api/token: 403",
+        );
+        assert!(e.starts_with("reading index.json in s3://b/p: Error performing PUT"), "{e}");
+        assert!(e.contains("set AWS_ACCESS_KEY_ID"), "{e}");
+        let e = store_error("listing s3://b/p".into(), "x".repeat(5000));
+        assert!(e.len() < 700 && e.ends_with("..."), "{}", e.len());
+        assert_eq!(store_error("w".into(), "short"), "w: short");
     }
 }
