@@ -485,8 +485,16 @@ impl Snapshotter {
                     return Ok(());
                 }
                 // the table's columns changed on the server ahead of the stream: its definition
-                // is read again (the DDL reaches the stream before the chunk is published)
+                // is read again (the DDL reaches the stream before the chunk is published); a
+                // column dropped or renamed fails the chunk's SELECT with ER_BAD_FIELD_ERROR (it
+                // stopped `sluice run`, a hostile trial's ALTER TABLE ... DROP COLUMN)
                 SnapshotError::Columns { .. } => {
+                    tracing::info!(table = %plan.name, error = %e, "Snapshot: reading the table's definition again");
+                    self.plan = None;
+                    self.pending = None;
+                    return Ok(());
+                }
+                SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. } if s.code == 1054 => {
                     tracing::info!(table = %plan.name, error = %e, "Snapshot: reading the table's definition again");
                     self.plan = None;
                     self.pending = None;
