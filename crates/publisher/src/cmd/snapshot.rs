@@ -1,8 +1,9 @@
 //! `sluice snapshot`: asks the running `sluice run` of a source to snapshot more tables, while
 //! it keeps streaming. The tables are checked here first (they exist, `[filter]` captures them,
 //! they can be read: a key, or a consistent snapshot), then the request goes to
-//! `<prefix>.__signals`; the instance takes it in within a second and records it with its next
-//! checkpoint. `--wait` follows the checkpoint until those tables are done.
+//! `<prefix>.__signals`; the instance takes it in at a transaction boundary (within a second
+//! while changes stream, at the server's next heartbeat on a quiet server: `source.heartbeat`)
+//! and records it with its next checkpoint. `--wait` follows the checkpoint until those tables are done.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -189,7 +190,8 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     crate::report!(
         out,
         "requested a snapshot of {} for source {:?} ({}.__signals offset {offset}); sluice run of the source takes it \
-         in within a second, or at its next start if it is not running (see `sluice check`)",
+         in within seconds (at its next heartbeat on a quiet server), or at its next start if it is not running \
+         (see `sluice check`)",
         tables.join(", "),
         cfg.source.name,
         cfg.kafka.topic_prefix
@@ -212,6 +214,8 @@ async fn checkpoint(cfg: &Config) -> Result<Option<crate::position::Checkpoint>,
 /// it says it still waits.
 const QUIET_WAIT: Duration = Duration::from_secs(5);
 const WAITING_EVERY: Duration = Duration::from_secs(30);
+/// A checkpoint older than this, with the request taken in: `--wait` says its instance may be gone.
+const STALE_AFTER: Duration = Duration::from_secs(30);
 
 /// Follows the checkpoint until the request at `offset` is taken in and `tables` are done, or
 /// `timeout` passes (exit 75).
@@ -219,6 +223,7 @@ async fn wait(cfg: &Config, tables: &[String], offset: i64, timeout: Option<Dura
     let mut last_line = String::new();
     let started = Instant::now();
     let mut said_waiting: Option<Instant> = None;
+    let mut said_stale: Option<Instant> = None;
     loop {
         if let Some(t) = timeout.filter(|t| started.elapsed() >= *t) {
             crate::eline!(
@@ -246,8 +251,21 @@ async fn wait(cfg: &Config, tables: &[String], offset: i64, timeout: Option<Dura
             crate::report!(
                 out,
                 "waiting {} s: no running sluice run of source {:?} has taken the request in yet{age} (is it \
-                 running? It takes requests in within a second while it streams)",
+                 running? It takes requests in within a second while changes stream, at the server's next \
+                 heartbeat when none do)",
                 started.elapsed().as_secs(),
+                cfg.source.name
+            );
+        }
+        // taken in, then no checkpoint for a while: the instance stopped or cannot commit (a
+        // waiter once went on for 12 minutes without a word after its instance was killed)
+        let age_s = cp.as_ref().map_or(0, |c| (crate::process::now_ms() - c.ts_ms).max(0) / 1000);
+        if taken && age_s >= STALE_AFTER.as_secs() as i64 && said_stale.is_none_or(|t| t.elapsed() >= WAITING_EVERY) {
+            said_stale = Some(Instant::now());
+            crate::report!(
+                out,
+                "waiting: source {:?} committed no checkpoint for {age_s} s (sluice run commits at least every 10 s \
+                 while it runs): is it running? The snapshot goes on at its next chunk when it runs again",
                 cfg.source.name
             );
         }
