@@ -97,10 +97,18 @@ async fn request(cfg: &Config, args: &SnapshotArgs, out: &mut Report) -> Exit {
     for pattern in &args.tables {
         let matched: Vec<&(String, String)> = existing.iter().filter(|(d, t)| table_matches(pattern, d, t)).collect();
         if matched.is_empty() {
-            problems.push(format!(
-                "{pattern}: no such table on the server, or the user has no privilege on it (the snapshot needs \
-                 SELECT: GRANT SELECT ON db.table TO the replication user)"
-            ));
+            // the system schemas are not listed (they are never captured): say that, not a grant
+            let system = pattern.split_once('.').is_some_and(|(db, _)| {
+                ["mysql", "sys", "information_schema", "performance_schema"].contains(&db.to_ascii_lowercase().as_str())
+            });
+            problems.push(if system {
+                format!("{pattern}: the server's system schemas are not captured (a snapshot reads user tables)")
+            } else {
+                format!(
+                    "{pattern}: no such table on the server, or the user has no privilege on it (the snapshot needs \
+                     SELECT: GRANT SELECT ON db.table TO the replication user)"
+                )
+            });
             continue;
         }
         let wildcard = pattern.contains(['*', '?']);
