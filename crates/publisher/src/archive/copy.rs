@@ -216,6 +216,21 @@ pub struct Resume {
     pub fde_stamp: Option<[u32; 2]>,
 }
 
+impl Resume {
+    /// A copy about to begin file `name`: its magic written, nothing else yet.
+    pub fn starting(name: &str) -> Resume {
+        Resume {
+            file: name.to_string(),
+            size: MAGIC.len() as u64,
+            crc: false,
+            finished: false,
+            next: None,
+            summarizer: Summarizer::new(name),
+            fde_stamp: None,
+        }
+    }
+}
+
 /// The copy's place in the stream.
 #[derive(Debug)]
 pub struct Copier {

@@ -239,19 +239,7 @@ impl DirArchive {
             let Some(next) = next else { return Ok((archive, None)) };
             tracing::info!(file = %next, "The spool holds no file: continuing after the archive's newest uploaded one");
             archive.apply(&[], &[Op::Begin(next.clone())])?;
-            let summarizer = Summarizer::new(&next);
-            return Ok((
-                archive,
-                Some(Resume {
-                    file: next,
-                    size: 4,
-                    crc: false,
-                    finished: false,
-                    next: None,
-                    summarizer,
-                    fde_stamp: None,
-                }),
-            ));
+            return Ok((archive, Some(Resume::starting(&next))));
         };
         // the older files are complete; one the index lacks (a crash before it was written) is
         // summarized again
@@ -294,19 +282,7 @@ impl DirArchive {
             let resume = Resume { finished: true, size: summary.size, ..resume };
             if let Some(next) = next {
                 archive.apply(&[], &[Op::Begin(next.clone())])?;
-                let summarizer = Summarizer::new(&next);
-                return Ok((
-                    archive,
-                    Some(Resume {
-                        file: next,
-                        size: 4,
-                        crc: false,
-                        finished: false,
-                        next: None,
-                        summarizer,
-                        fde_stamp: None,
-                    }),
-                ));
+                return Ok((archive, Some(Resume::starting(&next))));
             }
             archive.write_index()?;
             return Ok((archive, Some(resume)));
@@ -340,16 +316,7 @@ impl DirArchive {
             summary.complete = true;
             archive.settle(summary);
             archive.apply(&[], &[Op::Begin(next.clone())])?;
-            let resume = Resume {
-                file: next.clone(),
-                size: MAGIC.len() as u64,
-                crc: false,
-                finished: false,
-                next: None,
-                summarizer: Summarizer::new(next),
-                fde_stamp: None,
-            };
-            return Ok((archive, Some(resume)));
+            return Ok((archive, Some(Resume::starting(next))));
         }
         let summary = resume.summarizer.summary().clone();
         if resume.finished {

@@ -308,8 +308,20 @@ fn archived_files_are_the_servers_own() {
     eprintln!("archive: {} files identical to the server's; {rows} rows of a range dumped alike", names.len());
 }
 
-/// `sluice dump` JSON lines, each row's `position.file` cut to the file's name (the same
-/// binlog read from the data directory, an archive or a store differs only there).
+/// A directory archive of `server` from its earliest file (scratch directory `name`): the
+/// archive's files and its configuration.
+fn earliest_archive(server: &support::Server, name: &str) -> (PathBuf, PathBuf) {
+    let dir = support::scratch(name);
+    let (files, config) = (dir.join("files"), dir.join("sluice.toml"));
+    let toml = format!(
+        "[source]\nname = \"{name}\"\nurl = \"{}\"\ntls = \"disabled\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
+        server.url("root"),
+        files.display()
+    );
+    std::fs::write(&config, toml).unwrap();
+    (files, config)
+}
+
 /// Files written with `binlog_checksum=NONE` between CRC32 ones, then the server's setting
 /// NONE itself: the server writes the dump's artificial ROTATE with the checksum of the file it
 /// last read, so read with the setting's it lost four characters of the next file's name (an
@@ -319,18 +331,7 @@ fn archived_files_are_the_servers_own() {
 #[test]
 fn files_without_checksums_are_archived_as_they_are() {
     let Some(server) = support::Server::start("archive-none", &[]) else { return };
-    let dir = support::scratch("archive-none");
-    let files: PathBuf = dir.join("files");
-    let config = dir.join("sluice.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[source]\nname = \"none\"\nurl = \"{}\"\ntls = \"disabled\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
-            server.url("root"),
-            files.display()
-        ),
-    )
-    .unwrap();
+    let (files, config) = earliest_archive(&server, "archive-none");
     server.sql("CREATE DATABASE nc; CREATE TABLE nc.t (id INT PRIMARY KEY, v VARCHAR(40))");
     server.sql("SET GLOBAL binlog_checksum = 'NONE'; INSERT INTO nc.t VALUES (1, 'no checksum')");
     server.sql("SET GLOBAL binlog_checksum = 'CRC32'; INSERT INTO nc.t VALUES (2, 'checksum')");
@@ -365,18 +366,7 @@ fn files_without_checksums_are_archived_as_they_are() {
 #[test]
 fn a_reset_binlog_is_not_joined_to_the_archived_file() {
     let Some(server) = support::Server::start("archive-reset", &[]) else { return };
-    let dir = support::scratch("archive-reset");
-    let files: PathBuf = dir.join("files");
-    let config = dir.join("sluice.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[source]\nname = \"reset\"\nurl = \"{}\"\ntls = \"disabled\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
-            server.url("root"),
-            files.display()
-        ),
-    )
-    .unwrap();
+    let (files, config) = earliest_archive(&server, "archive-reset");
     let until_end =
         || support::sluice_cmd().args(["archive", "--until-end", "--config"]).arg(&config).output().unwrap();
     server.sql("RESET MASTER");
@@ -401,6 +391,8 @@ fn a_reset_binlog_is_not_joined_to_the_archived_file() {
     assert_eq!(std::fs::read(files.join(&first)).unwrap(), archived, "the archived file is left as it was");
 }
 
+/// `sluice dump` JSON lines, each row's `position.file` cut to the file's name (the same
+/// binlog read from the data directory, an archive or a store differs only there).
 fn rows_of(text: &str) -> Vec<Json> {
     text.lines()
         .map(|l| {
