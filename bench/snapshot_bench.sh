@@ -143,7 +143,7 @@ for round in $(seq "$runs"); do
     # the contenders' order turns each round: the broker's CPU grows with what it holds, so a
     # contender always run after another met a fuller broker (two builds swapped in SLUICE_BINS
     # each looked faster when run first: 2.46 against 2.54 s, then 2.61 against 3.17 s)
-    read -ra order <<<"$bins"
+    read -r -d '' -a order <<<"$bins" || true
     shift_by=$(( (round - 1) % ${#order[@]} ))
     order=("${order[@]:shift_by}" "${order[@]:0:shift_by}")
     for contender in "${order[@]}"; do

@@ -143,6 +143,10 @@ pub struct Snapshotter {
     mariadb: bool,
     /// Which statement gives the binlog end (`SHOW BINARY LOG STATUS` on newer servers).
     old_status_statement: bool,
+    /// The table whose plan was read again after its chunk named an unknown column (1054): a
+    /// second 1054 with the fresh plan is no DDL the stream has yet to reach (a
+    /// `[snapshot.where]` condition naming a column the table lacks) and stops.
+    replanned_unknown_column: Option<usize>,
     last_log: Instant,
     started: Instant,
     /// Time spent reading chunks (watermarks, queries, receiving the rows) since `started`.
@@ -219,6 +223,7 @@ impl Snapshotter {
             server_id: 0,
             mariadb: true,
             old_status_statement: false,
+            replanned_unknown_column: None,
             last_log: Instant::now(),
             started: Instant::now(),
             read_time: Duration::ZERO,
@@ -475,7 +480,10 @@ impl Snapshotter {
         loop {
             tries += 1;
             let e = match self.read_chunk(i, plan).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.replanned_unknown_column = None;
+                    return Ok(());
+                }
                 Err(e) => e,
             };
             match &e {
@@ -494,10 +502,15 @@ impl Snapshotter {
                     self.pending = None;
                     return Ok(());
                 }
-                SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. } if s.code == 1054 => {
+                SnapshotError::Query { source: sluice_protocol::Error::Server(s), .. }
+                    if s.code == 1054 && self.replanned_unknown_column != Some(i) =>
+                {
+                    self.replanned_unknown_column = Some(i);
                     tracing::info!(table = %plan.name, error = %e, "Snapshot: reading the table's definition again");
                     self.plan = None;
                     self.pending = None;
+                    // a chunk read ahead with the old plan would fail alike
+                    self.read_ahead = None;
                     return Ok(());
                 }
                 _ => {}

@@ -478,8 +478,10 @@ impl Drop for Uploader {
 fn store_error(what: String, e: impl std::fmt::Display) -> String {
     let text = e.to_string();
     let hint = if text.contains("169.254.169.254") {
-        " (no credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile, or run where \
-         an instance role provides them; AWS_ENDPOINT for an S3-compatible store)"
+        " (no credentials were found, so the client asked the cloud's instance metadata: for S3 set \
+         AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (AWS_ENDPOINT for an S3-compatible store), for GCS \
+         GOOGLE_APPLICATION_CREDENTIALS, for Azure AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY; or give \
+         a credentials file)"
     } else {
         ""
     };

@@ -327,6 +327,13 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
         if args.live.password_file.is_some() {
             p.push("--password-file is for --source: files need no password".into());
         }
+        if args.live.from.is_some() {
+            p.push(
+                "--from picks where a server's stream starts: it needs --source (for files: --start-position, \
+                    --start-datetime)"
+                    .into(),
+            );
+        }
     }
     for pattern in &args.tables {
         if let Some(m) = crate::config::table_pattern_problem(pattern) {

@@ -266,10 +266,11 @@ async fn set(cfg: &Config, to: &StartFrom, force: bool, out: &mut Report) -> Res
     };
     // the producer's init fences a running instance: it commits nothing after this
     let mut sink = KafkaSink::connect(&cfg.kafka, &cfg.source.name).await.map_err(|e| e.to_string())?;
-    let start = if force && matches!(to, StartFrom::Current) {
+    let start = if matches!(to, StartFrom::Current) {
         // the server's end again, now that nothing else commits: the end read above may be
-        // behind what a running instance committed since (a hostile trial's checkpoint went 9
-        // transactions back, and they were published twice)
+        // behind what a running instance (taken over with --force, or one too slow to count as
+        // running) committed since (a hostile trial's checkpoint went 9 transactions back, and
+        // they were published twice)
         resolve_at(&cfg.filter, &mut checked, to).await.map_err(|e| e.to_string())?
     } else {
         start

@@ -222,8 +222,6 @@ async fn checkpoint(cfg: &Config) -> Result<Option<crate::position::Checkpoint>,
 /// it says it still waits.
 const QUIET_WAIT: Duration = Duration::from_secs(5);
 const WAITING_EVERY: Duration = Duration::from_secs(30);
-/// A checkpoint older than this, with the request taken in: `--wait` says its instance may be gone.
-const STALE_AFTER: Duration = Duration::from_secs(30);
 
 /// Follows the checkpoint until the request at `offset` is taken in and `tables` are done, or
 /// `timeout` passes (exit 75).
@@ -268,15 +266,7 @@ async fn wait(cfg: &Config, tables: &[String], offset: i64, timeout: Option<Dura
         // taken in, then no checkpoint for a while: the instance stopped or cannot commit (a
         // waiter once went on for 12 minutes without a word after its instance was killed)
         let age_s = cp.as_ref().map_or(0, |c| (crate::process::now_ms() - c.ts_ms).max(0) / 1000);
-        if taken && age_s >= STALE_AFTER.as_secs() as i64 && said_stale.is_none_or(|t| t.elapsed() >= WAITING_EVERY) {
-            said_stale = Some(Instant::now());
-            crate::report!(
-                out,
-                "waiting: source {:?} committed no checkpoint for {age_s} s (sluice run commits at least every 10 s \
-                 while it runs): is it running? The snapshot goes on at its next chunk when it runs again",
-                cfg.source.name
-            );
-        }
+        let stale = taken && age_s >= crate::position::LIVE_WITHIN.as_secs() as i64;
         if taken {
             let p = cp.and_then(|c| c.snapshot).unwrap_or_default();
             let line = progress_line(&p, tables);
@@ -289,6 +279,16 @@ async fn wait(cfg: &Config, tables: &[String], offset: i64, timeout: Option<Dura
             });
             if done {
                 return Exit::Ok;
+            }
+            if stale && said_stale.is_none_or(|t| t.elapsed() >= WAITING_EVERY) {
+                said_stale = Some(Instant::now());
+                crate::report!(
+                    out,
+                    "waiting: source {:?} committed no checkpoint for {age_s} s: sluice run may have stopped (or is \
+                     inside a long read of a table without a key, or a long transaction); the snapshot goes on at \
+                     its next chunk when it runs again",
+                    cfg.source.name
+                );
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -28,23 +28,41 @@ pub enum SqlError {
     /// An image lacks columns, so the change cannot be undone.
     #[error(
         "table {table}: the {image} image lacks {missing} (the server wrote it with binlog_row_image=MINIMAL or \
-         NOBLOB), so the change cannot be undone: the old values are not in the binlog, and a statement matching the \
-         row by what is left could change another row. A flashback needs binlog_row_image=FULL when the change is \
-         written; --format json shows what each image holds"
+         NOBLOB), so the change cannot be undone: the old values are not in the binlog, or the row cannot be found by \
+         what is left without risking another. A flashback needs binlog_row_image=FULL (or FULL_NODUP) when the \
+         change is written; --format json shows what each image holds"
     )]
     PartialImage { table: String, image: &'static str, missing: String },
 }
 
-/// A flashback restores every column and matches the row by every column it knows: both need
-/// whole images. A MINIMAL before image holds only the key (the other old values are lost), a
-/// MINIMAL after image only the changed columns; NOBLOB leaves out BLOB and TEXT columns. Undone
-/// from such images, a DELETE came back with NULLs and an UPDATE matched by its changed columns
-/// (found by a hostile trial): refused instead, as `mariadb-binlog --flashback` needs FULL too.
+/// True when `img` holds column `i` (SQL NULL included).
+fn holds(img: &RowImage<'_>, i: usize) -> bool {
+    matches!(img.values.get(i), Some(Some(_)))
+}
+
+/// True when the table has a primary key and `img` holds all of it.
+fn holds_key(t: &TableMap, img: &RowImage<'_>) -> bool {
+    t.columns.iter().any(|c| c.primary_key) && t.columns.iter().filter(|c| c.primary_key).all(|c| holds(img, c.index))
+}
+
+/// A flashback needs the old value of every column it restores and a way to find the row:
+/// a MINIMAL before image holds only the key (the other old values are lost), NOBLOB leaves
+/// out BLOB and TEXT columns. Undone from such images, a DELETE came back with NULLs and an
+/// UPDATE was matched by its changed columns (a hostile trial), so such changes are refused;
+/// what can be undone exactly still is (an INSERT by its key, an UPDATE whose before image
+/// holds every column its after image changed, as FULL_NODUP writes them).
 fn whole(t: &TableMap, img: &RowImage<'_>, image: &'static str) -> Result<(), SqlError> {
-    let mut absent = t.columns.iter().filter(|c| !matches!(img.values.get(c.index), Some(Some(_))));
+    lacking(t, image, t.columns.iter().filter(|c| !holds(img, c.index)))
+}
+
+/// The refusal naming the first of `absent` (none: nothing lacks).
+fn lacking<'c>(
+    t: &TableMap,
+    image: &'static str,
+    mut absent: impl Iterator<Item = &'c sluice_binlog::Column>,
+) -> Result<(), SqlError> {
     let Some(first) = absent.next() else { return Ok(()) };
-    let more = absent.count();
-    let missing = match more {
+    let missing = match absent.count() {
         0 => format!("column {}", ident(&first.display_name())),
         n => format!("column {} and {n} more", ident(&first.display_name())),
     };
@@ -184,17 +202,33 @@ pub fn undo(out: &mut Vec<u8>, kind: RowsKind, t: &TableMap, row: &RowChange<'_>
         |img: &Option<RowImage<'_>>, which| -> Result<(), SqlError> { whole(t, img.as_ref().ok_or_else(none)?, which) };
     match kind {
         RowsKind::Write => {
-            image(&row.after, "after")?;
-            delete(out, t, row.after.as_ref().ok_or_else(none)?)?
+            // deleted again by its key, or by every column when the image lacks the key
+            let after = row.after.as_ref().ok_or_else(none)?;
+            if !holds_key(t, after) {
+                image(&row.after, "after")?;
+            }
+            delete(out, t, after)?
         }
         RowsKind::Delete => {
             image(&row.before, "before")?;
             insert(out, t, row.before.as_ref().ok_or_else(none)?)
         }
         RowsKind::Update | RowsKind::PartialUpdate => {
-            image(&row.before, "before")?;
-            image(&row.after, "after")?;
-            update(out, t, row.before.as_ref().ok_or_else(none)?, row.after.as_ref().ok_or_else(none)?)?
+            let (before, after) = (row.before.as_ref().ok_or_else(none)?, row.after.as_ref().ok_or_else(none)?);
+            // every column the change set needs its old value back
+            lacking(t, "before", t.columns.iter().filter(|c| holds(after, c.index) && !holds(before, c.index)))?;
+            // the row as it is now: the after image over the before image (a column the after
+            // image leaves out did not change), found by its key, or by every column
+            let len = before.values.len().max(after.values.len());
+            let now = RowImage {
+                values: (0..len)
+                    .map(|i| after.values.get(i).cloned().flatten().or_else(|| before.values.get(i).cloned().flatten()))
+                    .collect(),
+            };
+            if !holds_key(t, &now) {
+                whole(t, &now, "after")?;
+            }
+            update(out, t, before, &now)?
         }
     }
     Ok(())
@@ -289,8 +323,21 @@ mod tests {
         let del = RowChange { before: Some(key_only.clone()), after: None };
         assert_eq!(redo(RowsKind::Delete, &t, &del).unwrap(), "DELETE FROM `shop`.`users` WHERE `id`=1 LIMIT 1;");
         assert!(matches!(undo(RowsKind::Delete, &t, &del), Err(SqlError::PartialImage { image: "before", .. })));
+        // an INSERT whose image lacks columns is deleted again by its key; one without the key
+        // is refused
         let ins = RowChange { before: None, after: Some(key_only) };
+        assert_eq!(undo(RowsKind::Write, &t, &ins).unwrap(), "DELETE FROM `shop`.`users` WHERE `id`=1 LIMIT 1;");
+        let no_key = RowImage { values: vec![None, Some(Value::Null)] };
+        let ins = RowChange { before: None, after: Some(no_key) };
         assert!(matches!(undo(RowsKind::Write, &t, &ins), Err(SqlError::PartialImage { image: "after", .. })));
+        // FULL_NODUP: a whole before image, the after image only what changed: undone exactly,
+        // the row found by its unchanged key
+        let changed = RowImage { values: vec![None, Some(Value::Text { bytes: b"bo", collation: Some(45) })] };
+        let upd = RowChange { before: Some(img(1, None)), after: Some(changed) };
+        assert_eq!(
+            undo(RowsKind::Update, &t, &upd).unwrap(),
+            "UPDATE `shop`.`users` SET `id`=1, `name`=NULL WHERE `id`=1 LIMIT 1;"
+        );
         // whole images, NULLs included, are undone
         let upd = RowChange { before: Some(img(1, None)), after: Some(img(1, Some("bo"))) };
         assert!(undo(RowsKind::Update, &t, &upd).is_ok());
