@@ -117,7 +117,8 @@ fn is_leap(y: u16) -> bool {
     (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
 }
 
-fn days_in_month(y: u16, m: u8) -> u8 {
+/// The days of month `m` (1-12) of year `y` (0 for no month).
+pub fn days_in_month(y: u16, m: u8) -> u8 {
     match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,

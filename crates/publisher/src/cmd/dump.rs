@@ -209,12 +209,9 @@ fn parse_datetime(s: &str) -> Result<u32, String> {
         return Err(bad());
     }
     // a day the month does not have (2026-02-30 was taken as March 2nd)
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-    let month_days = match mo {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
+    let month_days = match (u16::try_from(y), u8::try_from(mo)) {
+        (Ok(y), Ok(m)) => u32::from(sluice_binlog::temporal::days_in_month(y, m)),
+        _ => return Err(bad()),
     };
     if da > month_days {
         return Err(format!("{s:?} is no date: {y:04}-{mo:02} has {month_days} days"));
