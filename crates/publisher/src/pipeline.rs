@@ -304,6 +304,9 @@ pub struct Pipeline<'c> {
     signals_offset: Option<i64>,
     /// Requests from `sluice snapshot`, and when they were last looked for.
     signals: Option<(SignalReader, std::time::Instant)>,
+    /// The stop came during a keyless table's one pass: the open Kafka transaction was aborted,
+    /// not committed (see `snapshot_work`).
+    stopped_uncommitted: bool,
 }
 
 impl<'c> Pipeline<'c> {
@@ -336,7 +339,14 @@ impl<'c> Pipeline<'c> {
             committed_snapshot: None,
             signals_offset: None,
             signals: None,
+            stopped_uncommitted: false,
         }
+    }
+
+    /// True when the run stopped without committing what it read since the last commit (a stop
+    /// during a keyless table's one pass); the checkpoint is then the last one committed.
+    pub fn stopped_uncommitted(&self) -> bool {
+        self.stopped_uncommitted
     }
 
     /// Takes in the requests `reader` brings (`sluice snapshot`).
@@ -414,8 +424,12 @@ impl<'c> Pipeline<'c> {
         loop {
             if !src.in_transaction() {
                 self.take_signals(snap);
-                if snap.is_active() && !stop.is_requested() {
-                    self.snapshot_work(src.resume_point(), snap, sink).await?;
+                if snap.is_active()
+                    && !stop.is_requested()
+                    && !self.snapshot_work(src.resume_point(), snap, sink, stop).await?
+                {
+                    self.stopped_uncommitted = true;
+                    return Ok(());
                 }
             }
             // between transactions, a quiet stream waits no longer than the next commit's

@@ -292,5 +292,10 @@ async fn attempt(
     let mut pipeline = Pipeline::new(settings, registry.clone(), connector, committed, schemas, metrics, progress)
         .with_committed(snapshot, signals)
         .with_signals(signals_reader);
-    pipeline.run(&mut src, &mut snap, &mut sink, shutdown).await
+    pipeline.run(&mut src, &mut snap, &mut sink, shutdown).await?;
+    if pipeline.stopped_uncommitted() {
+        drop(sink);
+        mark_stopped(cfg).await;
+    }
+    Ok(())
 }

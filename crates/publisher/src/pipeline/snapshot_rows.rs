@@ -17,7 +17,7 @@ use crate::avro::{EnvelopeParts, EventContext, Snapshot};
 use crate::config::ValueMode;
 use crate::kafka::KafkaSink;
 use crate::position::ResumePoint;
-use crate::process::now_ms;
+use crate::process::{now_ms, Shutdown};
 use crate::snapshot::{image, parse_row, parse_row_into, Next, ReadyChunk, SnapshotError, Snapshotter};
 
 /// `ctx` for snapshot row `n` of its chunk (or one-pass read), marked `mark`. Its times are
@@ -47,16 +47,26 @@ fn mark(first: bool, last: bool) -> Snapshot {
 
 impl Pipeline<'_> {
     /// At a transaction boundary with the stream at `resume`: publishes the snapshot chunks
-    /// that are due, reading the next ones, until one has to wait for the stream.
+    /// that are due, reading the next ones, until one has to wait for the stream or `stop` is
+    /// asked for. On a quiet server every chunk is due at once, so without the stop's check a
+    /// stop waited for the whole table (or for the stop's grace, without committing).
+    ///
+    /// Returns false when the stop came during a keyless table's one pass: its rows cannot be
+    /// committed in part (the pass is not resumable), so the open Kafka transaction was aborted
+    /// and nothing since the last commit is committed.
     pub(super) async fn snapshot_work(
         &mut self,
         resume: &ResumePoint,
         snap: &mut Snapshotter,
         sink: &mut KafkaSink,
-    ) -> Result<(), Error> {
+        stop: &Shutdown,
+    ) -> Result<bool, Error> {
         loop {
+            if stop.is_requested() {
+                return Ok(true);
+            }
             match snap.next(resume).await? {
-                Next::Stream => return Ok(()),
+                Next::Stream => return Ok(true),
                 Next::Publish(chunk) => {
                     let n = self.publish_chunk(&chunk, snap.server_id(), snap.redoes(), sink).await?;
                     snap.published(&chunk, n);
@@ -84,6 +94,20 @@ impl Pipeline<'_> {
                     // one row behind the reader, so the table's last row can say so
                     let mut held: Option<bytes::Bytes> = None;
                     loop {
+                        // the flag is read under a lock: every 1,024 rows is soon enough
+                        if n % 1024 == 1023 && stop.is_requested() {
+                            drop(rows);
+                            // a failed abort leaves the transaction to time out; the next
+                            // start's init_transactions fences it
+                            let _ = sink.abort().await;
+                            tracing::info!(
+                                table = %plan.name,
+                                rows = n,
+                                "Stopped during the one-pass read of a table without a key: nothing since the last \
+                                 commit was committed; the next start reads the table again from its beginning"
+                            );
+                            return Ok(false);
+                        }
                         let next = rows.next().await?;
                         let Some(packet) = std::mem::replace(&mut held, next) else {
                             if held.is_none() {

@@ -332,6 +332,100 @@ fn snapshot_under_writes_and_sigkills_is_exact_and_resumes() {
     eprintln!("checked at {:.1} s", started.elapsed().as_secs_f64());
 }
 
+/// SIGTERM sent to `sluice run` and how long it took to exit 0; panics if it does not.
+fn terminate(sluice: &mut Running, log: &Path) -> Duration {
+    let asked = Instant::now();
+    let _ = Command::new("kill").args(["-TERM", &sluice.0.id().to_string()]).status();
+    let status = sluice.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "sluice's exit on SIGTERM; log:\n{}", log_text(log));
+    asked.elapsed()
+}
+
+/// A stop during a snapshot on a quiet server: every chunk is due at once there, so the stop
+/// used to wait for the whole table (or gave up after its 10 s grace without committing).
+/// SIGTERM during a chunked table now commits at the next chunk and exits at once, the next
+/// start resumes after that chunk; during a keyless table's one pass (not resumable) it
+/// aborts the open Kafka transaction and exits at once, the next start reads the table again.
+/// Each table's topic then holds exactly one `r` record per row.
+#[test]
+fn a_stop_during_a_snapshot_is_prompt_and_loses_nothing() {
+    let Some(services) = Services::start("snap-stop", &[]) else { return };
+    let db = &services.mariadb;
+    let (big, nokey) = (100_000u64, 200_000u64);
+    db.sql_text(&format!(
+        "CREATE DATABASE ss; USE ss;
+         CREATE TABLE big (id BIGINT PRIMARY KEY, pad VARCHAR(40));
+         INSERT INTO big SELECT seq, CONCAT('row-', seq) FROM seq_1_to_{big};
+         CREATE TABLE nokey (x INT, y VARCHAR(20));
+         INSERT INTO nokey SELECT seq, CONCAT('n-', seq) FROM seq_1_to_{nokey};"
+    ));
+    let metrics_port = support::free_port();
+    let (config, log) = services.config(
+        "stop",
+        "topic_prefix = \"ss\"",
+        &format!(
+            "[filter]\ninclude = [\"ss.*\"]\n[snapshot]\nchunk_size = 500\n[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"
+        ),
+    );
+    let env = [("SLUICE_SOURCE__START", "current"), ("SLUICE_KAFKA__BATCH_MAX_RECORDS", "5000")];
+    let table = |name: &str| -> Option<serde_json::Value> {
+        progress(&services, "ss", "stop")?["tables"].as_array()?.iter().find(|t| t["table"] == name).cloned()
+    };
+
+    // polled every 20 ms (the checkpoint topic takes half a second to read, in which the
+    // snapshot moves tens of thousands of rows)
+    let soon = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !f() {
+            assert!(Instant::now() < deadline, "no {what}; log:\n{}", log_text(&log));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let committed = || -> bool {
+        support::try_http_get(metrics_port, "/metrics").is_ok_and(|(_, text)| {
+            text.lines().any(|l| l.starts_with("sluice_snapshot_rows_total{table=\"ss.big\"") && !l.ends_with(" 0"))
+        })
+    };
+
+    // the chunked table: stopped once some of it is committed
+    let mut sluice = start_sluice_with(&config, &log, &env);
+    soon("committed chunk", &committed);
+    let took = terminate(&mut sluice, &log);
+    let text = log_text(&log);
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}; log:\n{text}");
+    assert!(text.contains("Stopped after committing"), "{text}");
+    assert!(!text.contains("without committing"), "{text}");
+    let t = table("ss.big").unwrap();
+    let at_stop = t["rows"].as_u64().unwrap();
+    assert!(t["state"] == "running" && at_stop < big, "the stop waited for the table: {t}");
+    eprintln!("stopped after {at_stop} of {big} rows in {took:?}");
+
+    // the keyless table: stopped during its one pass
+    let mut sluice = start_sluice_with(&config, &log, &env);
+    soon("one pass", &|| log_text(&log).lines().any(|l| l.contains("in one pass") && l.contains("table=ss.nokey")));
+    std::thread::sleep(Duration::from_millis(200));
+    let took = terminate(&mut sluice, &log);
+    let text = log_text(&log);
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}; log:\n{text}");
+    assert!(text.contains("Stopped during the one-pass read"), "{text}");
+    assert_ne!(table("ss.nokey").unwrap()["state"], "done");
+
+    let mut sluice = start_sluice_with(&config, &log, &env);
+    wait_for(300, || snapshot_done(&services, "ss", "stop"), "the snapshot to finish", &log);
+    terminate(&mut sluice, &log);
+    let text = log_text(&log);
+    assert!(text.contains("resuming the table after its last committed chunk"), "{text}");
+
+    let mut reader = TopicReader::new(&services);
+    let history = check_topic(&mut reader, "ss.ss.big", None);
+    assert_eq!(history.len() as u64, big, "ss.big: keys in the topic");
+    assert!(history.values().all(|h| h.len() == 1 && h[0].0 == "r"), "ss.big: a key with other than one r record");
+    let rows = reader.read("ss.ss.nokey");
+    assert_eq!(rows.len() as u64, nokey, "ss.nokey: records in the topic (read_committed)");
+    let xs: HashSet<i64> = rows.iter().map(|r| long(field(&r.image("after").unwrap(), "x"))).collect();
+    assert_eq!(xs.len() as u64, nokey, "ss.nokey: each row once");
+}
+
 /// `sluice snapshot` with the scenario's configuration; (exit code, stdout, stderr).
 fn request(config: &Path, tables: &[&str], wait: bool) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
