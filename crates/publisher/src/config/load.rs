@@ -206,7 +206,7 @@ pub(super) fn parse_raw(
                 let mut at = segments(e.path());
                 let message = e.into_inner().to_string();
                 // toml's own text repeats the key on a line of its own
-                let message = message.split("\nin `").next().unwrap_or_default().trim_end().to_string();
+                let message = plain_types(message.split("\nin `").next().unwrap_or_default().trim_end());
                 // an environment value read as a number or boolean where the key wants
                 // text: it was meant as text
                 if let Some(o) = overrides.iter().find(|o| o.path == at && o.parsed) {
@@ -393,6 +393,24 @@ pub(super) fn struct_fields<T: serde::de::DeserializeOwned>() -> &'static [&'sta
     let mut fields: &'static [&'static str] = &[];
     let _ = T::deserialize(Probe(&mut fields));
     fields
+}
+
+/// serde's message with the Rust type it expected said in words (`expected usize` means
+/// nothing to a user writing TOML).
+fn plain_types(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("usize", "a whole number, 0 or more"),
+        ("u64", "a whole number, 0 or more"),
+        ("u32", "a whole number from 0 to 4294967295"),
+        ("u16", "a whole number from 0 to 65535"),
+        ("u8", "a whole number from 0 to 255"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+    ];
+    let Some((head, ty)) = message.rsplit_once("expected ") else { return message.to_string() };
+    WORDS.iter().find(|(t, _)| *t == ty).map_or_else(|| message.to_string(), |(_, words)| format!("{head}expected {words}"))
 }
 
 /// A `SLUICE_*` variable without `__` that names a section and one of its keys with a single

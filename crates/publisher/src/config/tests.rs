@@ -458,12 +458,17 @@ batch_max_bytes = "16 parsecs"
 
 [filter]
 include = ["cdc_test.", "a.b.c", "shop.*"]
+
+[snapshot]
+chunk_size = -1
 "#;
     let p = problems(text, vec![]);
     let text: Vec<String> = p.iter().map(ToString::to_string).collect();
     let has = |s: &str| assert!(text.iter().any(|t| t.contains(s)), "{s:?} in {text:#?}");
     has("source.url: \"mysql://127.0.0.1:35306\" names no user");
-    has("source.server_id: invalid type: string \"abc\"");
+    has("source.server_id: invalid type: string \"abc\", expected a whole number from 0 to 4294967295");
+    // the type expected in words, not Rust's name for it
+    has("snapshot.chunk_size: invalid value: integer `-1`, expected a whole number, 0 or more");
     has("source.tls: unknown variant `maybe`, expected one of `disabled`, `preferred`");
     has("source.start: \"yesterday\" is not one of earliest, current, FILE:POSITION");
     has("kafka.batch_max_bytes: \"16 parsecs\": unknown unit");
