@@ -83,7 +83,8 @@ pub struct DumpArgs {
     format: Format,
 
     /// Start at the first event at or after this offset of the first file (with --source:
-    /// the offset in --start-file).
+    /// the offset of an event in --start-file, as `--stop-position`, a resume hint or
+    /// `mariadb-binlog` print it: the server refuses one inside an event).
     #[arg(long, value_name = "OFFSET")]
     start_position: Option<u64>,
 
