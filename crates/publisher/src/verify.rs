@@ -141,7 +141,8 @@ pub struct ColumnDiff {
     pub column: String,
     /// The table's value.
     pub table: Json,
-    /// The target's value (NULL also when the record does not carry the column).
+    /// The target's value (NULL also when the record does not carry the column: written
+    /// before the column was added).
     pub target: Json,
 }
 
@@ -179,6 +180,14 @@ pub struct TableReport {
     pub different: u64,
     /// Keys that changed in every re-check round (not judged).
     pub unsettled: u64,
+    /// Of the equal keys, those whose record (or document) was written before columns the
+    /// table has now (`ALTER TABLE ... ADD COLUMN` since) and equal in every column it
+    /// carries: the added columns' values were never published for them, so they are not
+    /// compared (an UPDATE since of only those columns would not be seen either).
+    pub predates: u64,
+    /// The columns those records lack.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub predated_columns: Vec<String>,
     /// Passes over the topic and the table (more than one: more keys than the memory limit).
     pub passes: u64,
     /// What was compared when not every row (`--sample`, `--since-checkpoint`).
@@ -200,6 +209,17 @@ impl TableReport {
     /// True when every key is equal (unsettled keys do not count against it).
     pub fn is_equal(&self) -> bool {
         self.error.is_none() && self.missing == 0 && self.extra == 0 && self.different == 0
+    }
+
+    /// Counts a key equal in every column its record carries, which lacks `columns` (see
+    /// [`TableReport::predates`]); the caller counts it equal.
+    fn predated<'a>(&mut self, columns: impl Iterator<Item = &'a String>) {
+        self.predates += 1;
+        for column in columns {
+            if !self.predated_columns.contains(column) {
+                self.predated_columns.push(column.clone());
+            }
+        }
     }
 
     fn note(&mut self, kind: Kind, key: String, columns: Vec<ColumnDiff>, show: usize) {
@@ -530,7 +550,15 @@ impl Verifier {
                                     Some(d) => d,
                                     None => side.norm.row(&mut values).map_err(failed)?,
                                 };
-                                let equal = d.digest() == e.digest;
+                                let mut equal = d.digest() == e.digest;
+                                // a record written before columns were added: equal in
+                                // the columns it carries is all it can be
+                                if let Some(lacking) =
+                                    (!equal).then(|| side.norm.predates(&d, e.lacks, e.digest)).flatten()
+                                {
+                                    report.predated(lacking.iter().filter_map(|&i| side.norm.columns().get(i)));
+                                    equal = true;
+                                }
                                 doc = Some(d);
                                 equal
                             } else {
@@ -788,13 +816,22 @@ impl Verifier {
             (Some(r), None) => report.note(Kind::Missing, r.id, Vec::new(), show),
             (None, Some(t)) => report.note(Kind::Extra, t.id, Vec::new(), show),
             (Some(r), Some(t)) => {
-                let columns = r
-                    .values
+                let differ: Vec<usize> =
+                    r.values.iter().zip(&t.values).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
+                if differ.iter().all(|i| t.lacks.contains(i)) {
+                    report.equal += 1;
+                    report.predated(t.lacks.iter().filter_map(|&i| names.get(i)));
+                    return;
+                }
+                let columns = differ
                     .iter()
-                    .zip(&t.values)
-                    .zip(names)
-                    .filter(|((a, b), _)| a != b)
-                    .map(|((a, b), column)| ColumnDiff { column: column.clone(), table: a.clone(), target: b.clone() })
+                    .filter_map(|&i| {
+                        Some(ColumnDiff {
+                            column: names.get(i)?.clone(),
+                            table: r.values.get(i)?.clone(),
+                            target: t.values.get(i)?.clone(),
+                        })
+                    })
                     .collect();
                 report.note(Kind::Different, r.id, columns, show);
             }
@@ -1016,8 +1053,9 @@ async fn index_state(
             let h = id_digest(&hit.id);
             if wanted(h) {
                 let (partition, offset) = version_parts(hit.version);
-                let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
-                state.insert(h, Entry { digest, json: true, partition, offset });
+                let doc = norm.source(&hit.id, hit.source.as_ref());
+                let (digest, lacks) = (doc.digest(), norm.lack_id(&doc.lacks));
+                state.insert(h, Entry { digest, json: true, lacks, partition, offset });
             }
         }
     }
@@ -1057,8 +1095,9 @@ async fn index_entries(
         let hits = e.es.mget(&e.index, batch).await.map_err(|x| VerifyError::Other(format!("{}: {x}", e.index)))?;
         for hit in hits {
             let (partition, offset) = version_parts(hit.version);
-            let digest = norm.source(&hit.id, hit.source.as_ref()).digest();
-            state.insert(id_digest(&hit.id), Entry { digest, json: true, partition, offset });
+            let doc = norm.source(&hit.id, hit.source.as_ref());
+            let (digest, lacks) = (doc.digest(), norm.lack_id(&doc.lacks));
+            state.insert(id_digest(&hit.id), Entry { digest, json: true, lacks, partition, offset });
         }
     }
     Ok(state)

@@ -367,6 +367,15 @@ fn print(out: &mut Report, format: Format, r: &TableReport) {
     }
     let unsettled =
         if r.unsettled > 0 { format!(", {} unsettled (kept changing)", r.unsettled) } else { String::new() };
+    let unsettled = if r.predates > 0 {
+        format!(
+            "{unsettled}, {} of them written before column {} (compared without it)",
+            r.predates,
+            r.predated_columns.join(", ")
+        )
+    } else {
+        unsettled
+    };
     let passes = if r.passes > 1 { format!(", {} passes", r.passes) } else { String::new() };
     let scope = r.scope.as_ref().map(|s| format!("; compared {s}")).unwrap_or_default();
     if r.is_equal() {

@@ -410,7 +410,10 @@ fn plain_types(message: &str) -> String {
         ("f32", "a number"),
     ];
     let Some((head, ty)) = message.rsplit_once("expected ") else { return message.to_string() };
-    WORDS.iter().find(|(t, _)| *t == ty).map_or_else(|| message.to_string(), |(_, words)| format!("{head}expected {words}"))
+    WORDS
+        .iter()
+        .find(|(t, _)| *t == ty)
+        .map_or_else(|| message.to_string(), |(_, words)| format!("{head}expected {words}"))
 }
 
 /// A `SLUICE_*` variable without `__` that names a section and one of its keys with a single

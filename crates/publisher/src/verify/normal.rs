@@ -41,6 +41,11 @@ pub(crate) struct Doc {
     /// document does not carry (written before the column was added) is NULL, as Avro's schema
     /// resolution reads it with the table's schema now.
     pub values: Vec<Json>,
+    /// The columns (indexes into `values`) a record or a document does not carry: what the
+    /// table holds there now was never published for this key, so a difference there alone
+    /// says the record predates the column (`ALTER TABLE ... ADD COLUMN` since), not that a
+    /// change was lost.
+    pub lacks: Vec<usize>,
 }
 
 impl Doc {
@@ -50,6 +55,16 @@ impl Doc {
         let mut h = Xxh3::new();
         for v in &self.values {
             hash_json(&mut h, v);
+        }
+        h.digest128()
+    }
+
+    /// The digest these values would have without the columns `lacking` (NULL there, as a
+    /// record written before they were added reads).
+    pub(crate) fn digest_lacking(&self, lacking: &[usize]) -> Digest {
+        let mut h = Xxh3::new();
+        for (i, v) in self.values.iter().enumerate() {
+            hash_json(&mut h, if lacking.contains(&i) { &Json::Null } else { v });
         }
         h.digest128()
     }
@@ -184,6 +199,10 @@ pub(crate) struct Normalizer {
     encoder: AvroEncoder,
     buf: Vec<u8>,
     columns: Vec<String>,
+    /// The sets of columns the target's records lack (one per older schema version seen),
+    /// numbered from 1 in [`Entry::lacks`](super::topic::Entry::lacks): a kept key then costs
+    /// two bytes more, not a list.
+    lack_sets: std::sync::Mutex<Vec<Vec<usize>>>,
 }
 
 impl Normalizer {
@@ -212,7 +231,41 @@ impl Normalizer {
             .map(|k| columns.iter().position(|c| *c == k.column))
             .collect::<Option<Vec<usize>>>()
             .ok_or_else(|| Keyless::Other(format!("{table}: a key column is not among the row's columns")))?;
-        Ok(Normalizer { table, schema, flat, key_place, forms, encoder: AvroEncoder::new(), buf: Vec::new(), columns })
+        Ok(Normalizer {
+            table,
+            schema,
+            flat,
+            key_place,
+            forms,
+            encoder: AvroEncoder::new(),
+            buf: Vec::new(),
+            columns,
+            lack_sets: std::sync::Mutex::default(),
+        })
+    }
+
+    /// The number of the set of columns a target's record lacks (0: none, or more sets than
+    /// a number holds: then such a key is re-checked as a suspect).
+    pub(crate) fn lack_id(&self, lacks: &[usize]) -> u16 {
+        if lacks.is_empty() {
+            return 0;
+        }
+        let mut sets = self.lack_sets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = sets.iter().position(|s| s == lacks).unwrap_or_else(|| {
+            sets.push(lacks.to_vec());
+            sets.len() - 1
+        });
+        u16::try_from(at + 1).unwrap_or(0)
+    }
+
+    /// The columns a target's record lacks (set `lack_id`) when `row` equals its `digest` in
+    /// every other column; None otherwise (or when it lacks none).
+    pub(crate) fn predates(&self, row: &Doc, lack_id: u16, digest: Digest) -> Option<Vec<usize>> {
+        let set = {
+            let sets = self.lack_sets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            sets.get(usize::from(lack_id).checked_sub(1)?)?.clone()
+        };
+        (row.digest_lacking(&set) == digest).then_some(set)
     }
 
     /// The compared columns, in order.
@@ -242,7 +295,7 @@ impl Normalizer {
         self.encoder.write_flat(&self.schema, Op::Read, None, Some(image), &mut self.buf).map_err(|e| e.to_string())?;
         let value = read(self.schema.flat_schema(), &self.buf)?;
         let values = record_json(&value, &self.flat.fields, self.forms).map_err(|e| e.to_string())?;
-        Ok(Doc { id: self.id(&values), values })
+        Ok(Doc { id: self.id(&values), values, lacks: Vec::new() })
     }
 
     /// The document id of a row's values (its key columns').
@@ -272,7 +325,8 @@ impl Normalizer {
                     .iter()
                     .map(|p| p.and_then(|i| json.get_mut(i)).map(Json::take).unwrap_or(Json::Null))
                     .collect();
-                Need::Change(Change::Upsert(Doc { id: self.id(&values), values }))
+                let lacks = writer.place.iter().enumerate().filter(|(_, p)| p.is_none()).map(|(i, _)| i).collect();
+                Need::Change(Change::Upsert(Doc { id: self.id(&values), values, lacks }))
             }
         })
     }
@@ -360,7 +414,13 @@ impl Normalizer {
     pub(crate) fn source(&self, id: &str, source: Option<&Json>) -> Doc {
         let values =
             self.columns.iter().map(|c| source.and_then(|s| s.get(c)).cloned().unwrap_or(Json::Null)).collect();
-        Doc { id: id.to_string(), values }
+        let lacks = match source {
+            Some(s) => {
+                self.columns.iter().enumerate().filter(|(_, c)| s.get(c.as_str()).is_none()).map(|(i, _)| i).collect()
+            }
+            None => Vec::new(),
+        };
+        Doc { id: id.to_string(), values, lacks }
     }
 
     /// The SQL literals that select the row of a key record's document (`values` in the key's

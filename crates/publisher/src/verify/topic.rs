@@ -38,6 +38,8 @@ pub(crate) struct Entry {
     /// The digest is of the normal form ([`super::normal::Doc::digest`]): the record was
     /// written with another version of the table's schema, or the target is an index.
     pub json: bool,
+    /// The set of columns its record lacks, numbered by [`Normalizer::lack_id`] (0: none).
+    pub lacks: u16,
     /// The partition of its last record.
     pub partition: i32,
     /// The offset of its last record.
@@ -316,10 +318,11 @@ impl TopicReader {
             let (partition, offset) = (rec.partition, rec.offset);
             match rec.change {
                 Change::Upsert(doc) if wanted(rec.identity) => {
-                    state.insert(rec.identity, Entry { digest: doc.digest(), json: true, partition, offset });
+                    let (digest, lacks) = (doc.digest(), norm.lack_id(&doc.lacks));
+                    state.insert(rec.identity, Entry { digest, json: true, lacks, partition, offset });
                 }
                 Change::UpsertBytes(digest) if wanted(rec.identity) => {
-                    state.insert(rec.identity, Entry { digest, json: false, partition, offset });
+                    state.insert(rec.identity, Entry { digest, json: false, lacks: 0, partition, offset });
                 }
                 Change::Upsert(_) | Change::UpsertBytes(_) => {}
                 Change::Delete => {
