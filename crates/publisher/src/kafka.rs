@@ -228,6 +228,27 @@ pub fn client_config(k: &KafkaSection) -> Result<ClientConfig, Error> {
     Ok(c)
 }
 
+/// librdkafka's default `fetch.max.bytes`.
+pub const FETCH_MAX_BYTES: u64 = 52_428_800;
+
+/// [`client_config`] for a consumer that fetches up to `fetch_max` bytes a request: raised to
+/// `message.max.bytes` when that is larger (librdkafka refuses a consumer whose fetch cannot
+/// hold the largest record the producer may write, and `kafka.properties` are shared with
+/// `sluice run`, which needs the larger value for large rows), with `receive.message.max.bytes`
+/// raised to hold such a fetch.
+///
+/// # Errors
+/// As [`client_config`].
+pub fn consumer_config(k: &KafkaSection, fetch_max: u64) -> Result<ClientConfig, Error> {
+    let number = |key: &str| k.properties.get(key).and_then(|v| v.parse::<u64>().ok());
+    let fetch = fetch_max.max(number("message.max.bytes").unwrap_or(0));
+    // librdkafka: receive.message.max.bytes >= fetch.max.bytes + 512 (its default 100 MB)
+    let receive = number("receive.message.max.bytes").unwrap_or(100_000_000).max(fetch + 512);
+    let mut c = client_config(k)?;
+    c.set("fetch.max.bytes", fetch.to_string()).set("receive.message.max.bytes", receive.to_string());
+    Ok(c)
+}
+
 pub(crate) fn classify(what: &str, e: &RdKafkaError) -> Error {
     let fenced = e.rdkafka_error_code().is_some_and(|c| {
         matches!(
@@ -439,6 +460,24 @@ impl rdkafka::producer::ProducerContext for KafkaContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every consumer Sluice makes takes the `message.max.bytes` a large row needs (the sink's
+    /// consumer was refused by librdkafka above 16 MiB, and retried for ever); librdkafka
+    /// checks the settings when the client is made, without a broker.
+    #[test]
+    fn consumers_take_a_large_message_max_bytes() {
+        for (mm, fetch) in [(None, 16u64 << 20), (Some("20000000"), 16 << 20), (Some("200000000"), FETCH_MAX_BYTES)] {
+            let mut k: KafkaSection = toml::from_str("brokers = \"127.0.0.1:9\"").unwrap();
+            if let Some(mm) = mm {
+                k.properties.insert("message.max.bytes".into(), mm.into());
+            }
+            let c = consumer_config(&k, fetch).unwrap();
+            let made: Result<rdkafka::consumer::BaseConsumer, _> = c.clone().set("group.id", "g").create();
+            assert!(made.is_ok(), "message.max.bytes {mm:?}: {:?}", made.err());
+            let want = mm.map_or(fetch, |m| m.parse::<u64>().unwrap().max(fetch));
+            assert_eq!(c.get("fetch.max.bytes"), Some(want.to_string().as_str()));
+        }
+    }
 
     /// A reader waits out brokers away for a moment, and only that: a refusal, a missing topic
     /// or a partition's end are not "passing".

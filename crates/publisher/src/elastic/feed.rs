@@ -250,16 +250,16 @@ impl Drop for Feed<'_> {
 /// A consumer librdkafka refuses to create (a bad property).
 pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Ends), SinkError> {
     let k = &cfg.kafka;
-    let mut c = crate::kafka::client_config(k).map_err(|e| SinkError::Kafka(e.to_string()))?;
+    // memory bounded by configuration: librdkafka's defaults let a response take 50 MiB and
+    // the prefetched records 64 MiB; two batches of bulk_max_bytes come on top (a larger
+    // message.max.bytes raises the fetch to hold one record)
+    let mut c = crate::kafka::consumer_config(k, 16 << 20).map_err(|e| SinkError::Kafka(e.to_string()))?;
     c.set("group.id", cfg.elasticsearch.group(&k.topic_prefix))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("isolation.level", "read_committed")
         .set("statistics.interval.ms", "5000")
-        // memory bounded by configuration: librdkafka's defaults let a response take 50 MiB and
-        // the prefetched records 64 MiB; two batches of bulk_max_bytes come on top
-        .set("fetch.max.bytes", "16777216")
         .set("queued.max.messages.kbytes", "16384")
         .set("queued.min.messages", "10000")
         // with the queue bounded, librdkafka waits this long before fetching again once it is

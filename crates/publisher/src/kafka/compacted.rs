@@ -13,7 +13,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::{client_config, positions_topic, Error, KafkaContext};
+use super::{consumer_config, positions_topic, Error, KafkaContext, FETCH_MAX_BYTES};
 use crate::config::KafkaSection;
 use crate::position::Checkpoint;
 
@@ -45,7 +45,7 @@ impl CompactedReader {
     /// # Errors
     /// Fatal when the client cannot be created.
     pub fn new(k: &KafkaSection, topic: &str, group: &str) -> Result<CompactedReader, Error> {
-        let consumer = client_config(k)?
+        let consumer = consumer_config(k, FETCH_MAX_BYTES)?
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
