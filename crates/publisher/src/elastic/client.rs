@@ -62,12 +62,15 @@ pub enum ElasticError {
     #[error(
         "index {index} maps field {field:?} as {have}, but the table's schema now needs {want}: Elasticsearch cannot \
          change a field's type in place. Reindex: give the table a new index ([elasticsearch.indices] \
-         \"db.table\" = \"{index}-v2\"), then fill it: reset the sink's consumer group on the table's topic to the \
-         earliest offset (kafka-consumer-groups --reset-offsets --to-earliest), or, if the topic no longer holds \
-         every row, `sluice snapshot --table db.table`; then point your alias or queries at it and delete the old \
-         index (README, \"Reindexing\")"
+         \"{table}\" = \"{}\"; a new index is mapped from the table's latest schema), then fill it: reset the \
+         sink's consumer group on the table's topic to the earliest offset (kafka-consumer-groups --reset-offsets \
+         --to-earliest), or, if the topic no longer holds every row, `sluice snapshot --table {table}`; then point \
+         your alias or queries at it and delete the old index (README, \"Reindexing\")",
+        next_index(index)
     )]
     Mapping {
+        /// The table (`db.table`).
+        table: String,
         /// The index.
         index: String,
         /// The field.
@@ -219,24 +222,43 @@ impl Elastic {
         Ok(format!("{name} {version}"))
     }
 
-    /// Makes sure `index` exists with every field of `mapping`: creates it with the mapping,
-    /// or adds the fields it lacks. Returns the fields added (all of them for a new index).
+    /// Makes sure `index` (of table `table`) exists with every field of `mapping`: creates it
+    /// (with `create_with` when given: the table's latest schema's mapping, so that replaying
+    /// older records into a new index does not fix older, narrower types), or adds the fields
+    /// it lacks. Returns the fields added (all of them for a new index).
     ///
     /// # Errors
-    /// [`ElasticError::Mapping`] for a field the index has with another type; request errors.
-    pub async fn ensure_mapping(&self, index: &str, mapping: &Json) -> Result<Vec<String>, ElasticError> {
+    /// [`ElasticError::Mapping`] for a field the index has with a type that cannot hold the
+    /// values `mapping` wants it for; request errors.
+    pub async fn ensure_mapping(
+        &self,
+        table: &str,
+        index: &str,
+        mapping: &Json,
+        create_with: Option<&Json>,
+    ) -> Result<Vec<String>, ElasticError> {
         let path = format!("/{}/_mapping", encode(index));
         let (status, body) = self.send(self.request(reqwest::Method::GET, &path), &format!("GET {path}")).await?;
         let wanted = mapping.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
         if status == 404 {
             let create = format!("/{}", encode(index));
+            let first = create_with.unwrap_or(mapping);
             let (status, body) = self
-                .send(self.request(reqwest::Method::PUT, &create).json(&json!({"mappings": mapping})), "create index")
+                .send(self.request(reqwest::Method::PUT, &create).json(&json!({"mappings": first})), "create index")
                 .await?;
             let exists =
                 body.pointer("/error/type").and_then(Json::as_str) == Some("resource_already_exists_exception");
             if (200..300).contains(&status) {
-                return Ok(wanted.keys().cloned().collect());
+                let mut added: Vec<String> = first
+                    .get("properties")
+                    .and_then(Json::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                if create_with.is_some() {
+                    // the record's own fields: checked against the new index, the missing added
+                    added.extend(Box::pin(self.ensure_mapping(table, index, mapping, None)).await?);
+                }
+                return Ok(added);
             }
             if !exists {
                 return Err(ElasticError::Status {
@@ -247,7 +269,7 @@ impl Elastic {
                 });
             }
             // created meanwhile (another instance): compare with its mapping
-            return Box::pin(self.ensure_mapping(index, mapping)).await;
+            return Box::pin(self.ensure_mapping(table, index, mapping, None)).await;
         }
         if status != 200 {
             return Err(ElasticError::Status {
@@ -271,8 +293,9 @@ impl Elastic {
                 None => {
                     missing.insert(field.clone(), want.clone());
                 }
-                Some(h) if type_of(h) != type_of(want) => {
+                Some(h) if !holds(type_of(h), type_of(want)) => {
                     return Err(ElasticError::Mapping {
+                        table: table.to_string(),
                         index: index.to_string(),
                         field: field.clone(),
                         have: type_of(h).to_string(),
@@ -530,6 +553,23 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
+/// True when a field Elasticsearch maps as `have` takes the values a schema mapping it as
+/// `want` writes: the same type, or a wider one (the records a table's older schema wrote, in
+/// an index mapped from its newer one: an INT column since made BIGINT, a FLOAT made DOUBLE).
+fn holds(have: &str, want: &str) -> bool {
+    have == want || matches!((have, want), ("long", "integer") | ("double", "float"))
+}
+
+/// The index name a reindex suggests after `index`: `-v2`, or the next number after one.
+fn next_index(index: &str) -> String {
+    if let Some((base, n)) = index.rsplit_once("-v") {
+        if let Ok(n) = n.parse::<u32>() {
+            return format!("{base}-v{}", n + 1);
+        }
+    }
+    format!("{index}-v2")
+}
+
 fn shorten(s: &str) -> String {
     let mut t: String = s.chars().take(500).collect();
     if t.len() < s.len() {
@@ -646,10 +686,21 @@ mod tests {
         assert_eq!(status(503).disposition(), Disposition::Retry);
         assert_eq!(status(429).disposition(), Disposition::Retry);
         assert_eq!(status(400).disposition(), Disposition::Stop);
-        let e =
-            ElasticError::Mapping { index: "i".into(), field: "f".into(), have: "long".into(), want: "keyword".into() };
+        let e = ElasticError::Mapping {
+            table: "shop.ty".into(),
+            index: "sluice.shop.ty-v2".into(),
+            field: "f".into(),
+            have: "long".into(),
+            want: "keyword".into(),
+        };
         assert_eq!(e.disposition(), Disposition::Stop);
-        assert!(e.to_string().contains("Reindex"), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("Reindex"), "{text}");
+        // the table and the next index named, not placeholders
+        assert!(text.contains("\"shop.ty\" = \"sluice.shop.ty-v3\"") && text.contains("--table shop.ty`"), "{text}");
+        assert_eq!(next_index("i"), "i-v2");
+        assert!(holds("long", "integer") && holds("double", "float") && holds("text", "text"));
+        assert!(!holds("integer", "long") && !holds("keyword", "long"));
         assert_eq!(backoff(0), Duration::from_secs(1));
         assert_eq!(backoff(9), Duration::from_secs(30));
     }

@@ -551,7 +551,11 @@ impl<'c> Feed<'c> {
     /// The decoder of a framed datum's schema (fetched from the registry once per id); a value
     /// schema's GEOMETRY columns that `geo_point` names for `db.table` are `geo_point`s.
     async fn decoder(&mut self, framed: &[u8], db: &str, table: &str) -> Result<Arc<Decoder>, String> {
-        let id = schema_id(framed)?;
+        self.decoder_of(schema_id(framed)?, db, table).await
+    }
+
+    /// [`Feed::decoder`] of schema `id`.
+    async fn decoder_of(&mut self, id: u32, db: &str, table: &str) -> Result<Arc<Decoder>, String> {
         if let Some(d) = self.decoders.get(&id) {
             return Ok(Arc::clone(d));
         }
@@ -576,17 +580,46 @@ impl<'c> Feed<'c> {
         Ok(d)
     }
 
+    /// The mapping of the latest value schema registered for `topic` (None: none, or this
+    /// one's; a registry that cannot say is not an error here: the record's own is used).
+    async fn latest_mapping(
+        &mut self,
+        topic: &str,
+        schema_id: u32,
+        db: &str,
+        table: &str,
+    ) -> Option<serde_json::Value> {
+        let latest = match self.registry.latest(&format!("{topic}-value")).await {
+            Ok(Some((id, _))) if id != schema_id => id,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::debug!(topic, error = %e, "The latest schema of the topic could not be read");
+                return None;
+            }
+        };
+        match self.decoder_of(latest, db, table).await.ok()?.as_ref() {
+            Decoder::Value(_, layout) => Some(mapping(layout, self.es_cfg)),
+            Decoder::Key(..) => None,
+        }
+    }
+
     /// Gives the table's index the mapping of this value schema's columns, once per schema id.
+    /// An index created now is mapped from the table's latest schema first: a reindex replays
+    /// the topic from its start, and mapped from its oldest records an INT since made BIGINT
+    /// would stop it again at the change it was made for.
     async fn ensure_mapping(&mut self, topic: &str, schema_id: u32, layout: &Layout) -> Result<(), SinkError> {
         let Some(Some(table)) = self.tables.get(topic) else { return Ok(()) };
         if table.mapped.contains(&schema_id) {
             return Ok(());
         }
-        let index = table.index.clone();
+        let (index, first) = (table.index.clone(), table.mapped.is_empty());
+        let name = format!("{}.{}", table.db, table.table);
+        let (db, tbl) = (table.db.clone(), table.table.clone());
+        let latest = if first { self.latest_mapping(topic, schema_id, &db, &tbl).await } else { None };
         let wanted = mapping(layout, self.es_cfg);
         let mut attempt = 0;
         let added = loop {
-            match self.es.ensure_mapping(&index, &wanted).await {
+            match self.es.ensure_mapping(&name, &index, &wanted, latest.as_ref()).await {
                 Ok(added) => break added,
                 Err(e) if e.disposition() == Disposition::Retry && attempt < 5 => {
                     attempt += 1;
