@@ -53,6 +53,11 @@ pub fn interrupt_flag(what: &'static str) -> std::sync::Arc<std::sync::atomic::A
     flag
 }
 
+/// How long a stop signal waits for the work in flight to reach a point it can commit (the
+/// next transaction boundary, a bulk request through) before the process stops without it:
+/// what was not committed comes again on the next start.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A stop asked for (SIGTERM, Ctrl-C, or a test): the one handle every task that must end at
 /// a boundary of its own is given. The pipeline commits at its next transaction boundary, the
 /// Elasticsearch sink sends and commits its batch, the supervisor stops waiting to restart.

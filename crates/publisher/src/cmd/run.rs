@@ -47,9 +47,6 @@ pub struct RunArgs {
     pub config: PathBuf,
 }
 
-/// How long a stop signal waits for the next transaction boundary.
-const STOP_GRACE: Duration = Duration::from_secs(10);
-
 /// How long a snapshot's query may wait for the server's next packet.
 const SNAPSHOT_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -61,6 +58,8 @@ pub fn run(args: RunArgs) -> Exit {
     };
     super::on_runtime(Run::NAME, serve(&cfg)).unwrap_or_else(|exit| exit)
 }
+
+use crate::process::STOP_GRACE;
 
 async fn serve(cfg: &Config) -> Exit {
     let shutdown = Shutdown::on_signal("Stopping at the next transaction boundary");

@@ -96,6 +96,37 @@ impl Supervised for Sink<'_> {
     }
 
     async fn attempt(&mut self, shutdown: &Shutdown) -> Result<(), SinkError> {
+        // a stop waits for the batch to be applied and committed, but not for ever: with
+        // Elasticsearch away the bulk request is retried without end. Dropped then, the batch's
+        // offsets stay uncommitted and its records come again (its writes are versioned)
+        let grace = async {
+            shutdown.requested().await;
+            tokio::time::sleep(crate::process::STOP_GRACE).await;
+        };
+        tokio::select! {
+            r = self.apply(shutdown) => r,
+            () = grace => {
+                tracing::warn!(
+                    "The batch was not applied within {:?} of the stop signal (Elasticsearch not answering): \
+                     stopping without committing it; its records are applied on the next start",
+                    crate::process::STOP_GRACE
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn ended(&mut self, restarting: bool) {
+        self.metrics.set_ready(false);
+        if restarting {
+            self.metrics.restart();
+        }
+    }
+}
+
+impl Sink<'_> {
+    /// One attempt: the feed connected and run until the stop or an error.
+    async fn apply(&mut self, shutdown: &Shutdown) -> Result<(), SinkError> {
         let cfg = self.cfg;
         let mut feed = Feed::new(cfg, self.registry.clone(), Arc::clone(&self.metrics))?;
         let cluster = feed.hello().await?;
@@ -108,12 +139,5 @@ impl Supervised for Sink<'_> {
         );
         self.metrics.set_ready(true);
         feed.run(&consumer, &ends, shutdown).await
-    }
-
-    fn ended(&mut self, restarting: bool) {
-        self.metrics.set_ready(false);
-        if restarting {
-            self.metrics.restart();
-        }
     }
 }

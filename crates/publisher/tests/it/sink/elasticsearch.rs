@@ -532,6 +532,66 @@ fn scenario(name: &str, engine_kind: &str) {
     run.wait().unwrap();
 }
 
+/// SIGTERM while Elasticsearch does not answer (a proxy in front of it cuts every connection):
+/// the bulk request is retried without end, so the stop waits its grace (10 s), then the sink
+/// exits 0 without committing the batch (before: it ran on until Elasticsearch came back, a
+/// second signal ignored too). The next start applies the batch's records.
+#[test]
+fn a_stop_while_elasticsearch_is_away_ends_after_its_grace() {
+    use support::proxy::{FaultProxy, Mode};
+    let Some(services) = Services::start("es-stop", &[]) else { return };
+    let engine = Engine::start("es-stop", "noida");
+    let proxy = FaultProxy::start(engine.port());
+    let db = &services.mariadb;
+    db.sql_text(
+        "CREATE DATABASE shop; CREATE TABLE shop.orders (id INT PRIMARY KEY, v VARCHAR(20), qty INT); \
+                 INSERT INTO shop.orders VALUES (1, 'a', 1);",
+    );
+    let es = format!(
+        "[elasticsearch]\nurl = \"http://127.0.0.1:{}\"\nbulk_interval = \"200ms\"\n[snapshot]\nmode = \"initial\"",
+        proxy.port
+    );
+    let (config, log) = services.config("es-stop", "topic_prefix = \"sluice\"", &es);
+    let run_log = log.with_file_name("run.log");
+    let _ = std::fs::remove_file(&run_log);
+    let mut run = start_sluice_with(&config, &run_log, &[("SLUICE_SOURCE__START", "current")]);
+    let sink_log = log.with_file_name("sink.log");
+    let _ = std::fs::remove_file(&sink_log);
+    let metrics = support::free_port();
+    let mut sink = Sink::start(&config, &sink_log, metrics);
+    wait_for(120, || engine.documents("sluice.shop.orders").len() == 1, "the snapshot's document", &sink_log);
+
+    proxy.set(Mode::Cut);
+    db.sql_text("INSERT INTO shop.orders VALUES (2, 'b', 2)");
+    wait_for(60, || log_text(&sink_log).contains("The bulk request failed"), "a failed bulk request", &sink_log);
+    let asked = Instant::now();
+    let _ = std::process::Command::new("kill").args(["-TERM", &sink.0.id().to_string()]).status();
+    let status = loop {
+        if let Some(st) = sink.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(asked.elapsed() < Duration::from_secs(30), "the sink did not stop:\n{}", log_text(&sink_log));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let took = asked.elapsed();
+    let text = log_text(&sink_log);
+    assert_eq!(status.code(), Some(0), "{text}");
+    assert!(took >= Duration::from_secs(9) && took < Duration::from_secs(20), "stopped after {took:?}:\n{text}");
+    assert!(text.contains("stopping without committing it"), "{text}");
+
+    proxy.set(Mode::Pass);
+    let mut sink = Sink::start(&config, &sink_log, metrics);
+    wait_for(
+        60,
+        || engine.documents("sluice.shop.orders").len() == 2,
+        "the batch applied after the restart",
+        &sink_log,
+    );
+    sink.stop();
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
 /// `sluice verify` (issue 22) says what the comparisons above say, for both targets and every
 /// column type; then, after a document is deleted from the index and a row changed behind
 /// Sluice's back, exactly those keys and that column (both restored after).

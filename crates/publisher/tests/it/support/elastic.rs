@@ -28,6 +28,10 @@ impl Engine {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     pub fn call(&self, method: &str, path: &str, body: Option<&Json>) -> (u16, Json) {
         let text = body.map(Json::to_string);
         let (status, body) = http_request(self.port, method, path, text.as_deref()).unwrap();
