@@ -144,8 +144,13 @@ pub(crate) fn record_json(record: &Avro, fields: &[Field], forms: Forms) -> Resu
 
 /// The document id of key values (in key order): a one-column key's value as text, a
 /// composite key as a JSON array.
+///
+/// An empty string is a valid MySQL key but not an `_id` (Elasticsearch refuses it, and a
+/// refused item stopped the sink for every table): it becomes `"\0"`, and a value that
+/// begins with NUL gets one more in front, so that every key keeps an id of its own.
 pub(crate) fn id_of(values: &[&Json]) -> String {
     match values {
+        [Json::String(s)] if s.is_empty() || s.starts_with('\0') => format!("\0{s}"),
         [Json::String(s)] => s.clone(),
         [v] => v.to_string(),
         many => Json::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
@@ -353,6 +358,20 @@ pub fn decimal_text(be: &[u8], scale: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Every one-column string key has an `_id` of its own, and none is empty.
+    #[test]
+    fn empty_and_nul_keys_have_ids_of_their_own() {
+        let id = |s: &str| id_of(&[&Json::String(s.into())]);
+        let keys = ["", "\0", "\0\0", "a", "\0a", "[\"\"]"];
+        let ids: std::collections::HashSet<String> = keys.iter().map(|k| id(k)).collect();
+        assert_eq!(ids.len(), keys.len(), "{ids:?}");
+        assert!(ids.iter().all(|i| !i.is_empty()));
+        assert_eq!(id("a"), "a");
+        assert_eq!(id(""), "\0");
+        // a composite key's empty part is inside its array
+        assert_eq!(id_of(&[&Json::from(7), &Json::String(String::new())]), "[7,\"\"]");
+    }
+
     use super::*;
 
     const FORMS: Forms = Forms { time: EsTime::Long, json: EsJson::Flattened };
