@@ -177,6 +177,12 @@ impl ElasticsearchSection {
         if self.username.is_some() && (self.api_key_file.is_some() || self.api_key_env.is_some()) {
             p.push("elasticsearch.username", "set either a username (basic auth) or an API key, not both");
         }
+        // a password without a user was dropped, and the sink went in unauthenticated
+        for (key, set) in [("password_file", self.password_file.is_some()), ("password_env", self.password_env.is_some())] {
+            if set && self.username.is_none() {
+                p.push(&format!("elasticsearch.{key}"), "a password needs elasticsearch.username (basic auth)");
+            }
+        }
         if !self.index.contains("{topic}") && !self.index.contains("{table}") {
             p.push("elasticsearch.index", "must contain {topic} or {table} (each table needs its own index)");
         }

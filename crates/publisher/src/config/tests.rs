@@ -53,7 +53,7 @@ fn the_sink_configuration() {
     assert_eq!(missing[0].key, "elasticsearch");
     let bad = "[kafka]\nbrokers = \"k\"\n[registry]\nurl = \"http://r\"\n[elasticsearch]\nurl = \"es:9200\"\n\
                    index = \"Sluice Index\"\nbulk_max_actions = 0\ndecimal = \"float\"\ngeo_point = [\"shop.t\"]\n\
-                   ca_file = \"/ca.pem\"\n[elasticsearch.indices]\n\"shop.*\" = \"x\"\n";
+                   ca_file = \"/ca.pem\"\npassword_env = \"ES_PW\"\n[elasticsearch.indices]\n\"shop.*\" = \"x\"\n";
     let p = match sink(bad, vec![]) {
         Err(ConfigError::Invalid { problems, .. }) => problems,
         other => panic!("{other:?}"),
@@ -67,6 +67,8 @@ fn the_sink_configuration() {
         "elasticsearch.geo_point",
         "elasticsearch.ca_file",
         "elasticsearch.indices.shop.*",
+        // a password without a user was dropped: the sink went in unauthenticated
+        "elasticsearch.password_env",
     ] {
         assert!(keys.contains(&key), "{key} in {p:#?}");
     }
