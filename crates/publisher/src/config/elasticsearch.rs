@@ -178,7 +178,9 @@ impl ElasticsearchSection {
             p.push("elasticsearch.username", "set either a username (basic auth) or an API key, not both");
         }
         // a password without a user was dropped, and the sink went in unauthenticated
-        for (key, set) in [("password_file", self.password_file.is_some()), ("password_env", self.password_env.is_some())] {
+        for (key, set) in
+            [("password_file", self.password_file.is_some()), ("password_env", self.password_env.is_some())]
+        {
             if set && self.username.is_none() {
                 p.push(&format!("elasticsearch.{key}"), "a password needs elasticsearch.username (basic auth)");
             }
