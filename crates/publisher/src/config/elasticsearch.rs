@@ -182,7 +182,7 @@ impl ElasticsearchSection {
             [("password_file", self.password_file.is_some()), ("password_env", self.password_env.is_some())]
         {
             if set && self.username.is_none() {
-                p.push(&format!("elasticsearch.{key}"), "a password needs elasticsearch.username (basic auth)");
+                p.push(format!("elasticsearch.{key}"), "a password needs elasticsearch.username (basic auth)");
             }
         }
         if !self.index.contains("{topic}") && !self.index.contains("{table}") {
