@@ -163,7 +163,7 @@ impl Supervised for Run<'_> {
                     tracing::warn!(
                         start = %self.cfg.source.start,
                         position = %s.resume,
-                        "Stopped before this run read a checkpoint (Kafka never answered): if the source has none \
+                        "Stopped before this run read a checkpoint (while connecting, or Kafka did not answer): if the source has none \
                          yet, the next start resolves source.start again, so changes written meanwhile are not \
                          captured unless it names a position; with a checkpoint, it resumes from it"
                     );
