@@ -193,6 +193,15 @@ macro_rules! report {
     ($out:expr, $($arg:tt)*) => { $out.line(format_args!($($arg)*)) };
 }
 
+/// `text` cut to its first `max` characters, `...` saying so: a server's answer in a message
+/// (a registry's refusal quotes whole schemas, an object store its XML) stays readable.
+pub fn shortened(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}...", text.get(..cut).unwrap_or_default())),
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
 /// True when `e` says the reader of the output has gone away.
 pub fn is_closed_pipe(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::BrokenPipe

@@ -285,10 +285,13 @@ impl RegistryClient {
                 .ok()
                 .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
                 .unwrap_or(text);
+            // a registry's message quotes the older schema whole (kilobytes)
+            let message = crate::console::shortened(&message, 600).into_owned();
             return Err(RegistryError::Incompatible { subject: subject.to_string(), message });
         }
         if !(200..300).contains(&status) {
-            return Err(RegistryError::Refused { subject: subject.to_string(), status, body: text });
+            let body = crate::console::shortened(&text, 600).into_owned();
+            return Err(RegistryError::Refused { subject: subject.to_string(), status, body });
         }
         let id = serde_json::from_str::<serde_json::Value>(&text)
             .ok()

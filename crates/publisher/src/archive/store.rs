@@ -485,10 +485,7 @@ fn store_error(what: String, e: impl std::fmt::Display) -> String {
     } else {
         ""
     };
-    const MAX: usize = 600;
-    let cut = if text.len() > MAX { text.char_indices().nth(MAX).map_or(text.len(), |(i, _)| i) } else { text.len() };
-    let more = if cut < text.len() { "..." } else { "" };
-    format!("{what}: {}{more}{hint}", text.get(..cut).unwrap_or_default())
+    format!("{what}: {}{hint}", crate::console::shortened(&text, 600))
 }
 
 #[cfg(test)]

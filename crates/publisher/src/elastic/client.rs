@@ -571,11 +571,7 @@ fn next_index(index: &str) -> String {
 }
 
 fn shorten(s: &str) -> String {
-    let mut t: String = s.chars().take(500).collect();
-    if t.len() < s.len() {
-        t.push_str(" ...");
-    }
-    t
+    crate::console::shortened(s, 500).into_owned()
 }
 
 /// How long to wait before trying again after `attempt` failures (1 s doubling to 30 s).
