@@ -202,6 +202,25 @@ pub fn shortened(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `text` on one line, unambiguously: control characters (newline and tab too) and the
+/// backslash escaped, so that a value (a key in a report) cannot print what looks like a line
+/// of its own, and `a\nb` and `a<newline>b` differ.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(|c| c.is_control() || c == '\\') {
+        let mut out = String::with_capacity(text.len() + 8);
+        for c in text.chars() {
+            if c.is_control() || c == '\\' {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        std::borrow::Cow::Owned(out)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// True when `e` says the reader of the output has gone away.
 pub fn is_closed_pipe(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::BrokenPipe
@@ -210,6 +229,15 @@ pub fn is_closed_pipe(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key holding a newline cannot print a line of its own into a report.
+    #[test]
+    fn one_line_escapes_controls_and_backslashes() {
+        assert_eq!(one_line("line1\nFAKE: 0 different"), "line1\\nFAKE: 0 different");
+        assert_eq!(one_line("a\\nb"), "a\\\\nb");
+        assert_eq!(one_line("[3,\"k1\"]"), "[3,\"k1\"]");
+        assert_eq!(one_line("a\u{1b}[2J"), "a\\u{1b}[2J");
+    }
 
     #[test]
     fn control_characters_are_shown_escaped() {

@@ -231,7 +231,8 @@ pub fn client_config(k: &KafkaSection) -> Result<ClientConfig, Error> {
 /// librdkafka's default `fetch.max.bytes`.
 pub const FETCH_MAX_BYTES: u64 = 52_428_800;
 
-/// [`client_config`] for a consumer that fetches up to `fetch_max` bytes a request: raised to
+/// [`client_config`] for a consumer: its `fetch.max.bytes` is `bound` (the sink's memory bound)
+/// or else the one `kafka.properties` sets (librdkafka's default without), raised to
 /// `message.max.bytes` when that is larger (librdkafka refuses a consumer whose fetch cannot
 /// hold the largest record the producer may write, and `kafka.properties` are shared with
 /// `sluice run`, which needs the larger value for large rows), with `receive.message.max.bytes`
@@ -239,9 +240,12 @@ pub const FETCH_MAX_BYTES: u64 = 52_428_800;
 ///
 /// # Errors
 /// As [`client_config`].
-pub fn consumer_config(k: &KafkaSection, fetch_max: u64) -> Result<ClientConfig, Error> {
+pub fn consumer_config(k: &KafkaSection, bound: Option<u64>) -> Result<ClientConfig, Error> {
     let number = |key: &str| k.properties.get(key).and_then(|v| v.parse::<u64>().ok());
-    let fetch = fetch_max.max(number("message.max.bytes").unwrap_or(0));
+    let fetch = bound
+        .or_else(|| number("fetch.max.bytes"))
+        .unwrap_or(FETCH_MAX_BYTES)
+        .max(number("message.max.bytes").unwrap_or(0));
     // librdkafka: receive.message.max.bytes >= fetch.max.bytes + 512 (its default 100 MB)
     let receive = number("receive.message.max.bytes").unwrap_or(100_000_000).max(fetch + 512);
     let mut c = client_config(k)?;
@@ -471,12 +475,16 @@ mod tests {
             if let Some(mm) = mm {
                 k.properties.insert("message.max.bytes".into(), mm.into());
             }
-            let c = consumer_config(&k, fetch).unwrap();
+            let c = consumer_config(&k, (fetch != FETCH_MAX_BYTES).then_some(fetch)).unwrap();
             let made: Result<rdkafka::consumer::BaseConsumer, _> = c.clone().set("group.id", "g").create();
             assert!(made.is_ok(), "message.max.bytes {mm:?}: {:?}", made.err());
             let want = mm.map_or(fetch, |m| m.parse::<u64>().unwrap().max(fetch));
             assert_eq!(c.get("fetch.max.bytes"), Some(want.to_string().as_str()));
         }
+        // without a bound, a fetch.max.bytes the user set is kept
+        let mut k: KafkaSection = toml::from_str("brokers = \"127.0.0.1:9\"").unwrap();
+        k.properties.insert("fetch.max.bytes".into(), "104857600".into());
+        assert_eq!(consumer_config(&k, None).unwrap().get("fetch.max.bytes"), Some("104857600"));
     }
 
     /// A reader waits out brokers away for a moment, and only that: a refusal, a missing topic

@@ -24,6 +24,7 @@
 pub mod batch;
 pub mod emit;
 mod snapshot_rows;
+use snapshot_rows::SnapshotWork;
 pub mod start;
 pub mod tables;
 #[cfg(test)]
@@ -394,8 +395,9 @@ impl<'c> Pipeline<'c> {
     }
 
     /// Streams changes from `src`, and the rows `snap` reads between its transactions, into
-    /// `sink` until `stop` is set (then it commits at the next boundary and returns) or an error
-    /// ends the attempt (the open Kafka transaction is then aborted).
+    /// `sink` until `stop` is set (then it commits at the next boundary and returns; during a
+    /// keyless table's one pass it aborts instead, see [`Pipeline::stopped_uncommitted`]) or an
+    /// error ends the attempt (the open Kafka transaction is then aborted).
     ///
     /// # Errors
     /// Whatever ends the attempt; see [`Error::disposition`].
@@ -426,7 +428,7 @@ impl<'c> Pipeline<'c> {
                 self.take_signals(snap);
                 if snap.is_active()
                     && !stop.is_requested()
-                    && !self.snapshot_work(src.resume_point(), snap, sink, stop).await?
+                    && self.snapshot_work(src.resume_point(), snap, sink, stop).await? == SnapshotWork::Abandoned
                 {
                     self.stopped_uncommitted = true;
                     return Ok(());

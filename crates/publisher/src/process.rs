@@ -58,6 +58,13 @@ pub fn interrupt_flag(what: &'static str) -> std::sync::Arc<std::sync::atomic::A
 /// what was not committed comes again on the next start.
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Resolves [`STOP_GRACE`] after `shutdown` was asked for: what a stop waiting for work in
+/// flight selects against.
+pub async fn after_grace(shutdown: &Shutdown) {
+    shutdown.requested().await;
+    tokio::time::sleep(STOP_GRACE).await;
+}
+
 /// A stop asked for (SIGTERM, Ctrl-C, or a test): the one handle every task that must end at
 /// a boundary of its own is given. The pipeline commits at its next transaction boundary, the
 /// Elasticsearch sink sends and commits its batch, the supervisor stops waiting to restart.

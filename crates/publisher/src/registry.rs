@@ -25,7 +25,9 @@ pub enum RegistryError {
     #[error(
         "the Schema Registry refused the new schema of subject {subject:?} as incompatible: {message}. \
          Make the table change compatible (e.g. add columns with defaults or as NULLable), or change the \
-         subject's compatibility level (PUT /config/{subject}) knowingly, or route the table to a new topic"
+         subject's compatibility level (PUT /config/{subject}) knowingly, or route the table to a new topic",
+        // a registry's message quotes the older schema whole (kilobytes)
+        message = crate::console::shortened(.message, 600)
     )]
     Incompatible {
         /// The subject.
@@ -34,7 +36,7 @@ pub enum RegistryError {
         message: String,
     },
     /// Any other refusal (invalid schema, authorization).
-    #[error("the Schema Registry answered {status} for subject {subject:?}: {body}")]
+    #[error("the Schema Registry answered {status} for subject {subject:?}: {}", crate::console::shortened(.body, 600))]
     Refused {
         /// The subject.
         subject: String,
@@ -285,13 +287,10 @@ impl RegistryClient {
                 .ok()
                 .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
                 .unwrap_or(text);
-            // a registry's message quotes the older schema whole (kilobytes)
-            let message = crate::console::shortened(&message, 600).into_owned();
             return Err(RegistryError::Incompatible { subject: subject.to_string(), message });
         }
         if !(200..300).contains(&status) {
-            let body = crate::console::shortened(&text, 600).into_owned();
-            return Err(RegistryError::Refused { subject: subject.to_string(), status, body });
+            return Err(RegistryError::Refused { subject: subject.to_string(), status, body: text });
         }
         let id = serde_json::from_str::<serde_json::Value>(&text)
             .ok()

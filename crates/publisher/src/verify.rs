@@ -180,9 +180,9 @@ pub struct TableReport {
     pub different: u64,
     /// Keys that changed in every re-check round (not judged).
     pub unsettled: u64,
-    /// Of the equal keys, those whose record (or document) was written before columns the
-    /// table has now (`ALTER TABLE ... ADD COLUMN` since) and equal in every column it
-    /// carries: the added columns' values were never published for them, so they are not
+    /// Of the equal keys, those whose only differences are in columns their record (or
+    /// document) lacks, written before the table had them (`ALTER TABLE ... ADD COLUMN`
+    /// since): the added columns' values were never published for them, so they are not
     /// compared (an UPDATE since of only those columns would not be seen either).
     pub predates: u64,
     /// The columns those records lack.
@@ -818,7 +818,7 @@ impl Verifier {
             (Some(r), Some(t)) => {
                 let differ: Vec<usize> =
                     r.values.iter().zip(&t.values).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
-                if differ.iter().all(|i| t.lacks.contains(i)) {
+                if !differ.is_empty() && differ.iter().all(|i| t.lacks.contains(i)) {
                     report.equal += 1;
                     report.predated(t.lacks.iter().filter_map(|&i| names.get(i)));
                     return;

@@ -59,8 +59,6 @@ pub fn run(args: RunArgs) -> Exit {
     super::on_runtime(Run::NAME, serve(&cfg)).unwrap_or_else(|exit| exit)
 }
 
-use crate::process::STOP_GRACE;
-
 async fn serve(cfg: &Config) -> Exit {
     let shutdown = Shutdown::on_signal("Stopping at the next transaction boundary");
     let metrics = Arc::new(Metrics::new(&cfg.source.name));
@@ -118,10 +116,11 @@ async fn serve(cfg: &Config) -> Exit {
 async fn stop_grace(shutdown: &Shutdown, metrics: &Metrics) {
     shutdown.requested().await;
     if metrics.is_ready() {
-        tokio::time::sleep(STOP_GRACE).await;
+        crate::process::after_grace(shutdown).await;
         tracing::warn!(
-            "No commit within {STOP_GRACE:?} of the stop signal (a MySQL transaction still open, or Kafka not \
-             answering): stopping without committing; the next start replays from the last committed checkpoint"
+            "No commit within {:?} of the stop signal (a MySQL transaction still open, or Kafka not \
+             answering): stopping without committing; the next start replays from the last committed checkpoint",
+            crate::process::STOP_GRACE
         );
     } else {
         tracing::info!("Stopped while connecting: nothing was in flight");

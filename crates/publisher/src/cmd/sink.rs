@@ -99,13 +99,9 @@ impl Supervised for Sink<'_> {
         // a stop waits for the batch to be applied and committed, but not for ever: with
         // Elasticsearch away the bulk request is retried without end. Dropped then, the batch's
         // offsets stay uncommitted and its records come again (its writes are versioned)
-        let grace = async {
-            shutdown.requested().await;
-            tokio::time::sleep(crate::process::STOP_GRACE).await;
-        };
         tokio::select! {
             r = self.apply(shutdown) => r,
-            () = grace => {
+            () = crate::process::after_grace(shutdown) => {
                 tracing::warn!(
                     "The batch was not applied within {:?} of the stop signal (Elasticsearch not answering): \
                      stopping without committing it; its records are applied on the next start",

@@ -373,26 +373,28 @@ fn print(out: &mut Report, format: Format, r: &TableReport) {
     }
     let unsettled =
         if r.unsettled > 0 { format!(", {} unsettled (kept changing)", r.unsettled) } else { String::new() };
-    let unsettled = if r.predates > 0 {
+    // said of the equal keys, right after their count
+    let predates = if r.predates > 0 {
+        let one = r.predated_columns.len() == 1;
         format!(
-            "{unsettled}, {} of them written before column{} {} (compared without {})",
+            " ({} of them written before column{} {}: compared without {})",
             r.predates,
-            if r.predated_columns.len() == 1 { "" } else { "s" },
+            if one { "" } else { "s" },
             r.predated_columns.join(", "),
-            if r.predated_columns.len() == 1 { "it" } else { "them" }
+            if one { "it" } else { "them" }
         )
     } else {
-        unsettled
+        String::new()
     };
     let passes = if r.passes > 1 { format!(", {} passes", r.passes) } else { String::new() };
     let scope = r.scope.as_ref().map(|s| format!("; compared {s}")).unwrap_or_default();
     if r.is_equal() {
-        crate::report!(out, "{t} = {against}: {rows} equal{unsettled} ({secs:.1} s{passes}{scope})");
+        crate::report!(out, "{t} = {against}: {rows} equal{predates}{unsettled} ({secs:.1} s{passes}{scope})");
         return;
     }
     crate::report!(
         out,
-        "{t} ≠ {against}: {rows}: {} equal, {} missing, {} extra, {} different{unsettled} ({secs:.1} s{passes}{scope})",
+        "{t} ≠ {against}: {rows}: {} equal{predates}, {} missing, {} extra, {} different{unsettled} ({secs:.1} s{passes}{scope})",
         r.equal,
         r.missing,
         r.extra,
@@ -406,34 +408,11 @@ fn print(out: &mut Report, format: Format, r: &TableReport) {
         };
         let cols: Vec<String> =
             f.columns.iter().map(|c| format!("{}: table {}, {} {}", c.column, c.table, r.target, c.target)).collect();
-        let key = shown(&f.key);
+        let key = crate::console::one_line(&f.key);
         if cols.is_empty() {
             crate::report!(out, "  {kind} key {key}");
         } else {
             crate::report!(out, "  {kind} key {key}: {}", cols.join("; "));
         }
-    }
-}
-
-/// A key as text on one line: its control characters (a newline too) escaped, so that a key
-/// cannot print what looks like a line of the report.
-fn shown(key: &str) -> std::borrow::Cow<'_, str> {
-    if key.chars().any(char::is_control) {
-        key.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
-    } else {
-        std::borrow::Cow::Borrowed(key)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A key holding a newline cannot print a line of its own into the report.
-    #[test]
-    fn keys_are_shown_on_one_line() {
-        assert_eq!(shown("line1\nFAKE: 0 different"), "line1\\nFAKE: 0 different");
-        assert_eq!(shown("[3,\"k1\"]"), "[3,\"k1\"]");
-        assert_eq!(shown("a\u{1b}[2J"), "a\\u{1b}[2J");
     }
 }

@@ -80,6 +80,28 @@ pub enum ElasticError {
         /// Its type now.
         want: String,
     },
+    /// An index that holds the table's latest schema cannot hold the records an older one wrote
+    /// (a change no wider type holds: VARCHAR to INT by DROP and CREATE): another index would
+    /// not either.
+    #[error(
+        "index {index} maps field {field:?} as table {table}'s latest schema does, {have}, which \
+         the records written before the table's last type change cannot go into (they need {want}): fill it from a \
+         snapshot instead of the old records: move the sink's consumer group on the table's topic to its end \
+         (kafka-consumer-groups --reset-offsets --to-latest), then `sluice snapshot --table {table}` (README, \
+         \"Reindexing\")"
+    )]
+    OlderRecords {
+        /// The table (`db.table`).
+        table: String,
+        /// The index.
+        index: String,
+        /// The field.
+        field: String,
+        /// Its type in the index.
+        have: String,
+        /// The older records' type.
+        want: String,
+    },
     /// A document Elasticsearch refused (not a version conflict).
     #[error("Elasticsearch refused {action} of document {id:?} in index {index} ({status} {kind}): {reason}")]
     Item {
@@ -256,7 +278,7 @@ impl Elastic {
                     .unwrap_or_default();
                 if create_with.is_some() {
                     // the record's own fields: checked against the new index, the missing added
-                    added.extend(Box::pin(self.ensure_mapping(table, index, mapping, None)).await?);
+                    added.extend(Box::pin(self.ensure_mapping(table, index, mapping, create_with)).await?);
                 }
                 return Ok(added);
             }
@@ -269,7 +291,7 @@ impl Elastic {
                 });
             }
             // created meanwhile (another instance): compare with its mapping
-            return Box::pin(self.ensure_mapping(table, index, mapping, None)).await;
+            return Box::pin(self.ensure_mapping(table, index, mapping, create_with)).await;
         }
         if status != 200 {
             return Err(ElasticError::Status {
@@ -294,13 +316,16 @@ impl Elastic {
                     missing.insert(field.clone(), want.clone());
                 }
                 Some(h) if !holds(type_of(h), type_of(want)) => {
-                    return Err(ElasticError::Mapping {
-                        table: table.to_string(),
-                        index: index.to_string(),
-                        field: field.clone(),
-                        have: type_of(h).to_string(),
-                        want: type_of(want).to_string(),
-                    })
+                    let (table, index, field) = (table.to_string(), index.to_string(), field.clone());
+                    let (have, want) = (type_of(h).to_string(), type_of(want).to_string());
+                    // the index holds the latest schema's type: it is the older records that
+                    // do not fit, and no other index of that mapping would take them either
+                    let latest = create_with.and_then(|c| c.get("properties")?.get(&field)).map(type_of);
+                    return Err(if latest == Some(have.as_str()) {
+                        ElasticError::OlderRecords { table, index, field, have, want }
+                    } else {
+                        ElasticError::Mapping { table, index, field, have, want }
+                    });
                 }
                 Some(_) => {}
             }
@@ -563,8 +588,8 @@ fn holds(have: &str, want: &str) -> bool {
 /// The index name a reindex suggests after `index`: `-v2`, or the next number after one.
 fn next_index(index: &str) -> String {
     if let Some((base, n)) = index.rsplit_once("-v") {
-        if let Ok(n) = n.parse::<u32>() {
-            return format!("{base}-v{}", n + 1);
+        if let Some(next) = n.parse::<u32>().ok().and_then(|n| n.checked_add(1)) {
+            return format!("{base}-v{next}");
         }
     }
     format!("{index}-v2")

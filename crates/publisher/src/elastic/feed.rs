@@ -253,7 +253,7 @@ pub fn consumer(cfg: &SinkConfig) -> Result<(StreamConsumer<SinkContext>, Ends),
     // memory bounded by configuration: librdkafka's defaults let a response take 50 MiB and
     // the prefetched records 64 MiB; two batches of bulk_max_bytes come on top (a larger
     // message.max.bytes raises the fetch to hold one record)
-    let mut c = crate::kafka::consumer_config(k, 16 << 20).map_err(|e| SinkError::Kafka(e.to_string()))?;
+    let mut c = crate::kafka::consumer_config(k, Some(16 << 20)).map_err(|e| SinkError::Kafka(e.to_string()))?;
     c.set("group.id", cfg.elasticsearch.group(&k.topic_prefix))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -593,7 +593,13 @@ impl<'c> Feed<'c> {
             Ok(Some((id, _))) if id != schema_id => id,
             Ok(_) => return None,
             Err(e) => {
-                tracing::debug!(topic, error = %e, "The latest schema of the topic could not be read");
+                // the record's own schema maps the index then: a reindex may stop at the change
+                tracing::warn!(
+                    topic,
+                    error = %e,
+                    "The latest schema of the topic could not be read: its new index is mapped from the records' \
+                     schema instead"
+                );
                 return None;
             }
         };

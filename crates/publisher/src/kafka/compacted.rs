@@ -13,7 +13,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::{consumer_config, positions_topic, Error, KafkaContext, FETCH_MAX_BYTES};
+use super::{consumer_config, positions_topic, Error, KafkaContext};
 use crate::config::KafkaSection;
 use crate::position::Checkpoint;
 
@@ -45,7 +45,7 @@ impl CompactedReader {
     /// # Errors
     /// Fatal when the client cannot be created.
     pub fn new(k: &KafkaSection, topic: &str, group: &str) -> Result<CompactedReader, Error> {
-        let consumer = consumer_config(k, FETCH_MAX_BYTES)?
+        let consumer = consumer_config(k, None)?
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")

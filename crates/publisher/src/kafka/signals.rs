@@ -14,7 +14,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::{client_config, consumer_config, Error, KafkaContext, FETCH_MAX_BYTES};
+use super::{client_config, consumer_config, Error, KafkaContext};
 use crate::config::KafkaSection;
 
 /// `<prefix>.__signals`.
@@ -42,7 +42,7 @@ pub struct Signal {
 /// # Errors
 /// Abortable when the broker does not answer.
 pub async fn end_offset(k: &KafkaSection) -> Result<Option<i64>, Error> {
-    let mut cfg = consumer_config(k, FETCH_MAX_BYTES)?;
+    let mut cfg = consumer_config(k, None)?;
     let brokers = k.brokers.clone();
     let topic = signals_topic(&k.topic_prefix);
     tokio::task::spawn_blocking(move || {
@@ -116,7 +116,7 @@ impl SignalReader {
     /// Fatal when the client cannot be created.
     pub fn new(k: &KafkaSection, source: &str, offset: Option<i64>) -> Result<SignalReader, Error> {
         let topic = signals_topic(&k.topic_prefix);
-        let consumer: BaseConsumer<KafkaContext> = consumer_config(k, FETCH_MAX_BYTES)?
+        let consumer: BaseConsumer<KafkaContext> = consumer_config(k, None)?
             .set("group.id", format!("sluice-{source}-signals"))
             .set("enable.auto.commit", "false")
             .set("allow.auto.create.topics", "false")

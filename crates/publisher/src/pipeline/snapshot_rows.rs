@@ -45,28 +45,37 @@ fn mark(first: bool, last: bool) -> Snapshot {
     }
 }
 
+/// How a pass of [`Pipeline::snapshot_work`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SnapshotWork {
+    /// The chunks due are published (the stream goes on, or commits and stops at the stop).
+    Done,
+    /// The stop came during a keyless table's one pass: its rows cannot be committed in part
+    /// (the pass is not resumable), so the open Kafka transaction was aborted, and nothing since
+    /// the last commit is committed.
+    Abandoned,
+}
+
 impl Pipeline<'_> {
     /// At a transaction boundary with the stream at `resume`: publishes the snapshot chunks
     /// that are due, reading the next ones, until one has to wait for the stream or `stop` is
     /// asked for. On a quiet server every chunk is due at once, so without the stop's check a
     /// stop waited for the whole table (or for the stop's grace, without committing).
     ///
-    /// Returns false when the stop came during a keyless table's one pass: its rows cannot be
-    /// committed in part (the pass is not resumable), so the open Kafka transaction was aborted
-    /// and nothing since the last commit is committed.
+    /// [`SnapshotWork::Abandoned`] when the stop came during a keyless table's one pass.
     pub(super) async fn snapshot_work(
         &mut self,
         resume: &ResumePoint,
         snap: &mut Snapshotter,
         sink: &mut KafkaSink,
         stop: &Shutdown,
-    ) -> Result<bool, Error> {
+    ) -> Result<SnapshotWork, Error> {
         loop {
             if stop.is_requested() {
-                return Ok(true);
+                return Ok(SnapshotWork::Done);
             }
             match snap.next(resume).await? {
-                Next::Stream => return Ok(true),
+                Next::Stream => return Ok(SnapshotWork::Done),
                 Next::Publish(chunk) => {
                     let n = self.publish_chunk(&chunk, snap.server_id(), snap.redoes(), sink).await?;
                     snap.published(&chunk, n);
@@ -106,7 +115,7 @@ impl Pipeline<'_> {
                                 "Stopped during the one-pass read of a table without a key: nothing since the last \
                                  commit was committed; the next start reads the table again from its beginning"
                             );
-                            return Ok(false);
+                            return Ok(SnapshotWork::Abandoned);
                         }
                         let next = rows.next().await?;
                         let Some(packet) = std::mem::replace(&mut held, next) else {

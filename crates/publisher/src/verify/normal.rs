@@ -52,11 +52,7 @@ impl Doc {
     /// The digest of the values (equal values, equal digests), hashed as they are, without
     /// writing them out.
     pub(crate) fn digest(&self) -> Digest {
-        let mut h = Xxh3::new();
-        for v in &self.values {
-            hash_json(&mut h, v);
-        }
-        h.digest128()
+        self.digest_lacking(&[])
     }
 
     /// The digest these values would have without the columns `lacking` (NULL there, as a
@@ -244,6 +240,18 @@ impl Normalizer {
         })
     }
 
+    /// The columns a target's record or document lacks that may count as added after it:
+    /// none when it lacks a key column or every other one (a document written by something else,
+    /// an empty `_source`: its missing fields are a difference, not an older schema).
+    fn lackable(&self, lacks: impl Iterator<Item = usize>) -> Vec<usize> {
+        let lacks: Vec<usize> = lacks.collect();
+        let others = self.columns.len().saturating_sub(self.key_place.len());
+        if lacks.iter().any(|i| self.key_place.contains(i)) || lacks.len() >= others {
+            return Vec::new();
+        }
+        lacks
+    }
+
     /// The number of the set of columns a target's record lacks (0: none, or more sets than
     /// a number holds: then such a key is re-checked as a suspect).
     pub(crate) fn lack_id(&self, lacks: &[usize]) -> u16 {
@@ -325,7 +333,7 @@ impl Normalizer {
                     .iter()
                     .map(|p| p.and_then(|i| json.get_mut(i)).map(Json::take).unwrap_or(Json::Null))
                     .collect();
-                let lacks = writer.place.iter().enumerate().filter(|(_, p)| p.is_none()).map(|(i, _)| i).collect();
+                let lacks = self.lackable(writer.place.iter().enumerate().filter(|(_, p)| p.is_none()).map(|(i, _)| i));
                 Need::Change(Change::Upsert(Doc { id: self.id(&values), values, lacks }))
             }
         })
@@ -415,9 +423,8 @@ impl Normalizer {
         let values =
             self.columns.iter().map(|c| source.and_then(|s| s.get(c)).cloned().unwrap_or(Json::Null)).collect();
         let lacks = match source {
-            Some(s) => {
-                self.columns.iter().enumerate().filter(|(_, c)| s.get(c.as_str()).is_none()).map(|(i, _)| i).collect()
-            }
+            Some(s) => self
+                .lackable(self.columns.iter().enumerate().filter(|(_, c)| s.get(c.as_str()).is_none()).map(|(i, _)| i)),
             None => Vec::new(),
         };
         Doc { id: id.to_string(), values, lacks }

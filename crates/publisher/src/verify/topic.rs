@@ -23,7 +23,7 @@ use super::VerifyError;
 use crate::config::KafkaSection;
 use crate::elastic::feed::{decode, schema_id};
 use crate::elastic::mapping::{key_fields, layout, Field};
-use crate::kafka::{consumer_config, KafkaContext, FETCH_MAX_BYTES};
+use crate::kafka::{consumer_config, KafkaContext};
 use crate::registry::RegistryClient;
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -120,7 +120,7 @@ impl TopicReader {
             .filter(|t| t.name() == topic && t.error().is_none())
             .flat_map(|t| t.partitions().iter().map(rdkafka::metadata::MetadataPartition::id))
             .collect();
-        let consumer = consumer_config(k, FETCH_MAX_BYTES)
+        let consumer = consumer_config(k, None)
             .map_err(VerifyError::Kafka)?
             .set("group.id", format!("sluice-verify-{topic}"))
             .set("enable.auto.commit", "false")
@@ -171,7 +171,7 @@ impl TopicReader {
     /// # Errors
     /// The brokers do not answer.
     pub(crate) fn committed(&self, k: &KafkaSection, group: &str) -> Result<Ends, VerifyError> {
-        let consumer: BaseConsumer<KafkaContext> = consumer_config(k, FETCH_MAX_BYTES)
+        let consumer: BaseConsumer<KafkaContext> = consumer_config(k, None)
             .map_err(VerifyError::Kafka)?
             .set("group.id", group)
             .set("enable.auto.commit", "false")
