@@ -510,21 +510,7 @@ fn scenario(name: &str, engine_kind: &str) {
     let toml = std::fs::read_to_string(&config).unwrap()
         + "\n[elasticsearch.indices]\n\"shop.typed\" = \"sluice.shop.typed-v2\"\n";
     std::fs::write(&reindexed, toml).unwrap();
-    {
-        use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-        use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &services.broker)
-            .set("group.id", "sluice-es-sluice")
-            .set("enable.auto.commit", "false")
-            .create()
-            .unwrap();
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..2 {
-            tpl.add_partition_offset("sluice.shop.typed", p, Offset::Offset(0)).unwrap();
-        }
-        consumer.commit(&tpl, CommitMode::Sync).unwrap();
-    }
+    group_to_start(&services, "sluice.shop.typed");
     let mut sink = Sink::start(&reindexed, &sink_log, metrics);
     until_equal("after the reindex, ", &sink_log, || {
         simple_diff(db, &engine, "sluice.shop.typed-v2", "SELECT id, 'NULL', qty FROM shop.typed")
@@ -778,11 +764,9 @@ fn verify_agrees(db: &Server, engine: &Engine, config: &Path) {
     );
 }
 
-/// With the sink stopped: moves the group's committed offsets of the orders topic back to the
-/// beginning (the sink assigns itself partitions, so the group has no members to refuse it),
-/// restarts the sink, and returns the version conflicts it counts once the range came again
-/// (every record older than, or as old as, its document's version is refused).
-fn redeliver_orders(services: &Services, config: &Path, log: &Path, port: u16, sink: &mut Sink) -> f64 {
+/// Moves the sink's consumer group (`sluice-es-sluice`) on both partitions of `topic` back
+/// to offset 0, as `kafka-consumer-groups --reset-offsets --to-earliest` would.
+fn group_to_start(services: &Services, topic: &str) {
     use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
     use rdkafka::{ClientConfig, Offset, TopicPartitionList};
     let consumer: BaseConsumer = ClientConfig::new()
@@ -793,10 +777,17 @@ fn redeliver_orders(services: &Services, config: &Path, log: &Path, port: u16, s
         .unwrap();
     let mut tpl = TopicPartitionList::new();
     for p in 0..2 {
-        tpl.add_partition_offset("sluice.shop.orders", p, Offset::Offset(0)).unwrap();
+        tpl.add_partition_offset(topic, p, Offset::Offset(0)).unwrap();
     }
     consumer.commit(&tpl, CommitMode::Sync).unwrap();
-    drop(consumer);
+}
+
+/// With the sink stopped: moves the group's committed offsets of the orders topic back to the
+/// beginning (the sink assigns itself partitions, so the group has no members to refuse it),
+/// restarts the sink, and returns the version conflicts it counts once the range came again
+/// (every record older than, or as old as, its document's version is refused).
+fn redeliver_orders(services: &Services, config: &Path, log: &Path, port: u16, sink: &mut Sink) -> f64 {
+    group_to_start(services, "sluice.shop.orders");
     *sink = Sink::start(config, log, port);
     let mut conflicts = 0.0;
     wait_for(
