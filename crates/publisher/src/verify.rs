@@ -1053,9 +1053,7 @@ async fn index_state(
             let h = id_digest(&hit.id);
             if wanted(h) {
                 let (partition, offset) = version_parts(hit.version);
-                let doc = norm.source(&hit.id, hit.source.as_ref());
-                let (digest, lacks) = (doc.digest(), norm.lack_id(&doc.lacks));
-                state.insert(h, Entry { digest, json: true, lacks, partition, offset });
+                state.insert(h, Entry::of_doc(&norm.source(&hit.id, hit.source.as_ref()), norm, partition, offset));
             }
         }
     }
@@ -1096,8 +1094,7 @@ async fn index_entries(
         for hit in hits {
             let (partition, offset) = version_parts(hit.version);
             let doc = norm.source(&hit.id, hit.source.as_ref());
-            let (digest, lacks) = (doc.digest(), norm.lack_id(&doc.lacks));
-            state.insert(id_digest(&hit.id), Entry { digest, json: true, lacks, partition, offset });
+            state.insert(id_digest(&hit.id), Entry::of_doc(&doc, norm, partition, offset));
         }
     }
     Ok(state)

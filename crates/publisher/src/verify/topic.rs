@@ -18,7 +18,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::normal::{id_digest, BuildDigest, Change, Digest, Need, Normalizer, Writer};
+use super::normal::{id_digest, BuildDigest, Change, Digest, Doc, Need, Normalizer, Writer};
 use super::VerifyError;
 use crate::config::KafkaSection;
 use crate::elastic::feed::{decode, schema_id};
@@ -44,6 +44,14 @@ pub(crate) struct Entry {
     pub partition: i32,
     /// The offset of its last record.
     pub offset: i64,
+}
+
+impl Entry {
+    /// The entry of a target's state in the normal form (a record of another schema version, or
+    /// a document), its lacking columns numbered by `norm`.
+    pub(crate) fn of_doc(doc: &Doc, norm: &Normalizer, partition: i32, offset: i64) -> Entry {
+        Entry { digest: doc.digest(), json: true, lacks: norm.lack_id(&doc.lacks), partition, offset }
+    }
 }
 
 /// A decoded record: whose, what it does, its key's SQL literals (to read the row again), where
@@ -318,8 +326,7 @@ impl TopicReader {
             let (partition, offset) = (rec.partition, rec.offset);
             match rec.change {
                 Change::Upsert(doc) if wanted(rec.identity) => {
-                    let (digest, lacks) = (doc.digest(), norm.lack_id(&doc.lacks));
-                    state.insert(rec.identity, Entry { digest, json: true, lacks, partition, offset });
+                    state.insert(rec.identity, Entry::of_doc(&doc, norm, partition, offset));
                 }
                 Change::UpsertBytes(digest) if wanted(rec.identity) => {
                     state.insert(rec.identity, Entry { digest, json: false, lacks: 0, partition, offset });
