@@ -1,8 +1,8 @@
 //! `sluice verify --config FILE`: compares each captured table with its topic and its
 //! Elasticsearch index (the algorithm is in [`crate::verify`]) and says, per table and target,
 //! which keys are missing, extra or different.
-//! Exit 0 when every table is equal, 1 when one is not (or could not be verified), 2 for a bad
-//! configuration or option.
+//! Exit 0 when every table compared is equal, 1 when one is not (or could not be verified, or
+//! no table was compared at all: every one skipped), 2 for a bad configuration or option.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -40,8 +40,12 @@ snapshot --table db.t), extra keys are rows deleted at the source without a dele
 different keys name each column with both values. An index that lags or misses documents the
 topic has: reset the sink's consumer group (its offsets) to replay the topic.
 
-Exit 0: every table equal; 1: a table differs or could not be verified; 2: a bad
-configuration or option.")]
+A table that cannot be compared (no key) is skipped with the reason and named in the
+summary; a run that compared no table at all (every one skipped) has verified nothing and
+exits 1, saying so on stderr.
+
+Exit 0: every table compared is equal; 1: a table differs or could not be verified, or no
+table was compared; 2: a bad configuration or option.")]
 pub struct VerifyArgs {
     /// The configuration file (sluice run's).
     #[arg(long, short = 'c', value_name = "FILE", env = "SLUICE_CONFIG")]
@@ -244,7 +248,7 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
             return Exit::Usage;
         }
     }
-    let (mut equal, mut unequal, mut failed, mut skipped, mut total) = (0, 0, 0, 0, 0);
+    let mut tally = Tally::default();
     let mut reports = Vec::new();
     for (db, table) in &tables {
         for &target in targets {
@@ -252,13 +256,7 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
                 continue;
             }
             let r = v.table(db, table, target).await;
-            total += 1;
-            match (&r.error, r.is_equal()) {
-                (Some(_), _) => failed += 1,
-                (None, _) if r.skipped.is_some() => skipped += 1,
-                (None, true) => equal += 1,
-                (None, false) => unequal += 1,
-            }
+            tally.add(&r);
             print(out, args.format, &r);
             reports.push(r);
         }
@@ -269,21 +267,110 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
         crate::eline!("{NAME}: {e}");
     }
     match args.format {
-        Format::Text => crate::report!(
-            out,
-            "{total} comparison{}: {equal} equal, {unequal} not equal, {failed} not verified, {skipped} skipped",
-            if total == 1 { "" } else { "s" }
-        ),
-        Format::Json => crate::report!(
-            out,
-            "{}",
-            serde_json::json!({"summary": {"comparisons": total, "equal": equal, "not_equal": unequal, "not_verified": failed, "skipped": skipped}})
-        ),
+        Format::Text => crate::report!(out, "{}", tally.text()),
+        Format::Json => crate::report!(out, "{}", tally.json()),
     }
-    if unequal + failed == 0 && published.is_ok() {
-        Exit::Ok
-    } else {
-        Exit::Failure
+    if tally.compared() == 0 {
+        // a script reads exit 0 as "verified": say why it is not, where its logs keep it
+        crate::eline!("{NAME}: {}", tally.nothing_compared());
+    }
+    tally.exit(published.is_ok())
+}
+
+/// The run's outcomes counted: the summary and the exit code.
+#[derive(Debug, Default)]
+struct Tally {
+    total: usize,
+    equal: usize,
+    unequal: usize,
+    failed: usize,
+    /// The comparisons skipped: the table and the target.
+    skipped: Vec<(String, String)>,
+}
+
+impl Tally {
+    fn add(&mut self, r: &TableReport) {
+        self.total += 1;
+        match (&r.error, r.is_equal()) {
+            (Some(_), _) => self.failed += 1,
+            (None, _) if r.skipped.is_some() => self.skipped.push((r.table.clone(), r.target.clone())),
+            (None, true) => self.equal += 1,
+            (None, false) => self.unequal += 1,
+        }
+    }
+
+    /// The comparisons that came to a verdict (equal or not).
+    fn compared(&self) -> usize {
+        self.equal + self.unequal
+    }
+
+    /// Exit 0 only when something was compared and all of it was equal: a run that compared
+    /// nothing (every table skipped, or none to verify) has verified nothing.
+    fn exit(&self, published: bool) -> Exit {
+        if self.unequal + self.failed == 0 && self.compared() > 0 && published {
+            Exit::Ok
+        } else {
+            Exit::Failure
+        }
+    }
+
+    /// The skipped comparisons, each table once with its targets: `shop.logs (kafka,
+    /// elasticsearch), shop.raw (kafka)`.
+    fn skipped_names(&self) -> String {
+        let mut tables: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (table, target) in &self.skipped {
+            match tables.iter_mut().find(|(t, _)| t == table) {
+                Some((_, targets)) => targets.push(target),
+                None => tables.push((table, vec![target])),
+            }
+        }
+        tables.iter().map(|(t, targets)| format!("{t} ({})", targets.join(", "))).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Why a run that compared nothing verified nothing.
+    fn nothing_compared(&self) -> String {
+        let what = match (self.total, self.skipped.len()) {
+            (0, _) => "no table to verify ([filter] captures none on the source, or --table chose none)".to_string(),
+            (_, 0) => "every comparison failed".to_string(),
+            (_, n) if n == self.total => {
+                format!("every table was skipped (see each one's reason above): {}", self.skipped_names())
+            }
+            (_, n) => format!("{n} skipped ({}), the others failed", self.skipped_names()),
+        };
+        format!("nothing was verified: no table was compared with its target, {what}; exit 1")
+    }
+
+    fn text(&self) -> String {
+        let mut line = format!(
+            "{} comparison{}: {} equal, {} not equal, {} not verified, {} skipped",
+            self.total,
+            if self.total == 1 { "" } else { "s" },
+            self.equal,
+            self.unequal,
+            self.failed,
+            self.skipped.len()
+        );
+        if !self.skipped.is_empty() {
+            line.push_str(&format!(" ({})", self.skipped_names()));
+        }
+        if self.compared() == 0 {
+            line.push_str("; NOTHING VERIFIED: no table was compared");
+        }
+        line
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let skipped: Vec<serde_json::Value> =
+            self.skipped.iter().map(|(t, target)| serde_json::json!({"table": t, "target": target})).collect();
+        serde_json::json!({"summary": {
+            "comparisons": self.total,
+            "equal": self.equal,
+            "not_equal": self.unequal,
+            "not_verified": self.failed,
+            "skipped": self.skipped.len(),
+            "skipped_tables": skipped,
+            "nothing_compared": self.compared() == 0,
+        }})
     }
 }
 
@@ -414,5 +501,62 @@ fn print(out: &mut Report, format: Format, r: &TableReport) {
         } else {
             crate::report!(out, "  {kind} key {key}: {}", cols.join("; "));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(table: &str, target: &str) -> TableReport {
+        TableReport {
+            table: table.into(),
+            target: target.into(),
+            against: format!("sluice.{table}"),
+            ..TableReport::default()
+        }
+    }
+
+    fn keyless(table: &str, target: &str) -> TableReport {
+        TableReport { skipped: Some("no primary key".into()), ..report(table, target) }
+    }
+
+    /// Every table skipped (all keyless): nothing was compared, so the run is not a success,
+    /// and the summary and stderr say so, naming the tables.
+    #[test]
+    fn a_run_that_compared_nothing_is_not_verified() {
+        let mut t = Tally::default();
+        t.add(&keyless("shop.logs", "kafka"));
+        t.add(&keyless("shop.logs", "elasticsearch"));
+        t.add(&keyless("shop.raw", "kafka"));
+        assert_eq!(t.exit(true), Exit::Failure);
+        let text = t.text();
+        assert!(text.starts_with("3 comparisons: 0 equal, 0 not equal, 0 not verified, 3 skipped"), "{text}");
+        assert!(text.contains("(shop.logs (kafka, elasticsearch), shop.raw (kafka))"), "{text}");
+        assert!(text.contains("NOTHING VERIFIED"), "{text}");
+        let why = t.nothing_compared();
+        assert!(why.contains("every table was skipped") && why.contains("shop.raw (kafka)"), "{why}");
+        let json = t.json();
+        assert_eq!(json["summary"]["nothing_compared"], true);
+        assert_eq!(json["summary"]["skipped_tables"][2], serde_json::json!({"table": "shop.raw", "target": "kafka"}));
+        // no table at all is no verification either
+        let none = Tally::default();
+        assert_eq!(none.exit(true), Exit::Failure);
+        assert!(none.nothing_compared().contains("no table to verify"), "{}", none.nothing_compared());
+    }
+
+    /// Some compared (equal), some skipped: exit 0 as before, the skipped ones named.
+    #[test]
+    fn skipped_tables_are_named_beside_compared_ones() {
+        let mut t = Tally::default();
+        t.add(&TableReport { rows: 3, equal: 3, ..report("shop.orders", "kafka") });
+        t.add(&keyless("shop.logs", "kafka"));
+        assert_eq!(t.exit(true), Exit::Ok);
+        assert_eq!(t.exit(false), Exit::Failure, "a failed push fails the run");
+        let text = t.text();
+        assert_eq!(text, "2 comparisons: 1 equal, 0 not equal, 0 not verified, 1 skipped (shop.logs (kafka))");
+        assert_eq!(t.json()["summary"]["nothing_compared"], false);
+        t.add(&TableReport { missing: 1, ..report("shop.items", "kafka") });
+        assert_eq!(t.exit(true), Exit::Failure);
     }
 }
