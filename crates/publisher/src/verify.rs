@@ -343,6 +343,14 @@ impl Verifier {
             against: topic.clone(),
             ..TableReport::default()
         };
+        if target == TargetKind::Elasticsearch && matches!(self.index_of(db, table), Ok(None)) {
+            // named in the report, so that a table left out of the index is not mistaken for one
+            // checked
+            report.against = "(no index)".into();
+            report.skipped = Some(self.not_synced(db, table));
+            report.seconds = started.elapsed().as_secs_f64();
+            return report;
+        }
         let target = match target {
             TargetKind::Kafka => Ok(Target::Kafka),
             TargetKind::Elasticsearch => self.elastic_target(db, table),
@@ -376,6 +384,24 @@ impl Verifier {
         }
         report.seconds = started.elapsed().as_secs_f64();
         report
+    }
+
+    /// Why `db.table` has no index to compare with (its [`Verifier::index_of`] is None).
+    fn not_synced(&self, db: &str, table: &str) -> String {
+        let Some(es) = &self.cfg.elasticsearch else { return "no [elasticsearch] section".into() };
+        let topic = self.routes.topic_of(db, table);
+        if topic != format!("{}.{db}.{table}", self.cfg.kafka.topic_prefix) {
+            return format!(
+                "not checked against Elasticsearch: its topic {topic} is a [[routes]] topic, which sluice sink \
+                 elasticsearch does not sync"
+            );
+        }
+        match es.exclude.iter().find(|p| crate::filter::table_matches(p, db, table)) {
+            Some(p) => format!("not checked against Elasticsearch: excluded by config (elasticsearch.exclude {p:?})"),
+            None => "not checked against Elasticsearch: excluded by config (no elasticsearch.include pattern matches \
+                     it)"
+            .into(),
+        }
     }
 
     fn elastic_target(&self, db: &str, table: &str) -> Result<Target, VerifyError> {
@@ -1118,4 +1144,62 @@ async fn documents(e: &ElasticTarget, norm: &Normalizer, suspects: &mut Suspects
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verifier(extra: &str) -> Verifier {
+        // nothing listens on port 9 of loopback: a table that is compared fails fast
+        let text = format!(
+            "[source]\nname = \"shop\"\nurl = \"mysql://repl@127.0.0.1:9\"\n[kafka]\nbrokers = \"127.0.0.1:9\"\n\
+             [registry]\nurl = \"http://127.0.0.1:9\"\n{extra}"
+        );
+        let cfg = Config::parse(&text, std::path::Path::new("sluice.toml"), Vec::new()).unwrap();
+        let opts = Options {
+            chunk: 100,
+            memory_limit: 1 << 20,
+            wait: Duration::from_secs(1),
+            rounds: 1,
+            max_suspects: 10,
+            show: 10,
+            filters: HashMap::new(),
+            sample: None,
+            since: None,
+        };
+        Verifier::new(cfg, opts).unwrap()
+    }
+
+    /// A table `[elasticsearch]` leaves out (exclude, include, a routed topic) is reported
+    /// against Elasticsearch as skipped with the reason, not left out of the report silently.
+    #[tokio::test]
+    async fn tables_the_sink_does_not_sync_are_named() {
+        let v = verifier(
+            "[[routes]]\ntables = \"shop.audit\"\ntopic = \"audit-all\"\n[elasticsearch]\nurl = \"http://127.0.0.1:9\"\n\
+             include = [\"shop.*\"]\nexclude = [\"shop.tmp_*\", \"shop.secret\"]\n",
+        );
+        let skipped = |db: &'static str, table: &'static str| {
+            let v = &v;
+            async move {
+                let r = v.table(db, table, TargetKind::Elasticsearch).await;
+                assert!(r.error.is_none(), "{r:?}");
+                assert_eq!((r.table.as_str(), r.target.as_str()), (format!("{db}.{table}").as_str(), "elasticsearch"));
+                let shown = format!("{r:?}");
+                r.skipped.unwrap_or_else(|| panic!("{db}.{table} not skipped: {shown}"))
+            }
+        };
+        let why = skipped("shop", "tmp_1").await;
+        assert_eq!(why, "not checked against Elasticsearch: excluded by config (elasticsearch.exclude \"shop.tmp_*\")");
+        let why = skipped("shop", "secret").await;
+        assert!(why.contains("elasticsearch.exclude \"shop.secret\""), "{why}");
+        let why = skipped("crm", "people").await;
+        assert!(why.contains("excluded by config (no elasticsearch.include pattern matches it)"), "{why}");
+        let why = skipped("shop", "audit").await;
+        assert!(why.contains("topic audit-all is a [[routes]] topic"), "{why}");
+        // a synced table is compared (here: the source cannot be reached, so not verified)
+        let r = v.table("shop", "orders", TargetKind::Elasticsearch).await;
+        assert!(r.skipped.is_none() && r.error.is_some(), "{r:?}");
+        assert_eq!(r.against, "sluice.shop.orders");
+    }
 }
