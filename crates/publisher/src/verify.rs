@@ -92,6 +92,18 @@ pub enum VerifyError {
         /// What is wrong.
         what: String,
     },
+    /// The table's index is not in Elasticsearch, while the table has rows to compare with it.
+    #[error(
+        "{table}: index {index} does not exist in Elasticsearch, so none of the table's rows can be in it: check the \
+         index name ([elasticsearch.indices] \"{table}\", else elasticsearch.index) against the cluster's indices, \
+         or run sluice sink elasticsearch, which creates the index with the table's first record"
+    )]
+    NoIndex {
+        /// `db.table`.
+        table: String,
+        /// The index it is synced to.
+        index: String,
+    },
     /// Anything else, said whole.
     #[error("{0}")]
     Other(String),
@@ -463,6 +475,16 @@ impl Verifier {
             }
             Err(Keyless::Other(e)) => return Err(VerifyError::Other(e)),
         };
+        // a missing index reads as an empty one: every row would be "missing". It is said as
+        // what it is once the table has a row to compare (an empty table's index is never made)
+        let mut no_index = match target {
+            Target::Elastic(e) => {
+                let exists =
+                    e.es.index_exists(&e.index).await.map_err(|x| VerifyError::Other(format!("{}: {x}", e.index)))?;
+                (!exists).then(|| VerifyError::NoIndex { table: name.clone(), index: e.index.clone() })
+            }
+            Target::Kafka => None,
+        };
         let (k, t, registry, geo) =
             (self.cfg.kafka.clone(), topic.to_string(), Arc::clone(&self.registry), Arc::clone(&self.geo_point));
         let rt = tokio::runtime::Handle::current();
@@ -564,6 +586,9 @@ impl Verifier {
                         continue;
                     }
                     report.rows += 1;
+                    if let Some(e) = no_index.take() {
+                        return Err(e);
+                    }
                     let entry = state.remove(&h);
                     if entry.as_ref().is_some_and(|e| !e.json && bytes == Some(e.digest)) {
                         report.equal += 1;
@@ -1201,5 +1226,16 @@ mod tests {
         let r = v.table("shop", "orders", TargetKind::Elasticsearch).await;
         assert!(r.skipped.is_none() && r.error.is_some(), "{r:?}");
         assert_eq!(r.against, "sluice.shop.orders");
+    }
+
+    /// A missing index is said as such, naming the table, the index and what to do.
+    #[test]
+    fn a_missing_index_is_named() {
+        let e = VerifyError::NoIndex { table: "shop.orders".into(), index: "orders-v2".into() }.to_string();
+        assert!(e.starts_with("shop.orders: index orders-v2 does not exist in Elasticsearch"), "{e}");
+        assert!(
+            e.contains("[elasticsearch.indices] \"shop.orders\"") && e.contains("sluice sink elasticsearch"),
+            "{e}"
+        );
     }
 }

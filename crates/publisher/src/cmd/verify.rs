@@ -38,7 +38,9 @@ configuration is sluice run's (the source's name finds its checkpoint).
 Reading a failure: missing keys are rows the topic never got (re-publish them with sluice
 snapshot --table db.t), extra keys are rows deleted at the source without a delete record,
 different keys name each column with both values. An index that lags or misses documents the
-topic has: reset the sink's consumer group (its offsets) to replay the topic. A table the
+topic has: reset the sink's consumer group (its offsets) to replay the topic. An index that does
+not exist while its table has rows is said as such (the table not verified): check
+[elasticsearch.indices] and elasticsearch.index, or run sluice sink elasticsearch. A table the
 sink does not sync (elasticsearch.exclude or include, a [[routes]] topic) is skipped against
 Elasticsearch, with the reason.
 

@@ -450,6 +450,22 @@ impl Elastic {
         Ok(Scroll { id, first: Some(hits) })
     }
 
+    /// True when `index` (an index or an alias) exists: `HEAD /<index>` answers 200, or 404
+    /// when it does not (a scroll or `_mget` of a missing index answers as an empty one).
+    ///
+    /// # Errors
+    /// Request errors, and an answer other than 200 or 404.
+    pub async fn index_exists(&self, index: &str) -> Result<bool, ElasticError> {
+        let path = format!("/{}", encode(index));
+        let what = format!("HEAD {path}");
+        let (status, body) = self.send(self.request(reqwest::Method::HEAD, &path), &what).await?;
+        match status {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(ElasticError::Status { what, status, body: shorten(&body.to_string()), hint: "" }),
+        }
+    }
+
     /// The documents of `ids` in `index` (after a refresh), those that exist.
     ///
     /// # Errors
@@ -649,6 +665,46 @@ mod tests {
         let es = ElasticsearchSection { url: format!("http://127.0.0.1:{port}"), ..es };
         Elastic::new(&es).unwrap().info().await.unwrap();
         server.await.unwrap()
+    }
+
+    /// A server on loopback that answers each request with the next of `answers` (status and
+    /// body) and hands back the request lines it got.
+    async fn answering(answers: Vec<(u16, &'static str)>) -> (String, tokio::task::JoinHandle<Vec<String>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let server = tokio::spawn(async move {
+            let mut lines = Vec::new();
+            for (status, body) in answers {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap();
+                lines.push(String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or_default().to_string());
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: \
+                     close\r\n\r\n",
+                    body.len()
+                );
+                s.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+            }
+            lines
+        });
+        (url, server)
+    }
+
+    /// An index that is there, one that is not (404, as Elasticsearch answers `HEAD` of a
+    /// missing index: verify says so instead of calling every row missing), and an answer that
+    /// is neither.
+    #[tokio::test]
+    async fn whether_an_index_exists() {
+        let (url, server) = answering(vec![(200, ""), (404, ""), (400, "")]).await;
+        let es = Elastic::new(&section(&url)).unwrap();
+        assert!(es.index_exists("sluice.shop.orders").await.unwrap());
+        assert!(!es.index_exists("orders-v2").await.unwrap());
+        let e = es.index_exists("bad").await.unwrap_err();
+        assert!(matches!(e, ElasticError::Status { status: 400, .. }), "{e}");
+        let lines = server.await.unwrap();
+        assert_eq!(lines, ["HEAD /sluice.shop.orders HTTP/1.1", "HEAD /orders-v2 HTTP/1.1", "HEAD /bad HTTP/1.1"]);
     }
 
     /// Basic auth or an API key, as configured; never both.

@@ -582,6 +582,89 @@ fn a_stop_while_elasticsearch_is_away_ends_after_its_grace() {
     run.wait().unwrap();
 }
 
+/// `sluice verify` against Elasticsearch names what it cannot compare: a table whose index does
+/// not exist (an `[elasticsearch.indices]` name of no index) is not verified, saying so, rather
+/// than having every row called missing; a table `elasticsearch.exclude` leaves out is skipped
+/// with the reason, named in the summary; an empty table without an index is equal; a run that
+/// compares no table at all has verified nothing and exits 1.
+#[test]
+fn verify_names_a_missing_index_and_the_tables_left_out() {
+    let Some(services) = Services::start("es-verify", &[]) else { return };
+    let engine = Engine::start("es-verify", "noida");
+    let db = &services.mariadb;
+    db.sql_text(
+        "CREATE DATABASE shop; CREATE TABLE shop.orders (id INT PRIMARY KEY, v VARCHAR(20)); \
+         CREATE TABLE shop.tmp_a (id INT PRIMARY KEY); CREATE TABLE shop.empty (id INT PRIMARY KEY); \
+         INSERT INTO shop.orders VALUES (1, 'a'), (2, 'b'), (3, 'c'); INSERT INTO shop.tmp_a VALUES (1);",
+    );
+    let es = format!(
+        "[elasticsearch]\nurl = \"{}\"\nbulk_interval = \"200ms\"\nexclude = [\"shop.tmp_*\"]\n[snapshot]\nmode = \"initial\"",
+        engine.url()
+    );
+    let (config, log) = services.config("esv", "topic_prefix = \"sluice\"", &es);
+    let run_log = log.with_file_name("run.log");
+    let _ = std::fs::remove_file(&run_log);
+    let mut run = start_sluice_with(&config, &run_log, &[("SLUICE_SOURCE__START", "current")]);
+    let sink_log = log.with_file_name("sink.log");
+    let _ = std::fs::remove_file(&sink_log);
+    let mut sink = Sink::start(&config, &sink_log, support::free_port());
+    wait_for(120, || engine.documents("sluice.shop.orders").len() == 3, "the snapshot's documents", &sink_log);
+    services.wait_caught_up("sluice", "esv", &run_log);
+
+    let verify = |config: &Path, tables: &[&str]| {
+        let mut cmd = support::sluice_cmd();
+        cmd.args(["verify", "--target", "elasticsearch", "--format", "json", "--wait", "20s", "--config"]).arg(config);
+        for t in tables {
+            cmd.args(["--table", t]);
+        }
+        let out = cmd.env("SLUICE_SOURCE__START", "current").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let reports: Vec<Json> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        (out.status.code(), reports, format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let of = |reports: &[Json], table: &str| reports.iter().find(|r| r["table"] == table).cloned().unwrap_or_default();
+
+    // the index as configured: equal; the excluded table named; the empty table (no record, so
+    // no index) equal
+    let (code, reports, text) = verify(&config, &["shop.orders", "shop.tmp_a", "shop.empty"]);
+    assert_eq!(code, Some(0), "{text}");
+    let orders = of(&reports, "shop.orders");
+    assert!(orders["equal"] == 3 && orders["error"].is_null(), "{text}");
+    let tmp = of(&reports, "shop.tmp_a");
+    assert_eq!(
+        tmp["skipped"], "not checked against Elasticsearch: excluded by config (elasticsearch.exclude \"shop.tmp_*\")",
+        "{text}"
+    );
+    let empty = of(&reports, "shop.empty");
+    assert!(empty["rows"] == 0 && empty["error"].is_null() && empty["skipped"].is_null(), "{text}");
+    let summary = reports.iter().find_map(|r| r.get("summary")).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(summary["skipped_tables"], json!([{"table": "shop.tmp_a", "target": "elasticsearch"}]), "{text}");
+
+    // an index name of no index: said, not three missing rows
+    let renamed = config.with_file_name("renamed.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&renamed, format!("{text}\n[elasticsearch.indices]\n\"shop.orders\" = \"orders-v2\"\n")).unwrap();
+    let (code, reports, text) = verify(&renamed, &["shop.orders"]);
+    assert_eq!(code, Some(1), "{text}");
+    let orders = of(&reports, "shop.orders");
+    assert_eq!(orders["against"], "orders-v2", "{text}");
+    let error = orders["error"].as_str().unwrap_or_else(|| panic!("not an error: {text}"));
+    assert!(error.starts_with("shop.orders: index orders-v2 does not exist in Elasticsearch"), "{text}");
+    assert!(error.contains("[elasticsearch.indices]") && error.contains("sluice sink elasticsearch"), "{text}");
+    assert_eq!(orders["missing"], 0, "{text}");
+
+    // only the excluded table: nothing compared, nothing verified
+    let (code, reports, text) = verify(&config, &["shop.tmp_a"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("nothing was verified: no table was compared"), "{text}");
+    let summary = reports.iter().find_map(|r| r.get("summary")).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(summary["nothing_compared"], true, "{text}");
+
+    sink.stop();
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
 /// `sluice verify` (issue 22) says what the comparisons above say, for both targets and every
 /// column type; then, after a document is deleted from the index and a row changed behind
 /// Sluice's back, exactly those keys and that column (both restored after).
