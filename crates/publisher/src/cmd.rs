@@ -42,16 +42,33 @@ pub enum Exit {
 }
 
 /// The command's configuration (`path` with the environment's overrides); a bad one is said
-/// under the command's `name`, and is exit 2.
+/// under the command's `name`, and is exit 2. A `SLUICE_*` variable that sets nothing is
+/// warned of.
 pub(crate) fn load_config<C: crate::config::Load>(name: &str, path: &std::path::Path) -> Result<C, Exit> {
+    let (cfg, strays) = load_config_noting(name, path)?;
+    for s in strays {
+        tracing::warn!(variable = %s.variable, "{s}");
+    }
+    Ok(cfg)
+}
+
+/// As [`load_config`], with the `SLUICE_*` variables that set nothing and that Sluice does not
+/// read otherwise (a typo of a key's variable), for the caller to report.
+pub(crate) fn load_config_noting<C: crate::config::Load>(
+    name: &str,
+    path: &std::path::Path,
+) -> Result<(C, Vec<crate::config::StrayVariable>), Exit> {
     let env = crate::process::env_vars(&["SLUICE_"]).map_err(|e| {
         crate::eline!("{name}: {e}");
         Exit::Usage
     })?;
-    C::load(path, env).map_err(|e| {
+    let cfg = C::load(path, env.clone()).map_err(|e| {
         crate::eline!("{name}: {e}");
         Exit::Usage
-    })
+    })?;
+    // read once more: the loaded file, for the secrets' variables its `*_env` keys name
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    Ok((cfg, crate::config::stray_variables(&text, env)))
 }
 
 /// Runs a command's work on the runtime every command that talks to servers shares, giving

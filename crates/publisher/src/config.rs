@@ -11,7 +11,8 @@
 //! Environment overrides: `SLUICE_<SECTION>__<KEY>=value` sets `[section] key = value`, e.g.
 //! `SLUICE_KAFKA__BROKERS=kafka-0:9092` or `SLUICE_SOURCE__SERVER_ID=7`. The value is read as a
 //! TOML value when it parses as one (numbers, booleans, `[...]` arrays) and the key takes that
-//! type, else as a string.
+//! type, else as a string. A `SLUICE_*` variable that sets no key and is none of Sluice's other
+//! variables is warned of (`variables`).
 //! Secrets are never written in the file itself: they come from a file (`*_file`) or an
 //! environment variable (`*_env`), and are redacted wherever a config is printed.
 //!
@@ -34,6 +35,7 @@ mod source;
 #[cfg(test)]
 mod tests;
 mod values;
+mod variables;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -61,6 +63,7 @@ use values::{
     yes,
 };
 pub use values::{parse_byte_size, redact_url, table_pattern_problem, Secret};
+pub use variables::{stray_variables, StrayVariable};
 
 /// The whole configuration.
 #[derive(Debug, Clone)]

@@ -36,12 +36,16 @@ pub struct CheckArgs {
 /// Runs `sluice check`; returns the exit code (0 when every check passes, 1 when a check
 /// fails, 2 when the configuration itself is invalid).
 pub fn run(args: CheckArgs) -> Exit {
-    let cfg: Config = match super::load_config("sluice check", &args.config) {
+    let (cfg, strays): (Config, _) = match super::load_config_noting("sluice check", &args.config) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
     let mut out = Report::default();
     crate::report!(out, "[ok] config: {} is valid", args.config.display());
+    // a typo of a key's variable leaves the key as the file has it: said, not an error
+    for s in strays {
+        crate::report!(out, "[warning] environment: {s}");
+    }
     // the [archive] section is sluice archive's: checked as that command loads it
     let archive_ok = match archive_problems(&args.config) {
         None => true,

@@ -185,7 +185,7 @@ pub(super) fn parse_raw(
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Syntax { path: path.into(), message: redact_url(&e.to_string()) })?;
     let mut doc = toml::Value::Table(table);
-    let (overrides, misnamed) = apply_env(&mut doc, env);
+    let Applied { overrides, problems: misnamed, .. } = apply_env(&mut doc, env);
     let mut found = Found { overrides: &overrides, problems: misnamed };
     // Deserialize; at each error, note it, take the offending value out and go again, so
     // that one wrong value does not hide the next. Unknown keys are collected on the way.
@@ -435,14 +435,22 @@ pub(super) fn misnamed_variable(variable: &str) -> Option<Problem> {
     })
 }
 
-/// Applies `SLUICE_<SECTION>__<KEY>` variables to the parsed document; returns what each set,
-/// and the problems of variables that look meant for a key but set none.
-pub(super) fn apply_env(
-    doc: &mut toml::Value,
-    env: impl IntoIterator<Item = (String, String)>,
-) -> (Vec<Override>, Vec<Problem>) {
+/// What the `SLUICE_*` variables did to the document.
+pub(super) struct Applied {
+    /// What each variable of the `SLUICE_<SECTION>__<KEY>` form set.
+    pub(super) overrides: Vec<Override>,
+    /// The problems of variables that look meant for a key but set none.
+    pub(super) problems: Vec<Problem>,
+    /// The other variables, which set nothing (the command line's, the tests', or strays:
+    /// [`super::variables`]).
+    pub(super) unread: Vec<String>,
+}
+
+/// Applies `SLUICE_<SECTION>__<KEY>` variables to the parsed document.
+pub(super) fn apply_env(doc: &mut toml::Value, env: impl IntoIterator<Item = (String, String)>) -> Applied {
     let mut applied = Vec::new();
     let mut problems = Vec::new();
+    let mut unread = Vec::new();
     let mut vars: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k.starts_with("SLUICE_")).collect();
     vars.sort();
     for (k, v) in vars {
@@ -450,7 +458,10 @@ pub(super) fn apply_env(
         let mut parts: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
         if parts.len() < 2 || parts.iter().any(String::is_empty) {
             // SLUICE_LOG and friends are CLI settings, not config keys
-            problems.extend(misnamed_variable(&k));
+            match misnamed_variable(&k) {
+                Some(p) => problems.push(p),
+                None => unread.push(k),
+            }
             continue;
         }
         if let [section, table, name] = parts.as_mut_slice() {
@@ -465,5 +476,5 @@ pub(super) fn apply_env(
         set_path(doc, &path, value);
         applied.push(Override { path, variable: k, raw: v, parsed: is_parsed });
     }
-    (applied, problems)
+    Applied { overrides: applied, problems, unread }
 }
