@@ -7,7 +7,9 @@ threads, and the rest.
 
 Usage: bench_threads.py roles PID          CPU seconds by role of process PID so far
        bench_threads.py roles-json FILE    the same from plain_produce's JSON line (its `threads`)
-Both print "pipeline read librdkafka other".
+       bench_threads.py instructions FILE...  instructions by role from callgrind's files of one
+                                           process run with --separate-threads=yes (one per thread)
+All print "pipeline read librdkafka other".
 """
 import json
 import os
@@ -65,7 +67,32 @@ def by_role(threads):
     return roles
 
 
+def instructions_by_role(files):
+    """{role: instructions} of callgrind's per-thread files (`<out>-01`, `-02`, ...). Callgrind
+    does not keep thread names, so a thread's role is read from what it ran: the first file is the
+    main thread; a thread that ran librdkafka's broker loop is one of its broker threads; one that
+    ran tokio's multi-thread worker loop is a worker (the reads)."""
+    roles = {}
+    for path in sorted(files):
+        total, text = 0, ""
+        with open(path, errors="replace") as f:
+            text = f.read()
+        for line in text.splitlines():
+            if line.startswith(("summary:", "totals:")):
+                total = int(line.split()[1])
+                break
+        role = ("pipeline (main)" if path.endswith("-01") else
+                "librdkafka broker" if "rd_kafka_broker_thread_main" in text else
+                "read (tokio workers)" if "multi_thread::worker" in text else "other")
+        roles[role] = roles.get(role, 0) + total
+    return roles
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "instructions":
+        roles = instructions_by_role(sys.argv[2:])
+        print(" ".join(str(roles.get(r, 0)) for r in ROLES))
+        sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] not in ("roles", "roles-json"):
         sys.exit(__doc__)
     if sys.argv[1] == "roles":

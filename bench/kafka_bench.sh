@@ -18,7 +18,11 @@
 # BENCH_PIN=1 (the servers on the last CPU, the contenders on the others),
 # BENCH_PLAIN_ROUNDS (rounds of the plain transactional producer, default 3: the ratios take their medians),
 # BENCH_NO_BUILD=1 (use the release binaries already built under CARGO_TARGET_DIR), BENCH_KEEP_RECORDS=1 (keep
-# the records read back, $SLUICE_WORK/kafka_bench/records.bin, for plain_produce by hand).
+# the records read back, $SLUICE_WORK/kafka_bench/records.bin, for plain_produce by hand),
+# BENCH_CALLGRIND=1 (Sluice and the plain transactional producer run under valgrind's callgrind, and the
+# summary adds the instructions each executed per record by thread role: a count that does not move
+# between runs, where CPU seconds move by a fifth on this VM; the timings of such a run are valgrind's,
+# so one round of the plain producer by default; about 6 minutes for the default workload).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,8 +32,13 @@ repo="$(cd "$here/.." && pwd)"
 . "$repo/integration/lib/registry.sh"
 
 rows="${1:-1000000}"
-[ "${BENCH_PLAIN_ROUNDS:-3}" -ge 1 ] 2>/dev/null || { echo "kafka_bench: BENCH_PLAIN_ROUNDS must be a whole number of at least 1" >&2; exit 2; }
+[ "${BENCH_PLAIN_ROUNDS:-1}" -ge 1 ] 2>/dev/null || { echo "kafka_bench: BENCH_PLAIN_ROUNDS must be a whole number of at least 1" >&2; exit 2; }
 batch_setting=""
+if [ -n "${BENCH_CALLGRIND:-}" ] && ! command -v valgrind >/dev/null; then
+    echo "kafka_bench: BENCH_CALLGRIND needs valgrind (apt-get install valgrind)" >&2; exit 2
+fi
+plain_rounds="${BENCH_PLAIN_ROUNDS:-3}"
+[ -n "${BENCH_CALLGRIND:-}" ] && plain_rounds="${BENCH_PLAIN_ROUNDS:-1}"
 [ -n "${BENCH_BATCH:-}" ] && batch_setting="batch_max_records = $BENCH_BATCH"
 # BENCH_PROPS="k=v ...": librdkafka properties for every contender alike (default: Sluice's own)
 props_setting=""
@@ -43,6 +52,14 @@ export SLUICE_WORK="${SLUICE_WORK:-$repo/.work}"
 files="$SLUICE_WORK/bench"
 out="$SLUICE_WORK/kafka_bench"
 mkdir -p "$out"
+rm -f "$out"/cg.*
+# BENCH_CALLGRIND=1: each contender's command under callgrind, one file per thread
+cg=()
+if [ -n "${BENCH_CALLGRIND:-}" ]; then
+    # the binary's own choice of MIMALLOC_PURGE_DELAY, set here: it would run itself again for it,
+    # out of valgrind's sight
+    cg=(env MIMALLOC_PURGE_DELAY=0 valgrind --tool=callgrind --separate-threads=yes -q)
+fi
 
 if [ ! -s "$(mariadb_datadir bench)/port" ] || [ ! -d "$files/full" ]; then
     echo "kafka_bench: generating the workload (bench/gen_bench_binlog.sh, a few minutes)" >&2
@@ -109,7 +126,7 @@ faults_of() { awk '{print $10}' "/proc/$1/stat"; }
 broker_pid="$(cat "$(broker_dir kbench)/pid")"
 b0="$(cpu_of "$broker_pid")"
 t0="$(date +%s.%N)"
-SLUICE_LOG=warn "${pin[@]}" "${SLUICE_BIN:-$target/sluice}" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
+SLUICE_LOG=warn "${pin[@]}" ${cg[@]+"${cg[@]}" "--callgrind-out-file=$out/cg.sluice.%p"} "${SLUICE_BIN:-$target/sluice}" run --config "$out/sluice.toml" 2>"$out/sluice.log" &
 sluice_pid=$!
 # (written aside and renamed: a read never sees the file half-written)
 ( while kill -0 "$sluice_pid" 2>/dev/null; do
@@ -141,10 +158,10 @@ plain_broker_cpu="$(echo "$(cpu_of "$broker_pid") - $b0" | bc -l)"
 # same records), so the transactional producer runs BENCH_PLAIN_ROUNDS times (default 3) and the
 # ratios take its medians: one slow or fast round of the floor does not decide a run's ratio.
 plain_txn="["
-for r in $(seq 1 "${BENCH_PLAIN_ROUNDS:-3}"); do
+for r in $(seq 1 "$plain_rounds"); do
     python3 "$repo/integration/lib/kafka_wire.py" create-topic "$BROKER" "plain.txn$r" 3 1 >/dev/null
     b0="$(cpu_of "$broker_pid")"
-    one="$("${pin[@]}" "$target/examples/plain_produce" "$BROKER" "plain.txn$r" "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}" --records-from "$out/records.bin")"
+    one="$("${pin[@]}" ${cg[@]+"${cg[@]}" "--callgrind-out-file=$out/cg.plain$r.%p"} "$target/examples/plain_produce" "$BROKER" "plain.txn$r" "$records" "$key_bytes" "$value_bytes" --transactional "$batch" "${plain_set[@]}" --records-from "$out/records.bin")"
     [ "$r" = 1 ] || plain_txn+=","
     plain_txn+="{\"run\": $one, \"broker_cpu_s\": $(echo "$(cpu_of "$broker_pid") - $b0" | bc -l | sed 's/^\./0./')}"
 done
@@ -223,3 +240,26 @@ print(f"minor page faults per 1,000 records: sluice {int(sys.argv[17]) * 1000 / 
 print(f"sluice vs plain idempotent: {plain['rows_per_s'] / (records / secs):.2f}x slower; "
       f"vs plain transactional: {plain_txn['rows_per_s'] / (records / secs):.2f}x; sluice peak RSS {peak / 1024:.1f} MiB")
 PY
+
+if [ -n "${BENCH_CALLGRIND:-}" ]; then
+    # instructions by thread role (bench_threads.py: pipeline read librdkafka other), start-up included
+    read -r -a s_ir < <(python3 "$here/bench_threads.py" instructions "$out"/cg.sluice.*-*)
+    read -r -a p_ir < <(python3 "$here/bench_threads.py" instructions "$out"/cg.plain1.*-*)
+    python3 - "$records" "$rows" "${s_ir[@]}" "${p_ir[@]}" <<'PY'
+import sys
+records, rows = int(sys.argv[1]), int(sys.argv[2])
+s, p = [int(x) for x in sys.argv[3:7]], [int(x) for x in sys.argv[7:11]]
+changes = rows + rows * 3 // 10 + rows // 10
+roles = ("pipeline (main)", "read (tokio workers)", "librdkafka broker", "other")
+print("instructions per record (callgrind, start-up included):")
+print("| thread role | sluice run | plain transactional producer |")
+print("|---|---:|---:|")
+for name, a, b in zip(roles, s, p):
+    print(f"| {name} | {a / records:,.0f} | {b / records:,.0f} |")
+print(f"| all | {sum(s) / records:,.0f} | {sum(p) / records:,.0f} |")
+own = sum(s) - sum(p)
+print(f"sluice/plain: {sum(s) / sum(p):.2f}x per record, {sum(s) / changes / (sum(p) / records):.2f}x per row change against "
+      f"the producer's per record; Sluice's own work (the difference) {own / records:,.0f} per record; the CPU goal "
+      f"(1.5x per row change) leaves it {(1.5 * sum(p) / records * changes - sum(p)) / records:,.0f} per record")
+PY
+fi
