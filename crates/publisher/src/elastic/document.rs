@@ -142,19 +142,51 @@ pub(crate) fn record_json(record: &Avro, fields: &[Field], forms: Forms) -> Resu
         .collect()
 }
 
+/// Elasticsearch's (and OpenSearch's) limit on an `_id`: bytes of UTF-8.
+pub(crate) const MAX_ID_BYTES: usize = 512;
+
 /// The document id of key values (in key order): a one-column key's value as text, a
 /// composite key as a JSON array.
 ///
 /// An empty string is a valid MySQL key but not an `_id` (Elasticsearch refuses it, and a
 /// refused item stopped the sink for every table): it becomes `"\0"`, and a value that
-/// begins with NUL gets one more in front, so that every key keeps an id of its own.
+/// begins with NUL gets one more in front, so that every key keeps an id of its own. An id
+/// longer than [`MAX_ID_BYTES`] (a URL or a path as the key; InnoDB takes keys of up to 3,072
+/// bytes) is refused the same way, so it is shortened: [`long_id`].
 pub(crate) fn id_of(values: &[&Json]) -> String {
-    match values {
+    let id = match values {
         [Json::String(s)] if s.is_empty() || s.starts_with('\0') => format!("\0{s}"),
         [Json::String(s)] => s.clone(),
         [v] => v.to_string(),
         many => Json::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+    };
+    if id.len() > MAX_ID_BYTES {
+        long_id(&id)
+    } else {
+        id
     }
+}
+
+/// The `_id` of an id over [`MAX_ID_BYTES`]: `"\0#"`, the SHA-256 of the whole id in hex, `:`,
+/// and as much of the id's beginning as fits (cut at a character), 512 bytes at most. Distinct
+/// keys keep distinct ids (a collision would need one of SHA-256), the document can still be
+/// found by the start of its key, and no id of a shorter key has this form: ids written as
+/// they are never begin with NUL then `#` (a NUL-leading key gets a second NUL).
+fn long_id(id: &str) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(MAX_ID_BYTES);
+    out.push_str("\0#");
+    for b in sha2::Sha256::digest(id.as_bytes()) {
+        let _ = write!(out, "{b:02x}");
+    }
+    out.push(':');
+    let mut end = MAX_ID_BYTES.saturating_sub(out.len()).min(id.len());
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(id.get(..end).unwrap_or_default());
+    out
 }
 
 fn unwrap(v: &Avro) -> &Avro {
@@ -370,6 +402,50 @@ mod tests {
         assert_eq!(id(""), "\0");
         // a composite key's empty part is inside its array
         assert_eq!(id_of(&[&Json::from(7), &Json::String(String::new())]), "[7,\"\"]");
+    }
+
+    /// Keys whose id would pass Elasticsearch's 512 bytes (which it refuses, stopping the sink)
+    /// get ids within it, each of its own, beginning with the key, cut at a character; ids up
+    /// to the limit are as they were.
+    #[test]
+    fn long_keys_have_ids_within_the_limit() {
+        let id = |s: &str| id_of(&[&Json::String(s.into())]);
+        let at_limit = "u".repeat(MAX_ID_BYTES);
+        assert_eq!(id(&at_limit), at_limit);
+        let base = format!("https://shop.example/{}", "p".repeat(600));
+        let keys = [
+            format!("{base}/a"),
+            format!("{base}/b"),
+            "é".repeat(300),
+            format!("\0{}", "x".repeat(600)),
+            "u".repeat(MAX_ID_BYTES + 1),
+        ];
+        let mut ids = std::collections::HashSet::new();
+        for k in &keys {
+            let i = id(k);
+            assert!(i.len() <= MAX_ID_BYTES, "{} bytes", i.len());
+            assert!(i.starts_with("\0#") && i.get(66..67) == Some(":"), "{i:?}");
+            let kept = i.get(67..).unwrap();
+            assert!(kept.len() > 400 && id_escaped(k).starts_with(kept), "{kept:?}");
+            assert!(ids.insert(i));
+        }
+        // cut at a character: 'é' is two bytes, 445 bytes of room keep 222 of them
+        assert_eq!(id(&keys[2]).get(67..).map(str::len), Some(444));
+        // the hash is of the whole id: the same key, the same id, whatever the call
+        assert_eq!(id(&keys[0]), id(&keys[0].clone()));
+        // a composite key's long JSON text too
+        let composite = id_of(&[&Json::from(1), &Json::String("z".repeat(600))]);
+        assert!(composite.len() <= MAX_ID_BYTES && composite.starts_with("\0#"), "{composite:?}");
+        assert!(composite.contains(":[1,\"z"), "{composite:?}");
+    }
+
+    /// A one-column string key's id before shortening.
+    fn id_escaped(k: &str) -> String {
+        if k.is_empty() || k.starts_with('\0') {
+            format!("\0{k}")
+        } else {
+            k.to_string()
+        }
     }
 
     use super::*;
