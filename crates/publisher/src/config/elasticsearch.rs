@@ -188,18 +188,21 @@ impl ElasticsearchSection {
         if !self.index.contains("{topic}") && !self.index.contains("{table}") {
             p.push("elasticsearch.index", "must contain {topic} or {table} (each table needs its own index)");
         }
-        if let Some(bad) = self.index.chars().find(|c| "\\/*?\"<>| ,#:".contains(*c)) {
+        if let Some(bad) = refused_in_index_names(&self.index) {
             p.push(
                 "elasticsearch.index",
-                format!("must not contain {bad:?} (Elasticsearch refuses it in index names)"),
+                format!("must not contain {bad} (Elasticsearch refuses them in index names)"),
             );
         }
         for (table, name) in &self.indices {
             if table.split('.').count() != 2 || table.contains('*') || table.contains('?') {
                 p.push(format!("elasticsearch.indices.{table}"), "the key must be \"db.table\" (no wildcards)");
             }
-            if let Some(bad) = name.chars().find(|c| "\\/*?\"<>| ,#:".contains(*c)) {
-                p.push(format!("elasticsearch.indices.{table}"), format!("must not contain {bad:?}"));
+            if let Some(bad) = refused_in_index_names(name) {
+                p.push(
+                    format!("elasticsearch.indices.{table}"),
+                    format!("must not contain {bad} (Elasticsearch refuses them in index names)"),
+                );
             }
         }
         for (name, patterns) in [("include", &self.include), ("exclude", &self.exclude)] {
@@ -228,4 +231,16 @@ impl ElasticsearchSection {
         }
         librdkafka_problems("elasticsearch.consumer", &self.consumer, p);
     }
+}
+
+/// The characters of `name` Elasticsearch refuses in an index name, each once, in order
+/// (`'*', ' '`): all of them, so that one fix of the setting is enough.
+fn refused_in_index_names(name: &str) -> Option<String> {
+    let mut bad: Vec<char> = Vec::new();
+    for c in name.chars().filter(|c| "\\/*?\"<>| ,#:".contains(*c)) {
+        if !bad.contains(&c) {
+            bad.push(c);
+        }
+    }
+    (!bad.is_empty()).then(|| bad.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", "))
 }

@@ -31,6 +31,29 @@ fn sink(text: &str, env: Vec<(&str, &str)>) -> Result<SinkConfig, ConfigError> {
     SinkConfig::parse(text, Path::new("sluice.toml"), env.into_iter().map(|(a, b)| (a.to_string(), b.to_string())))
 }
 
+/// Every character Elasticsearch refuses in an index name is named at once, each once (one
+/// per try made a user fix the setting again and again).
+#[test]
+fn an_index_name_s_refused_characters_all_at_once() {
+    let text = "[kafka]\nbrokers = \"k\"\n[registry]\nurl = \"http://r\"\n[elasticsearch]\nurl = \"http://es:9200\"\n\
+                index = \"cdc {topic}*x:y z\"\n[elasticsearch.indices]\n\"shop.orders\" = \"a|b|c\"\n";
+    let p = match sink(text, vec![]) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("{other:?}"),
+    };
+    let of = |key: &str| p.iter().find(|p| p.key == key).map(|p| p.message.clone()).unwrap_or_default();
+    assert_eq!(
+        of("elasticsearch.index"),
+        "must not contain ' ', '*', ':' (Elasticsearch refuses them in index names)",
+        "{p:#?}"
+    );
+    assert_eq!(
+        of("elasticsearch.indices.shop.orders"),
+        "must not contain '|' (Elasticsearch refuses them in index names)",
+        "{p:#?}"
+    );
+}
+
 /// The sink needs [kafka], [registry] and [elasticsearch], not [source] (nor its password);
 /// every problem of its section is listed at once, each naming its key.
 #[test]
