@@ -73,9 +73,25 @@ pub fn stray_variables(text: &str, env: impl IntoIterator<Item = (String, String
     secret_variables(&doc, &mut secrets);
     unread
         .into_iter()
-        .filter(|v| !NOT_CONFIG_VARIABLES.contains(&v.as_str()) && !secrets.contains(v))
+        .filter(|v| !NOT_CONFIG_VARIABLES.contains(&v.as_str()) && !secrets.contains(v) && !is_service_link(v))
         .map(|variable| StrayVariable { nearest: nearest(&variable), variable })
         .collect()
+}
+
+/// A variable Kubernetes sets in every pod for each Service of its namespace (unless the pod
+/// says `enableServiceLinks: false`, as the chart's do): a Service named `sluice` or
+/// `sluice-archive` gives `SLUICE_SERVICE_HOST`, `SLUICE_SERVICE_PORT[_<NAME>]`, `SLUICE_PORT`
+/// and `SLUICE_PORT_<N>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]`, which are not meant for Sluice.
+fn is_service_link(variable: &str) -> bool {
+    if variable.ends_with("_SERVICE_HOST") || variable.ends_with("_PORT") || variable.contains("_SERVICE_PORT") {
+        return true;
+    }
+    // ..._PORT_<digits>_<protocol>[_<part>]
+    let parts: Vec<&str> = variable.split('_').collect();
+    parts.windows(3).any(|w| {
+        matches!(w, ["PORT", n, proto] if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+            && matches!(*proto, "TCP" | "UDP" | "SCTP"))
+    })
 }
 
 /// The variables the document's `*_env` keys name (`source.password_env`, ...), at any depth.
@@ -184,7 +200,24 @@ mod tests {
         let from_env = [("SLUICE_KAFKA__SASL_PASSWORD_ENV", "SLUICE_SASL_PW"), ("SLUICE_SASL_PW", "secret")];
         assert_eq!(strays(MINIMAL, &from_env), []);
         assert_eq!(strays(MINIMAL, &[("SLUICE_SOURCE_SERVER_ID", "7")]), []);
-        assert_eq!(strays(MINIMAL, &[("OTHER_BOGUS", "1")]), []);
+        // what Kubernetes sets for the chart's own Services (`sluice`, `sluice-archive`)
+        let links = [
+            ("SLUICE_SERVICE_HOST", "10.0.0.7"),
+            ("SLUICE_SERVICE_PORT", "9090"),
+            ("SLUICE_SERVICE_PORT_METRICS", "9090"),
+            ("SLUICE_PORT", "tcp://10.0.0.7:9090"),
+            ("SLUICE_PORT_9090_TCP", "tcp://10.0.0.7:9090"),
+            ("SLUICE_PORT_9090_TCP_PROTO", "tcp"),
+            ("SLUICE_PORT_9090_TCP_PORT", "9090"),
+            ("SLUICE_PORT_9090_TCP_ADDR", "10.0.0.7"),
+            ("SLUICE_ARCHIVE_SERVICE_HOST", "10.0.0.8"),
+            ("SLUICE_ARCHIVE_PORT", "tcp://10.0.0.8:9090"),
+            ("SLUICE_ARCHIVE_PORT_9090_UDP_ADDR", "10.0.0.8"),
+        ];
+        assert_eq!(strays(MINIMAL, &links), []);
+        // but a name that only looks a little like one is still a stray
+        let near = strays(MINIMAL, &[("SLUICE_PORTS", "1"), ("SLUICE_PORT_X_TCP", "1")]);
+        assert_eq!(near.len(), 2, "{near:?}");
     }
 
     #[test]
@@ -205,7 +238,7 @@ mod tests {
         let mut files = Vec::new();
         let mut dirs: Vec<PathBuf> =
             ["crates", "integration", "bench", ".ci", "helm", "fuzz"].iter().map(|d| root.join(d)).collect();
-        files.push(root.join("Makefile"));
+        files.extend([root.join("Makefile"), root.join("Dockerfile")]);
         while let Some(dir) = dirs.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
@@ -220,7 +253,7 @@ mod tests {
                 }
             }
         }
-        let readers = ["var(\"", "var_os(\"", "env = \"", "${", "$"];
+        let readers = ["var(\"", "var_os(\"", "env = \"", "${", "$(", "$"];
         let mut unlisted = Vec::new();
         let mut seen = 0;
         for file in files {
