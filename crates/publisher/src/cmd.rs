@@ -62,12 +62,13 @@ pub(crate) fn load_config_noting<C: crate::config::Load>(
         crate::eline!("{name}: {e}");
         Exit::Usage
     })?;
-    let cfg = C::load(path, env.clone()).map_err(|e| {
+    // read once (a pipe such as `--config <(envsubst < tmpl)` gives its text once): the
+    // configuration, and the secrets' variables its `*_env` keys name, which are not strays
+    let parsed = crate::config::read_config(path).and_then(|text| Ok((C::parse(&text, path, env.clone())?, text)));
+    let (cfg, text) = parsed.map_err(|e| {
         crate::eline!("{name}: {e}");
         Exit::Usage
     })?;
-    // read once more: the loaded file, for the secrets' variables its `*_env` keys name
-    let text = std::fs::read_to_string(path).unwrap_or_default();
     Ok((cfg, crate::config::stray_variables(&text, env)))
 }
 

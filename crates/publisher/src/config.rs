@@ -2,7 +2,7 @@
 //! parsed once at load into typed sections.
 //!
 //! The doc comments on these structs are the user documentation (`sluice.example.toml`
-//! repeats them). Loading reports **every** problem at once ([`Config::load`]): unknown keys
+//! repeats them). Loading reports **every** problem at once ([`Load::load`]): unknown keys
 //! (a typo is an error, not a silently ignored setting), values of the wrong type or form
 //! (`source.start = "yesterday"`, `source.tls = "maybe"`, a URL with a password), and what
 //! the validations find; each problem names its key, and the `SLUICE_*` variable when
@@ -51,7 +51,8 @@ pub use elasticsearch::{ElasticsearchSection, EsDecimal, EsJson, EsTime};
 pub use filter::{FilterSection, Route};
 use kafka::librdkafka_problems;
 pub use kafka::KafkaSection;
-use load::{parse_raw, read_config, RawConfig, Role};
+pub use load::read_config;
+use load::{parse_raw, RawConfig, Role};
 pub use metrics::MetricsSection;
 pub use output::{OutputSection, ValueMode};
 pub use problem::{ConfigError, Problem, Problems};
@@ -116,18 +117,10 @@ pub struct ArchiveConfig {
 }
 
 impl ArchiveConfig {
-    /// Reads what `sluice archive` needs from `path`, with `SLUICE_*` overrides, and validates.
+    /// What `sluice archive` needs, from the file's `text` with `SLUICE_*` overrides, validated.
     ///
     /// # Errors
-    /// As [`Config::load`]; a missing `[archive]` section is one of the problems.
-    pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<ArchiveConfig, ConfigError> {
-        ArchiveConfig::parse(&read_config(path)?, path, env)
-    }
-
-    /// As [`ArchiveConfig::load`], from the file's text.
-    ///
-    /// # Errors
-    /// As [`ArchiveConfig::load`].
+    /// As [`Config::parse`]; a missing `[archive]` section is one of the problems.
     pub fn parse(
         text: &str,
         path: &Path,
@@ -142,47 +135,48 @@ impl ArchiveConfig {
 }
 
 impl Load for ArchiveConfig {
-    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
-        ArchiveConfig::load(path, env)
+    fn parse(text: &str, path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        ArchiveConfig::parse(text, path, env)
     }
 }
 
 /// A configuration a command loads (the file, then the `SLUICE_*` environment overrides):
 /// `sluice run`'s and the sink's, loaded the same way by every command.
 pub trait Load: Sized {
+    /// The file's `text` (`path` names it in messages) with the overrides in `env`, validated.
+    ///
+    /// # Errors
+    /// Bad TOML, and every problem at once.
+    fn parse(text: &str, path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError>;
+
     /// Reads `path`, applies the overrides in `env`, and validates.
     ///
     /// # Errors
-    /// Unreadable file, bad TOML, and every problem at once.
-    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError>;
+    /// An unreadable file, and as [`Load::parse`].
+    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        Self::parse(&read_config(path)?, path, env)
+    }
 }
 
 impl Load for Config {
-    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
-        Config::load(path, env)
+    fn parse(text: &str, path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        Config::parse(text, path, env)
     }
 }
 
 impl Load for SinkConfig {
-    fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
-        SinkConfig::load(path, env)
+    fn parse(text: &str, path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        SinkConfig::parse(text, path, env)
     }
 }
 
 impl Config {
-    /// Reads `path`, applies `SLUICE_*` overrides from `env`, and validates.
+    /// The file's `text` (`path` only names it in messages) with the `SLUICE_*` overrides of
+    /// `env` applied, validated ([`Load::load`] reads the file).
     ///
     /// # Errors
-    /// Unreadable file, bad TOML, and every problem at once (unknown keys, wrong types and
-    /// forms, failed validations).
-    pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
-        Config::parse(&read_config(path)?, path, env)
-    }
-
-    /// As [`Config::load`], from the file's text (`path` only names it in messages).
-    ///
-    /// # Errors
-    /// As [`Config::load`].
+    /// Bad TOML, and every problem at once (unknown keys, wrong types and forms, failed
+    /// validations).
     pub fn parse(
         text: &str,
         path: &Path,
@@ -221,19 +215,11 @@ impl Config {
 }
 
 impl SinkConfig {
-    /// Reads the configuration `sluice sink elasticsearch` needs from `path` (the same file as
-    /// `sluice run`'s; `[source]` may be left out), with `SLUICE_*` overrides, and validates it.
+    /// The configuration `sluice sink elasticsearch` needs (the same file as `sluice run`'s;
+    /// `[source]` may be left out), from the file's `text` with `SLUICE_*` overrides, validated.
     ///
     /// # Errors
-    /// As [`Config::load`]; a missing `[elasticsearch]` section is one of the problems.
-    pub fn load(path: &Path, env: impl IntoIterator<Item = (String, String)>) -> Result<SinkConfig, ConfigError> {
-        SinkConfig::parse(&read_config(path)?, path, env)
-    }
-
-    /// As [`SinkConfig::load`], from the file's text.
-    ///
-    /// # Errors
-    /// As [`SinkConfig::load`].
+    /// As [`Config::parse`]; a missing `[elasticsearch]` section is one of the problems.
     pub fn parse(
         text: &str,
         path: &Path,

@@ -338,7 +338,7 @@ fn archive_problems(path: &std::path::Path) -> Option<Result<(), String>> {
     if !in_file && !env.iter().any(|(k, _)| k.starts_with("SLUICE_ARCHIVE__")) {
         return None;
     }
-    Some(crate::config::ArchiveConfig::load(path, env).map(|_| ()).map_err(|e| e.to_string()))
+    Some(<crate::config::ArchiveConfig as crate::config::Load>::load(path, env).map(|_| ()).map_err(|e| e.to_string()))
 }
 
 /// How many captured tables this user can read, each table it cannot named with the GRANT to

@@ -7,7 +7,7 @@ use super::*;
 
 /// The document as deserialized: every section optional, so that one broken or missing section
 /// does not hide the problems of the others (a missing required section is reported by
-/// [`Config::load`]).
+/// [`super::Load::load`]).
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawConfig {
     pub(super) source: Option<SourceSection>,
@@ -158,7 +158,11 @@ pub(super) fn remove_at(doc: &mut toml::Value, path: &[Segment]) -> bool {
     }
 }
 
-pub(super) fn read_config(path: &Path) -> Result<String, ConfigError> {
+/// The configuration file's text (its path named when it cannot be read).
+///
+/// # Errors
+/// An unreadable file.
+pub fn read_config(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })
 }
 
