@@ -481,7 +481,7 @@ impl Verifier {
             Target::Elastic(e) => {
                 let exists =
                     e.es.index_exists(&e.index).await.map_err(|x| VerifyError::Other(format!("{}: {x}", e.index)))?;
-                (!exists).then(|| VerifyError::NoIndex { table: name.clone(), index: e.index.clone() })
+                (exists == Some(false)).then(|| VerifyError::NoIndex { table: name.clone(), index: e.index.clone() })
             }
             Target::Kafka => None,
         };

@@ -450,18 +450,26 @@ impl Elastic {
         Ok(Scroll { id, first: Some(hits) })
     }
 
-    /// True when `index` (an index or an alias) exists: `HEAD /<index>` answers 200, or 404
-    /// when it does not (a scroll or `_mget` of a missing index answers as an empty one).
+    /// Whether `index` (an index or an alias) exists: `HEAD /<index>` answers 200, or 404 when it
+    /// does not (a scroll or `_mget` of a missing index answers as an empty one). `None` when the
+    /// user may not ask (403: `HEAD` needs `view_index_metadata`, which a user with only `read`,
+    /// enough for the reads, lacks): the reads go on as before the question was asked.
     ///
     /// # Errors
-    /// Request errors, and an answer other than 200 or 404.
-    pub async fn index_exists(&self, index: &str) -> Result<bool, ElasticError> {
+    /// Request errors, and an answer other than 200, 403 or 404.
+    pub async fn index_exists(&self, index: &str) -> Result<Option<bool>, ElasticError> {
         let path = format!("/{}", encode(index));
         let what = format!("HEAD {path}");
-        let (status, body) = self.send(self.request(reqwest::Method::HEAD, &path), &what).await?;
+        let (status, body) = match self.send(self.request(reqwest::Method::HEAD, &path), &what).await {
+            Err(ElasticError::Status { status: 403, .. }) => {
+                tracing::debug!(index, "not allowed to ask whether the index exists (view_index_metadata)");
+                return Ok(None);
+            }
+            other => other?,
+        };
         match status {
-            200 => Ok(true),
-            404 => Ok(false),
+            200 => Ok(Some(true)),
+            404 => Ok(Some(false)),
             _ => Err(ElasticError::Status { what, status, body: shorten(&body.to_string()), hint: "" }),
         }
     }
@@ -697,14 +705,24 @@ mod tests {
     /// is neither.
     #[tokio::test]
     async fn whether_an_index_exists() {
-        let (url, server) = answering(vec![(200, ""), (404, ""), (400, "")]).await;
+        let (url, server) = answering(vec![(200, ""), (404, ""), (403, ""), (400, "")]).await;
         let es = Elastic::new(&section(&url)).unwrap();
-        assert!(es.index_exists("sluice.shop.orders").await.unwrap());
-        assert!(!es.index_exists("orders-v2").await.unwrap());
+        assert_eq!(es.index_exists("sluice.shop.orders").await.unwrap(), Some(true));
+        assert_eq!(es.index_exists("orders-v2").await.unwrap(), Some(false));
+        // a user with only `read` may not ask: not known, not an error
+        assert_eq!(es.index_exists("hidden").await.unwrap(), None);
         let e = es.index_exists("bad").await.unwrap_err();
         assert!(matches!(e, ElasticError::Status { status: 400, .. }), "{e}");
         let lines = server.await.unwrap();
-        assert_eq!(lines, ["HEAD /sluice.shop.orders HTTP/1.1", "HEAD /orders-v2 HTTP/1.1", "HEAD /bad HTTP/1.1"]);
+        assert_eq!(
+            lines,
+            [
+                "HEAD /sluice.shop.orders HTTP/1.1",
+                "HEAD /orders-v2 HTTP/1.1",
+                "HEAD /hidden HTTP/1.1",
+                "HEAD /bad HTTP/1.1"
+            ]
+        );
     }
 
     /// Basic auth or an API key, as configured; never both.
