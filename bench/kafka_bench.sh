@@ -22,7 +22,7 @@
 # BENCH_CALLGRIND=1 (Sluice and the plain transactional producer run under valgrind's callgrind, and the
 # summary adds the instructions each executed per record by thread role: a count that does not move
 # between runs, where CPU seconds move by a fifth on this VM; the timings of such a run are valgrind's,
-# so one round of the plain producer by default; about 6 minutes for the default workload).
+# so one round of the plain producer by default; about 12 minutes for the default workload).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +32,7 @@ repo="$(cd "$here/.." && pwd)"
 . "$repo/integration/lib/registry.sh"
 
 rows="${1:-1000000}"
-[ "${BENCH_PLAIN_ROUNDS:-1}" -ge 1 ] 2>/dev/null || { echo "kafka_bench: BENCH_PLAIN_ROUNDS must be a whole number of at least 1" >&2; exit 2; }
+[ "${BENCH_PLAIN_ROUNDS:-3}" -ge 1 ] 2>/dev/null || { echo "kafka_bench: BENCH_PLAIN_ROUNDS must be a whole number of at least 1" >&2; exit 2; }
 batch_setting=""
 if [ -n "${BENCH_CALLGRIND:-}" ] && ! command -v valgrind >/dev/null; then
     echo "kafka_bench: BENCH_CALLGRIND needs valgrind (apt-get install valgrind)" >&2; exit 2
@@ -243,6 +243,12 @@ PY
 
 if [ -n "${BENCH_CALLGRIND:-}" ]; then
     # instructions by thread role (bench_threads.py: pipeline read librdkafka other), start-up included
+    # (the plain producer's loading of its records too)
+    for who in sluice plain1; do
+        ls "$out"/cg."$who".*-* >/dev/null 2>&1 \
+            || { echo "kafka_bench: no callgrind files of $who in $out (did valgrind run?)" >&2; exit 1; }
+    done
+    echo "(BENCH_CALLGRIND: the timings, ratios and RSS above are of a run under valgrind)"
     read -r -a s_ir < <(python3 "$here/bench_threads.py" instructions "$out"/cg.sluice.*-*)
     read -r -a p_ir < <(python3 "$here/bench_threads.py" instructions "$out"/cg.plain1.*-*)
     python3 - "$records" "$rows" "${s_ir[@]}" "${p_ir[@]}" <<'PY'

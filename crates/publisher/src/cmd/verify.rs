@@ -279,6 +279,9 @@ async fn verify_all(v: &Verifier, args: &VerifyArgs, targets: &[TargetKind], out
     tally.exit(published.is_ok())
 }
 
+/// How many skipped tables the summary names (each has its own line).
+const SKIPPED_NAMED: usize = 10;
+
 /// The run's outcomes counted: the summary and the exit code.
 #[derive(Debug, Default)]
 struct Tally {
@@ -319,20 +322,29 @@ impl Tally {
     /// The skipped comparisons, each table once with its targets: `shop.logs (kafka,
     /// elasticsearch), shop.raw (kafka)`.
     fn skipped_names(&self) -> String {
+        // in the order met; a table's targets follow one another (verify takes a table's
+        // targets together), so one look back finds the table's entry
         let mut tables: Vec<(&str, Vec<&str>)> = Vec::new();
         for (table, target) in &self.skipped {
-            match tables.iter_mut().find(|(t, _)| t == table) {
-                Some((_, targets)) => targets.push(target),
-                None => tables.push((table, vec![target])),
+            match tables.last_mut() {
+                Some((t, targets)) if t == table => targets.push(target),
+                _ => tables.push((table, vec![target])),
             }
         }
-        tables.iter().map(|(t, targets)| format!("{t} ({})", targets.join(", "))).collect::<Vec<_>>().join(", ")
+        // each skipped table has its own line above: the summary names the first few (a sink
+        // that syncs a few tables of hundreds skips the others against Elasticsearch)
+        let mut names: Vec<String> =
+            tables.iter().take(SKIPPED_NAMED).map(|(t, targets)| format!("{t} ({})", targets.join(", "))).collect();
+        if tables.len() > SKIPPED_NAMED {
+            names.push(format!("and {} more", tables.len() - SKIPPED_NAMED));
+        }
+        names.join(", ")
     }
 
     /// Why a run that compared nothing verified nothing.
     fn nothing_compared(&self) -> String {
         let what = match (self.total, self.skipped.len()) {
-            (0, _) => "no table to verify ([filter] captures none on the source, or --table chose none)".to_string(),
+            (0, _) => "no table to verify ([filter] captures none on the source)".to_string(),
             (_, 0) => "every comparison failed".to_string(),
             (_, n) if n == self.total => {
                 format!("every table was skipped (see each one's reason above): {}", self.skipped_names())
@@ -560,5 +572,14 @@ mod tests {
         assert_eq!(t.json()["summary"]["nothing_compared"], false);
         t.add(&TableReport { missing: 1, ..report("shop.items", "kafka") });
         assert_eq!(t.exit(true), Exit::Failure);
+        // many skipped: the first ten named, the rest counted
+        let mut many = Tally::default();
+        for i in 0..25 {
+            many.add(&keyless(&format!("shop.t{i:02}"), "kafka"));
+            many.add(&keyless(&format!("shop.t{i:02}"), "elasticsearch"));
+        }
+        let names = many.skipped_names();
+        assert!(names.starts_with("shop.t00 (kafka, elasticsearch), shop.t01 (kafka, elasticsearch)"), "{names}");
+        assert!(names.ends_with("shop.t09 (kafka, elasticsearch), and 15 more"), "{names}");
     }
 }

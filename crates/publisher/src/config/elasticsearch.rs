@@ -189,20 +189,14 @@ impl ElasticsearchSection {
             p.push("elasticsearch.index", "must contain {topic} or {table} (each table needs its own index)");
         }
         if let Some(bad) = refused_in_index_names(&self.index) {
-            p.push(
-                "elasticsearch.index",
-                format!("must not contain {bad} (Elasticsearch refuses them in index names)"),
-            );
+            p.push("elasticsearch.index", format!("must not contain {bad}"));
         }
         for (table, name) in &self.indices {
             if table.split('.').count() != 2 || table.contains('*') || table.contains('?') {
                 p.push(format!("elasticsearch.indices.{table}"), "the key must be \"db.table\" (no wildcards)");
             }
             if let Some(bad) = refused_in_index_names(name) {
-                p.push(
-                    format!("elasticsearch.indices.{table}"),
-                    format!("must not contain {bad} (Elasticsearch refuses them in index names)"),
-                );
+                p.push(format!("elasticsearch.indices.{table}"), format!("must not contain {bad}"));
             }
         }
         for (name, patterns) in [("include", &self.include), ("exclude", &self.exclude)] {
@@ -233,14 +227,20 @@ impl ElasticsearchSection {
     }
 }
 
-/// The characters of `name` Elasticsearch refuses in an index name, each once, in order
-/// (`'*', ' '`): all of them, so that one fix of the setting is enough.
+/// The characters of `name` Elasticsearch refuses in an index name, each once, in order, and
+/// why: all of them (`' ', '*' or ':' (...)`), so that one fix of the setting is enough.
 fn refused_in_index_names(name: &str) -> Option<String> {
-    let mut bad: Vec<char> = Vec::new();
+    let mut bad: Vec<String> = Vec::new();
     for c in name.chars().filter(|c| "\\/*?\"<>| ,#:".contains(*c)) {
+        let c = format!("{c:?}");
         if !bad.contains(&c) {
             bad.push(c);
         }
     }
-    (!bad.is_empty()).then(|| bad.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", "))
+    let (last, rest) = bad.split_last()?;
+    Some(if rest.is_empty() {
+        format!("{last} (Elasticsearch refuses it in index names)")
+    } else {
+        format!("{} or {last} (Elasticsearch refuses them in index names)", rest.join(", "))
+    })
 }

@@ -44,12 +44,12 @@ fn an_index_name_s_refused_characters_all_at_once() {
     let of = |key: &str| p.iter().find(|p| p.key == key).map(|p| p.message.clone()).unwrap_or_default();
     assert_eq!(
         of("elasticsearch.index"),
-        "must not contain ' ', '*', ':' (Elasticsearch refuses them in index names)",
+        "must not contain ' ', '*' or ':' (Elasticsearch refuses them in index names)",
         "{p:#?}"
     );
     assert_eq!(
         of("elasticsearch.indices.shop.orders"),
-        "must not contain '|' (Elasticsearch refuses them in index names)",
+        "must not contain '|' (Elasticsearch refuses it in index names)",
         "{p:#?}"
     );
 }
