@@ -693,26 +693,9 @@ fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Opti
             continue;
         };
         let path = root.join(&f.file);
-        let (len, size) = if f.compressed() {
-            // a gzip member ends with the size of what it holds, modulo 2^32: a cut file ends
-            // with other bytes there (or is too short to have them)
-            let mut file = File::open(&path).map_err(|e| look(f, e))?;
-            let len = file.metadata().map_err(|e| look(f, e))?.len();
-            let mut trailer = [0u8; 4];
-            let read = len >= 18
-                && std::io::Seek::seek(&mut file, std::io::SeekFrom::End(-4)).is_ok()
-                && std::io::Read::read_exact(&mut file, &mut trailer).is_ok();
-            let isize = if read { u64::from(u32::from_le_bytes(trailer)) } else { u64::MAX };
-            (isize, s.size & u64::from(u32::MAX))
-        } else {
-            (std::fs::metadata(&path).map_err(|e| look(f, e))?.len(), s.size)
-        };
-        if len != size {
-            let what = if f.compressed() {
-                format!("{}'s gzip trailer does not give the {} bytes", path.display(), s.size)
-            } else {
-                format!("{} is {len} bytes, not the {}", path.display(), s.size)
-            };
+        if let Some(what) =
+            size_problem(&path, f.compressed(), s.size, &path.display().to_string()).map_err(|e| look(f, e))?
+        {
             return Ok(Some(format!(
                 "{what} the archive's index lists it complete at: it was cut or changed after it was archived. \
                  Restore it from a copy of the archive",
@@ -720,6 +703,31 @@ fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Opti
         }
     }
     Ok(None)
+}
+
+/// What is wrong with `path`, the archived copy (gzipped when `compressed`) of a file the index
+/// lists complete at `size` bytes, called `shown`: None when it has that size (a gzipped one,
+/// the size its gzip trailer gives, modulo 2^32), else what it has instead.
+///
+/// # Errors
+/// The file cannot be looked at.
+pub(super) fn size_problem(path: &Path, compressed: bool, size: u64, shown: &str) -> std::io::Result<Option<String>> {
+    if compressed {
+        // a gzip member ends with the size of what it holds, modulo 2^32: a cut file ends
+        // with other bytes there (or is too short to have them)
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let mut trailer = [0u8; 4];
+        let read = len >= 18
+            && std::io::Seek::seek(&mut file, std::io::SeekFrom::End(-4)).is_ok()
+            && std::io::Read::read_exact(&mut file, &mut trailer).is_ok();
+        let isize = if read { u64::from(u32::from_le_bytes(trailer)) } else { u64::MAX };
+        Ok((isize != size & u64::from(u32::MAX))
+            .then(|| format!("{shown}'s gzip trailer does not give the {size} bytes")))
+    } else {
+        let len = std::fs::metadata(path)?.len();
+        Ok((len != size).then(|| format!("{shown} is {len} bytes, not the {size}")))
+    }
 }
 
 /// [`cut_file`] for the archive in `root`.

@@ -60,6 +60,39 @@ pub fn in_range(index: &[FileSummary], files: Vec<(String, String)>, range: &Ran
         .collect())
 }
 
+/// What a reader of the `chosen` stored files of an archive holding `files` (the server's name
+/// and the stored file, in the server's order) would miss of `range`, by its `index`: a file
+/// the index lists complete that the range would take, gone while an older file is still there
+/// (retention removes the oldest first), or a number missing between two chosen files (a file
+/// gone with its index entry). Read on, the dump would go from the file before to the file
+/// after without a word that changes are missing.
+pub fn lacking(index: &[FileSummary], files: &[(String, String)], chosen: &[String], range: &Range) -> Option<String> {
+    let held: std::collections::HashSet<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    let oldest = files.iter().map(|(n, _)| n).min_by_key(|n| order_key(n));
+    let indexed = index.iter().filter(|s| s.complete).map(|s| (s.file.clone(), s.file.clone())).collect();
+    for gone in in_range(index, indexed, range).unwrap_or_default().iter().filter(|f| !held.contains(f.as_str())) {
+        if let Some(older) = oldest.filter(|o| order_key(o) < order_key(gone)) {
+            return Some(format!(
+                "{gone} is listed complete in the archive's index but gone, while the older {older} is still there: \
+                 the archive lacks its events. Restore it from a copy of the archive (or dump the server's own file)"
+            ));
+        }
+    }
+    let numbers: std::collections::HashSet<u64> = files.iter().map(|(n, _)| order_key(n).0).collect();
+    let name = |f: &String| f.strip_suffix(".gz").unwrap_or(f).to_string();
+    for pair in chosen.windows(2) {
+        let (Some(a), Some(b)) = (pair.first().map(name), pair.get(1).map(name)) else { continue };
+        if (order_key(&a).0 + 1..order_key(&b).0).any(|n| !numbers.contains(&n)) {
+            return Some(format!(
+                "the archive lacks the file(s) between {a} and {b} (gone with their index entries?): their changes \
+                 would be missing. Restore them from a copy of the archive, or dump a range on one side of the gap \
+                 (--start-file {b}, or --stop-datetime before {b}'s first event)"
+            ));
+        }
+    }
+    None
+}
+
 /// The name of the binlog file after `name` (`mysql-bin.000009` -> `mysql-bin.000010`).
 pub fn next_name(name: &str) -> String {
     match name.rsplit_once('.') {

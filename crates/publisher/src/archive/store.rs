@@ -21,7 +21,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::copy::FileSummary;
-use super::layout::{in_range, order_key, Range, INDEX};
+use super::dir::Refusal;
+use super::layout::{in_range, lacking, order_key, Range, INDEX};
 
 /// Bytes per request when uploading or downloading a file (S3 wants multipart parts of at least
 /// 5 MiB but the last).
@@ -235,20 +236,49 @@ impl Remote {
     /// `dir`, under their stored names; their paths, oldest first.
     ///
     /// # Errors
-    /// The store or the local disk fails.
-    pub async fn download_range(&self, dir: &Path, range: &Range) -> Result<Vec<std::path::PathBuf>, String> {
+    /// The store or the local disk fails ([`Refusal::Unreadable`]); a file of the range gone
+    /// from the store, or of another size than the index lists it complete at
+    /// ([`Refusal::Damaged`]): read on, the dump would skip its changes without a word.
+    pub async fn download_range(&self, dir: &Path, range: &Range) -> Result<Vec<std::path::PathBuf>, Refusal> {
         let index = self.index().await?;
         let files = self.files().await?;
         if files.is_empty() {
-            return Err(format!("there is no archive at {self}: no binlog file, no index.json (a wrong prefix?)"));
+            return Err(
+                format!("there is no archive at {self}: no binlog file, no index.json (a wrong prefix?)").into()
+            );
+        }
+        let chosen = in_range(&index, files.clone(), range)?;
+        if let Some(why) = lacking(&index, &files, &chosen, range) {
+            return Err(Refusal::Damaged(why));
         }
         let mut paths = Vec::new();
-        for object in in_range(&index, files, range)? {
+        for object in chosen {
             let path = dir.join(&object);
             let mut f = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-            if self.download_into(&object, &mut f).await? {
-                paths.push(path);
+            if !self.download_into(&object, &mut f).await? {
+                let _ = std::fs::remove_file(&path);
+                // the oldest removed since the listing is the archiver's retention
+                if paths.is_empty() {
+                    continue;
+                }
+                return Err(Refusal::Damaged(format!(
+                    "{object} in {self} was removed while the dump read the archive: its changes would be missing. \
+                     Dump again, or restore it from a copy of the archive"
+                )));
             }
+            let name = object.strip_suffix(".gz").unwrap_or(&object);
+            if let Some(s) = index.iter().find(|s| s.complete && s.file == name) {
+                let shown = format!("{object} in {self}");
+                let problem = super::dir::size_problem(&path, name != object, s.size, &shown)
+                    .map_err(|e| format!("reading the copy of {shown} in {}: {e}", path.display()))?;
+                if let Some(what) = problem {
+                    return Err(Refusal::Damaged(format!(
+                        "{what} the archive's index lists it complete at: it was cut or changed after it was \
+                         archived. Restore it from a copy of the archive (or dump the server's own file)"
+                    )));
+                }
+            }
+            paths.push(path);
         }
         Ok(paths)
     }
@@ -490,7 +520,67 @@ fn store_error(what: String, e: impl std::fmt::Display) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::store_error;
+    use super::{store_error, Remote};
+
+    /// A store's file of the range gone, or cut at an event boundary, after it was archived:
+    /// the dump's download says so (damage, exit 65), as it does of a directory; before, it
+    /// took the files left and the dump warned at most, exit 0.
+    #[tokio::test]
+    async fn a_file_gone_or_cut_from_the_store_is_damage() {
+        use super::super::copy::{FileSummary, MAGIC};
+        use super::super::dir::Refusal;
+        use super::super::layout::{Range, INDEX};
+        let store = tempfile::tempdir().unwrap();
+        let root = store.path();
+        let body = |n: usize| -> Vec<u8> { [MAGIC.as_slice(), &vec![7u8; n]].concat() };
+        let mut index = Vec::new();
+        for (i, name) in ["b.000001", "b.000002", "b.000003"].into_iter().enumerate() {
+            let t = 100 * (u32::try_from(i).unwrap() + 1);
+            index.push(FileSummary {
+                file: name.into(),
+                size: 104,
+                complete: true,
+                first_time: Some(t),
+                last_time: Some(t + 10),
+                remote: true,
+                ..Default::default()
+            });
+            std::fs::write(root.join(name), body(100)).unwrap();
+        }
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
+        let remote = Remote::open(&format!("file://{}", root.display()), None).unwrap();
+        let read = |range: Range| {
+            let remote = remote.clone();
+            async move {
+                let into = tempfile::tempdir().unwrap();
+                remote.download_range(into.path(), &range).await.map(|p| p.len())
+            }
+        };
+        assert_eq!(read(Range::default()).await, Ok(3));
+        // cut at what could be an event's end
+        std::fs::write(root.join("b.000002"), body(60)).unwrap();
+        let Err(Refusal::Damaged(e)) = read(Range::default()).await else { panic!("a cut file taken") };
+        assert!(e.contains("b.000002 in file://") && e.contains("is 64 bytes, not the 104"), "{e}");
+        // a range that does not need it is whole
+        assert_eq!(read(Range { from: Some(300), ..Range::default() }).await, Ok(1));
+        // gone, with its index entry or without
+        std::fs::remove_file(root.join("b.000002")).unwrap();
+        let Err(Refusal::Damaged(e)) = read(Range::default()).await else { panic!("a gone file skipped") };
+        assert!(e.contains("b.000002 is listed complete") && e.contains("older b.000001"), "{e}");
+        let Err(Refusal::Damaged(e)) = read(Range { from: Some(200), to: Some(250), ..Range::default() }).await else {
+            panic!("the range's only file gone")
+        };
+        assert!(e.contains("b.000002 is listed complete"), "{e}");
+        let without: Vec<_> = index.iter().filter(|s| s.file != "b.000002").cloned().collect();
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&without).unwrap()).unwrap();
+        let Err(Refusal::Damaged(e)) = read(Range::default()).await else { panic!("a hole skipped") };
+        assert!(e.contains("lacks the file(s) between b.000001 and b.000003"), "{e}");
+        // the oldest gone (retention's) is no damage
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
+        std::fs::write(root.join("b.000002"), body(100)).unwrap();
+        std::fs::remove_file(root.join("b.000001")).unwrap();
+        assert_eq!(read(Range::default()).await, Ok(2));
+    }
 
     /// No credentials: said, with what to set; a long answer cut short.
     #[test]

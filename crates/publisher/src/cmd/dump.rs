@@ -375,7 +375,10 @@ fn usage_problems(args: &DumpArgs) -> Vec<String> {
 
 /// The files of the archive at `url` (credentials from the environment) that may hold the
 /// range asked, downloaded into a temporary directory (removed when it is dropped).
-fn download_range(url: &str, range: &crate::archive::dir::Range) -> Result<(tempfile::TempDir, Vec<PathBuf>), String> {
+fn download_range(
+    url: &str,
+    range: &crate::archive::dir::Range,
+) -> Result<(tempfile::TempDir, Vec<PathBuf>), crate::archive::dir::Refusal> {
     let remote = crate::archive::store::Remote::open(url, None)?;
     let dir = tempfile::tempdir().map_err(|e| format!("making a temporary directory for {remote}: {e}"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -422,17 +425,15 @@ pub fn run(mut args: DumpArgs) -> Exit {
     for f in std::mem::take(&mut args.files) {
         let text = f.to_string_lossy().into_owned();
         let chosen = if crate::archive::store::is_url(&text) {
-            download_range(&text, &range)
-                .map(|(dir, chosen)| {
-                    // rows name the store's object, not the temporary copy
-                    for c in &chosen {
-                        let object = c.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                        shown.insert(c.clone(), format!("{}/{object}", text.trim_end_matches('/')));
-                    }
-                    _downloads.push(dir);
-                    chosen
-                })
-                .map_err(crate::archive::dir::Refusal::from)
+            download_range(&text, &range).map(|(dir, chosen)| {
+                // rows name the store's object, not the temporary copy
+                for c in &chosen {
+                    let object = c.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    shown.insert(c.clone(), format!("{}/{object}", text.trim_end_matches('/')));
+                }
+                _downloads.push(dir);
+                chosen
+            })
         } else if f.is_dir() {
             crate::archive::dir::files_between(&f, &range)
         } else {
