@@ -82,6 +82,16 @@ pub fn check_url(url: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `key` is one of the options the store of URL scheme `scheme` takes.
+fn known_key(scheme: &str, key: &str) -> bool {
+    match scheme {
+        "s3" | "s3a" => key.parse::<object_store::aws::AmazonS3ConfigKey>().is_ok(),
+        "gs" => key.parse::<object_store::gcp::GoogleConfigKey>().is_ok(),
+        "az" | "adl" | "azure" | "abfs" | "abfss" => key.parse::<object_store::azure::AzureConfigKey>().is_ok(),
+        _ => false,
+    }
+}
+
 impl Remote {
     /// The archive at `url`, with credentials from the environment and `credentials_file`.
     ///
@@ -115,7 +125,19 @@ impl Remote {
                     ));
                 };
                 let v = v.trim().trim_matches('"');
-                options.push((k.trim().to_ascii_lowercase(), v.to_string()));
+                let k = k.trim().to_ascii_lowercase();
+                // the store's client passes over a key it does not know: a misspelt one would
+                // only show as credentials missing, or as an endpoint or option not taken
+                if !known_key(parsed.scheme(), &k) {
+                    return Err(format!(
+                        "{} line {}: {k:?} is not an option of {}:// stores (misspelt? keys as object_store names \
+                         them: aws_access_key_id, aws_secret_access_key, aws_region, aws_endpoint, ...)",
+                        f.display(),
+                        n + 1,
+                        parsed.scheme()
+                    ));
+                }
+                options.push((k, v.to_string()));
             }
         }
         // an endpoint the store's client cannot parse makes it panic, and one with a password in
@@ -580,6 +602,25 @@ mod tests {
         std::fs::write(root.join("b.000002"), body(100)).unwrap();
         std::fs::remove_file(root.join("b.000001")).unwrap();
         assert_eq!(read(Range::default()).await, Ok(2));
+    }
+
+    /// A misspelt key in the credentials file is named; before, the store's client passed over
+    /// it and the archiver said only "Missing AccessKeyId" (or, for an endpoint, went to AWS).
+    #[test]
+    fn a_misspelt_credentials_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("s3");
+        std::fs::write(&creds, "aws_acess_key_id = AKIA\naws_secret_access_key = hush-hush\naws_region = us-east-1\n")
+            .unwrap();
+        let e = Remote::open("s3://bucket/prefix", Some(&creds)).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("\"aws_acess_key_id\" is not an option of s3://"), "{e}");
+        assert!(!e.contains("AKIA") && !e.contains("hush"), "{e}");
+        std::fs::write(&creds, "aws_access_key_id = AKIA\nAWS_SECRET_ACCESS_KEY = hush-hush\naws_region = us-east-1\n")
+            .unwrap();
+        assert!(Remote::open("s3://bucket/prefix", Some(&creds)).is_ok());
+        // an S3 key for a GCS store
+        let e = Remote::open("gs://bucket/prefix", Some(&creds)).unwrap_err();
+        assert!(e.contains("is not an option of gs://"), "{e}");
     }
 
     /// No credentials: said, with what to set; a long answer cut short.
