@@ -299,9 +299,26 @@ impl Archiver<'_> {
                 }
                 _ = sync.tick() => self.store.sync(self.copier.summary(), false).map_err(ArchiveError::Definite)?,
                 _ = measure.tick() => {
+                    // a side connection lost (killed, timed out) is made again: without it the
+                    // lag and the purge margin would keep their last values while the server
+                    // writes and purges, and the alerts built on them would never fire
+                    if side.is_none() {
+                        side = Connection::connect(self.connect.clone()).await.ok();
+                    }
                     if let (Some(c), Some((file, size))) = (side.as_mut(), self.copier.position()) {
-                        if let Ok(logs) = crate::source::server::binary_logs(c).await {
-                            self.metrics.position(&logs, file, size, last_event, crate::process::now_ms() / 1000);
+                        match crate::source::server::binary_logs(c).await {
+                            Ok(logs) => {
+                                self.metrics.position(&logs, file, size, last_event, crate::process::now_ms() / 1000)
+                            }
+                            Err(e) => {
+                                tracing::warn!(
+                                    error = %e,
+                                    "Asking the server for its binlog files failed (for the lag and purge margin \
+                                     metrics, which keep their last values meanwhile); asking again on a new \
+                                     connection in 10 s"
+                                );
+                                side = None;
+                            }
                         }
                     }
                 }

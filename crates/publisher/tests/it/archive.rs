@@ -310,6 +310,71 @@ fn archived_files_are_the_servers_own() {
 
 /// A directory archive of `server` from its earliest file (scratch directory `name`): the
 /// archive's files and its configuration.
+/// The archiver's second connection, which asks the server where it stands for the lag and
+/// purge-margin metrics, killed on the server: before, it was never made again, and
+/// `sluice_archive_purge_margin_bytes` kept its last value while the server purged everything
+/// before the file being copied (the alert meant to warn of that could not fire).
+#[test]
+fn the_purge_margin_follows_the_server_after_its_connection_is_lost() {
+    let Some(server) = support::Server::start("archive-side", &[]) else { return };
+    let dir = support::scratch("archive-side");
+    let files: PathBuf = dir.join("files");
+    let config = dir.join("sluice.toml");
+    let log = dir.join("archive.log");
+    let metrics_port = support::free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "[source]\nname = \"side\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[metrics]\nlisten = \
+             \"127.0.0.1:{metrics_port}\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
+            server.url("root"),
+            files.display()
+        ),
+    )
+    .unwrap();
+    server.sql_text(
+        "CREATE DATABASE side; CREATE TABLE side.t (id INT PRIMARY KEY, v TEXT); INSERT INTO side.t VALUES \
+         (1, REPEAT('x', 5000)); FLUSH BINARY LOGS; INSERT INTO side.t VALUES (2, 'y'); FLUSH BINARY LOGS;",
+    );
+    let mut a = archiver(&config, &log);
+    let margin = || -> Option<f64> {
+        // the endpoint opens when the archiver has started
+        std::net::TcpStream::connect(("127.0.0.1", metrics_port)).ok()?;
+        let (_, text) = support::http_get(metrics_port, "/metrics");
+        text.lines()
+            .find(|l| l.starts_with("sluice_archive_purge_margin_bytes"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    let wait_margin = |ok: &dyn Fn(f64) -> bool, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !margin().is_some_and(ok) {
+            assert!(
+                Instant::now() < deadline,
+                "the purge margin {:?} is not {what}:\n{}",
+                margin(),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    wait_margin(&|m| m > 0.0, "above 0 (older files to purge)");
+    // the archiver's idle side connection (its dump is `Binlog Dump`, the client's is busy)
+    let side = server.column(
+        "SELECT id FROM information_schema.processlist WHERE user = 'root' AND command = 'Sleep' AND id <> \
+         CONNECTION_ID()",
+    );
+    assert_eq!(side.len(), 1, "one side connection: {side:?}");
+    server.sql_text(&format!("KILL {}", side.first().unwrap()));
+    let newest = server_files(&server).pop().unwrap();
+    server.purge_to(&newest);
+    wait_margin(&|m| m == 0.0, "0 after the purge");
+    Command::new("kill").args(["-TERM", &a.id().to_string()]).status().unwrap();
+    assert_eq!(a.wait().unwrap().code(), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("asking again on a new connection"), "{text}");
+}
+
 fn earliest_archive(server: &support::Server, name: &str) -> (PathBuf, PathBuf) {
     let dir = support::scratch(name);
     let (files, config) = (dir.join("files"), dir.join("sluice.toml"));
