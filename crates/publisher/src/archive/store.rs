@@ -15,7 +15,7 @@
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -417,7 +417,15 @@ pub struct Uploader {
     pub(super) done: std::sync::mpsc::Receiver<String>,
     worker: Option<std::thread::JoinHandle<()>>,
     remote: Remote,
+    /// How long a stop waits for the store.
+    stop_wait: Duration,
+    /// Set when a stop began: [`Uploader::drain`] and [`Uploader::finish`] wait until then.
+    give_up_at: std::sync::OnceLock<Instant>,
+    said_gave_up: std::sync::atomic::AtomicBool,
 }
+
+/// How long a stop waits for the uploads queued: under the chart's 30 s grace period.
+const STOP_WAIT: Duration = Duration::from_secs(20);
 
 impl std::fmt::Debug for Uploader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -472,7 +480,16 @@ impl Uploader {
                 }
             }
         });
-        Ok(Uploader { jobs: Some(jobs), stopping, done, worker: Some(worker), remote })
+        Ok(Uploader {
+            jobs: Some(jobs),
+            stopping,
+            done,
+            worker: Some(worker),
+            remote,
+            stop_wait: STOP_WAIT,
+            give_up_at: std::sync::OnceLock::new(),
+            said_gave_up: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// Queues the spool's file `stored` (server's name `name`).
@@ -496,24 +513,55 @@ impl Uploader {
         }
     }
 
+    /// When a stop stops waiting for the store ([`STOP_WAIT`] after it began).
+    fn give_up_at(&self) -> Instant {
+        *self.give_up_at.get_or_init(|| Instant::now() + self.stop_wait)
+    }
+
     /// Waits for the jobs queued so far; from now on a failing upload is not retried (the
-    /// archiver is stopping).
+    /// archiver is stopping). A store that does not answer is waited for [`STOP_WAIT`] at
+    /// most, with [`Uploader::finish`]: its client tries a request for minutes, and a stop must
+    /// come before the pod's grace period ends; what is left is done at the next start.
     pub fn drain(&self) {
         self.stopping.store(true, std::sync::atomic::Ordering::Release);
         if let Some(j) = &self.jobs {
             let (tx, rx) = std::sync::mpsc::channel();
             if j.send(Job::Barrier(tx)).is_ok() {
-                let _ = rx.recv();
+                let left = self.give_up_at().saturating_duration_since(Instant::now());
+                if rx.recv_timeout(left) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    self.gave_up();
+                }
             }
         }
     }
 
-    /// Waits for the uploads queued (each tried once more at most) and ends the worker.
+    /// Waits for the uploads queued (each tried once more at most, until [`STOP_WAIT`] after
+    /// the stop began) and ends the worker.
     pub fn finish(&mut self) {
         self.stopping.store(true, std::sync::atomic::Ordering::Release);
         self.jobs.take();
+        let give_up_at = self.give_up_at();
         if let Some(w) = self.worker.take() {
-            let _ = w.join();
+            while !w.is_finished() && Instant::now() < give_up_at {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if w.is_finished() {
+                let _ = w.join();
+            } else {
+                // left running: the process ends without it
+                self.gave_up();
+            }
+        }
+    }
+
+    fn gave_up(&self) {
+        if !self.said_gave_up.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::warn!(
+                to = %self.remote,
+                waited = ?self.stop_wait,
+                "The archive's store did not finish the uploads in time; stopping without them: the files stay in \
+                 the spool and are uploaded at the next start"
+            );
         }
     }
 }
@@ -621,6 +669,44 @@ mod tests {
         // an S3 key for a GCS store
         let e = Remote::open("gs://bucket/prefix", Some(&creds)).unwrap_err();
         assert!(e.contains("is not an option of gs://"), "{e}");
+    }
+
+    /// A store that takes the connection and never answers: a stop waits for it for the stop's
+    /// budget, then goes (the file stays in the spool for the next start). Before, a SIGTERM
+    /// waited for the store's client to give up, 180 s for each file queued.
+    #[test]
+    fn a_stop_does_not_wait_for_a_store_that_does_not_answer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for c in listener.incoming() {
+                held.push(c);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("s3");
+        std::fs::write(
+            &creds,
+            format!(
+                "aws_access_key_id = a\naws_secret_access_key = b\naws_region = us-east-1\naws_endpoint = \
+                 http://127.0.0.1:{port}\naws_allow_http = true\n"
+            ),
+        )
+        .unwrap();
+        let remote = Remote::open("s3://bucket/prefix", Some(&creds)).unwrap();
+        let spool = dir.path().join("spool");
+        std::fs::create_dir(&spool).unwrap();
+        std::fs::write(spool.join("b.000001"), b"\xfebin").unwrap();
+        let mut u = super::Uploader::start(&spool, remote).unwrap();
+        u.stop_wait = std::time::Duration::from_secs(1);
+        u.push("b.000001", "b.000001");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        u.drain();
+        u.finish();
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "the stop took {:?}", t.elapsed());
+        assert!(u.done.try_recv().is_err(), "nothing uploaded");
     }
 
     /// No credentials: said, with what to set; a long answer cut short.
