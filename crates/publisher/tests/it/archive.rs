@@ -336,7 +336,15 @@ fn the_purge_margin_follows_the_server_after_its_connection_is_lost() {
         "CREATE DATABASE side; CREATE TABLE side.t (id INT PRIMARY KEY, v TEXT); INSERT INTO side.t VALUES \
          (1, REPEAT('x', 5000)); FLUSH BINARY LOGS; INSERT INTO side.t VALUES (2, 'y'); FLUSH BINARY LOGS;",
     );
-    let mut a = archiver(&config, &log);
+    // killed when an assertion fails, not left running
+    struct Stop(Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut a = Stop(archiver(&config, &log));
     let margin = || -> Option<f64> {
         // the endpoint opens when the archiver has started
         std::net::TcpStream::connect(("127.0.0.1", metrics_port)).ok()?;
@@ -369,8 +377,8 @@ fn the_purge_margin_follows_the_server_after_its_connection_is_lost() {
     let newest = server_files(&server).pop().unwrap();
     server.purge_to(&newest);
     wait_margin(&|m| m == 0.0, "0 after the purge");
-    Command::new("kill").args(["-TERM", &a.id().to_string()]).status().unwrap();
-    assert_eq!(a.wait().unwrap().code(), Some(0));
+    Command::new("kill").args(["-TERM", &a.0.id().to_string()]).status().unwrap();
+    assert_eq!(a.0.wait().unwrap().code(), Some(0));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("asking again on a new connection"), "{text}");
 }
