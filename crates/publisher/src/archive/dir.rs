@@ -771,7 +771,18 @@ impl From<String> for Refusal {
 /// An unreadable directory or index ([`Refusal::Unreadable`]); a file of the archive cut or
 /// gone ([`Refusal::Damaged`]).
 pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, Refusal> {
-    let index = read_index(root)?;
+    // an index that does not parse is damage, and the archiver rebuilds one moved away
+    let index = match std::fs::read(root.join(INDEX)) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            Refusal::Damaged(format!(
+                "{} does not read as an archive's index ({e}): it is damaged. Move it away and start the archiver \
+                 (it lists the files again), or dump the archive's files by name",
+                root.join(INDEX).display()
+            ))
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(format!("reading {}: {e}", root.join(INDEX).display()).into()),
+    };
     let files = stored_files(root, false).map_err(|e| format!("listing {}: {e}", root.display()))?;
     if files.is_empty() {
         return Err(format!("{} holds no binlog file: not a sluice archive (or an empty one)", root.display()).into());
@@ -872,6 +883,17 @@ mod tests {
         assert_eq!(names(None, Some(190)), ["b.000009", "b.000012"]);
         assert_eq!(names(Some(195), Some(301)), ["b.000009", "b.000010", "b.000012"]);
         assert!(order_key("mysql-bin.1000000") > order_key("mysql-bin.999999"));
+    }
+
+    /// An index that does not parse is damage (exit 65) with what to do; before, the dump
+    /// called the archive unreadable (66) and said only where the parser stopped.
+    #[test]
+    fn a_damaged_index_is_damage_and_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.000001"), MAGIC).unwrap();
+        std::fs::write(dir.path().join(INDEX), b"[{\"file\":").unwrap();
+        let Err(Refusal::Damaged(e)) = files_between(dir.path(), &Range::default()) else { panic!("not damage") };
+        assert!(e.contains("index.json does not read") && e.contains("Move it away and start the archiver"), "{e}");
     }
 
     #[test]
