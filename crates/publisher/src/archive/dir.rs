@@ -739,6 +739,19 @@ pub fn cut_file_in(root: &Path) -> Result<Option<String>, String> {
     cut_file(root, &read_index(root)?, &files)
 }
 
+/// The files of `range` that the index of `root`, an archiver's spool, lists as uploaded to its
+/// object store and that are no longer here (the spool keeps only the newest): a dump of the
+/// spool would go without them.
+pub fn uploaded_away(root: &Path, range: &Range) -> Vec<String> {
+    let (Ok(index), Ok(files)) = (read_index(root), stored_files(root, false)) else { return Vec::new() };
+    let away = index
+        .iter()
+        .filter(|s| s.remote && !files.iter().any(|f| f.name == s.file))
+        .map(|s| (s.file.clone(), s.file.clone()))
+        .collect();
+    in_range(&index, away, range).unwrap_or_default()
+}
+
 /// Why the files of an archive cannot be read out: the two call for different acts, so
 /// `sluice dump` exits with a different code for each (66 and 65).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -894,6 +907,27 @@ mod tests {
         std::fs::write(dir.path().join(INDEX), b"[{\"file\":").unwrap();
         let Err(Refusal::Damaged(e)) = files_between(dir.path(), &Range::default()) else { panic!("not damage") };
         assert!(e.contains("index.json does not read") && e.contains("Move it away and start the archiver"), "{e}");
+    }
+
+    /// An archiver's spool, its completed files uploaded and gone: the files of the range that
+    /// are in the store only are named (the dump says so; before, it read the newest file and
+    /// said nothing of the others).
+    #[test]
+    fn a_spool_names_the_files_only_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut index =
+            vec![summary("b.000001", 100, 200), summary("b.000002", 200, 300), summary("b.000003", 300, 400)];
+        index.iter_mut().take(2).for_each(|s| s.remote = true);
+        if let Some(s) = index.last_mut() {
+            s.complete = false;
+        }
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&index).unwrap()).unwrap();
+        std::fs::write(root.join("b.000003"), MAGIC).unwrap();
+        assert_eq!(uploaded_away(root, &Range::default()), ["b.000001", "b.000002"]);
+        assert_eq!(uploaded_away(root, &Range { from: Some(250), ..Range::default() }), ["b.000002"]);
+        assert!(uploaded_away(root, &Range { from: Some(350), ..Range::default() }).is_empty());
+        assert_eq!(files_between(root, &Range::default()).unwrap().len(), 1);
     }
 
     #[test]

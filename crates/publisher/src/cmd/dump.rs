@@ -435,6 +435,15 @@ pub fn run(mut args: DumpArgs) -> Exit {
                 chosen
             })
         } else if f.is_dir() {
+            let away = crate::archive::dir::uploaded_away(&f, &range);
+            if let (Some(first), Some(last)) = (away.first(), away.last()) {
+                crate::enote!(
+                    "sluice dump: {text} is an archiver's spool: {} file(s) of the range ({first} to {last}) were \
+                     uploaded to its object store and are not here, and the dump goes without them; dump the store's \
+                     URL (the archiver's archive.to) for them",
+                    away.len()
+                );
+            }
             crate::archive::dir::files_between(&f, &range)
         } else {
             files.push(f);
