@@ -183,6 +183,12 @@ impl DirArchive {
         };
         let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", root.display());
         std::fs::create_dir_all(root).map_err(|e| io("creating the archive directory", e))?;
+        // a server's own binlog directory (its data directory, or log_bin's): the archiver would
+        // cut the file the server writes at a half-written event, and compress or expire the
+        // server's files under it
+        if let Some(why) = server_binlog_dir(root).map_err(|e| io("listing", e))? {
+            return Err(why);
+        }
         // two archivers writing one directory would interleave their writes
         let lock = OpenOptions::new()
             .create(true)
@@ -571,6 +577,37 @@ impl DirArchive {
     }
 }
 
+/// Why `root` is a server's own binlog directory rather than an archive: it holds the server's
+/// binlog index (`<base>.index`, the list of its files) beside files `<base>.<number>`.
+///
+/// # Errors
+/// The directory cannot be listed (one that does not exist is not a server's).
+pub fn server_binlog_dir(root: &Path) -> std::io::Result<Option<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        names.push(entry?.file_name().to_string_lossy().into_owned());
+    }
+    let binlog_index = names.iter().find(|n| {
+        n.strip_suffix(".index").is_some_and(|base| {
+            !base.is_empty()
+                && names.iter().any(|f| {
+                    f.strip_prefix(base).and_then(|r| r.strip_prefix('.')).is_some_and(|num| {
+                        let num = num.strip_suffix(".gz").unwrap_or(num);
+                        !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit())
+                    })
+                })
+        })
+    });
+    Ok(binlog_index.map(|i| {
+        format!(
+            "{} holds {i}, a server's index of its binlog files: it is a server's own binlog directory, not an \
+             archive (the archiver would cut, compress or remove the server's files). Give archive.to a directory \
+             of its own",
+            root.display()
+        )
+    }))
+}
+
 /// Sets or clears the FORMAT_DESCRIPTION's `LOG_EVENT_BINLOG_IN_USE_F`, as the server does in
 /// its own file while it writes it and when it closes it (the FDE's checksum is computed with
 /// the flag clear, so it stays right).
@@ -928,6 +965,26 @@ mod tests {
         assert_eq!(uploaded_away(root, &Range { from: Some(250), ..Range::default() }), ["b.000002"]);
         assert!(uploaded_away(root, &Range { from: Some(350), ..Range::default() }).is_empty());
         assert_eq!(files_between(root, &Range::default()).unwrap().len(), 1);
+    }
+
+    /// A server's binlog directory (log_bin's, or its data directory) given as the archive:
+    /// refused before anything is touched. Before, the archiver took the server's files for its
+    /// own and would have cut the one being written at a half-written event.
+    #[test]
+    fn a_servers_own_binlog_directory_is_not_an_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut torn = MAGIC.to_vec();
+        torn.extend_from_slice(&[0u8; 10]);
+        std::fs::write(dir.path().join("mysql-bin.000007"), &torn).unwrap();
+        std::fs::write(dir.path().join("mysql-bin.index"), "./mysql-bin.000007\n").unwrap();
+        let e = DirArchive::open(dir.path(), false, None).unwrap_err();
+        assert!(e.contains("holds mysql-bin.index") && e.contains("a directory of its own"), "{e}");
+        assert_eq!(std::fs::read(dir.path().join("mysql-bin.000007")).unwrap(), torn, "untouched");
+        assert!(!dir.path().join(INDEX).exists() && !dir.path().join(".lock").exists());
+        // an index of something else is no server's
+        std::fs::remove_file(dir.path().join("mysql-bin.index")).unwrap();
+        std::fs::write(dir.path().join("notes.index"), "").unwrap();
+        assert!(DirArchive::open(dir.path(), false, None).is_ok());
     }
 
     #[test]

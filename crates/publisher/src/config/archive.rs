@@ -124,6 +124,8 @@ impl ArchiveSection {
                 "archive.to",
                 format!("{} is a file: give a directory (made when missing) or an object store URL", self.to),
             );
+        } else if let Ok(Some(why)) = crate::archive::dir::server_binlog_dir(std::path::Path::new(&self.to)) {
+            p.push("archive.to", why);
         }
         if self.server_id == 0 {
             p.push("archive.server_id", "must not be 0");
