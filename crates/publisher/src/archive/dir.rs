@@ -852,6 +852,23 @@ pub fn files_between(root: &Path, range: &Range) -> Result<Vec<PathBuf>, Refusal
     if let Some(why) = cut_file(root, &index_in, &files)? {
         return Err(Refusal::Damaged(format!("{why} (or dump the server's own file)")));
     }
+    // the file being written only grows: the index gives what it held at the archiver's last
+    // sync, so one shorter was cut after it was archived, and reads to the cut without a word
+    for s in index_in.iter().filter(|s| !s.complete) {
+        let Some(f) = files.iter().find(|f| f.name == s.file && !f.compressed()) else { continue };
+        let path = root.join(&f.file);
+        let len = std::fs::metadata(&path).map_err(|e| format!("reading {}: {e}", path.display()))?.len();
+        if len < s.size {
+            return Err(Refusal::Damaged(format!(
+                "{} is {len} bytes, shorter than the {} the archive's index says it held when the archiver last \
+                 synced it: it was cut after it was archived (or lost its tail in a machine crash). Start the \
+                 archiver: it copies the rest again from the server, if the server still has it; or dump the file \
+                 by name for what it holds",
+                path.display(),
+                s.size
+            )));
+        }
+    }
     // the server numbers its files one after another: a number missing from the archive
     // between two chosen files is a file gone (with its index entry), and its changes with it
     let held: std::collections::HashSet<u64> = files.iter().map(|f| order_key(&f.name).0).collect();
@@ -985,6 +1002,27 @@ mod tests {
         std::fs::remove_file(dir.path().join("mysql-bin.index")).unwrap();
         std::fs::write(dir.path().join("notes.index"), "").unwrap();
         assert!(DirArchive::open(dir.path(), false, None).is_ok());
+    }
+
+    /// The file being written, cut below the size the index gives it: damage. Before, the dump
+    /// read it to the cut (an event boundary) and exited 0 without the changes after it.
+    #[test]
+    fn the_file_being_written_cut_below_its_indexed_size_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let body = [MAGIC.as_slice(), &[7u8; 96]].concat();
+        let mut s = summary("b.000001", 100, 200);
+        s.complete = false;
+        s.size = 100;
+        std::fs::write(root.join(INDEX), serde_json::to_vec(&[s]).unwrap()).unwrap();
+        std::fs::write(root.join("b.000001"), &body).unwrap();
+        assert_eq!(files_between(root, &Range::default()).unwrap().len(), 1);
+        // grown since the last sync: as it should be
+        std::fs::write(root.join("b.000001"), [body.as_slice(), &[1u8; 50]].concat()).unwrap();
+        assert_eq!(files_between(root, &Range::default()).unwrap().len(), 1);
+        std::fs::write(root.join("b.000001"), &body[..60]).unwrap();
+        let Refusal::Damaged(e) = files_between(root, &Range::default()).unwrap_err() else { panic!("not damage") };
+        assert!(e.contains("b.000001 is 60 bytes, shorter than the 100") && e.contains("Start the archiver"), "{e}");
     }
 
     #[test]
