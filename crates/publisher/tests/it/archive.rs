@@ -308,8 +308,6 @@ fn archived_files_are_the_servers_own() {
     eprintln!("archive: {} files identical to the server's; {rows} rows of a range dumped alike", names.len());
 }
 
-/// A directory archive of `server` from its earliest file (scratch directory `name`): the
-/// archive's files and its configuration.
 /// The archiver's second connection, which asks the server where it stands for the lag and
 /// purge-margin metrics, killed on the server: before, it was never made again, and
 /// `sluice_archive_purge_margin_bytes` kept its last value while the server purged everything
@@ -383,6 +381,8 @@ fn the_purge_margin_follows_the_server_after_its_connection_is_lost() {
     assert!(text.contains("asking again on a new connection"), "{text}");
 }
 
+/// A directory archive of `server` from its earliest file (scratch directory `name`): the
+/// archive's files and its configuration.
 fn earliest_archive(server: &support::Server, name: &str) -> (PathBuf, PathBuf) {
     let dir = support::scratch(name);
     let (files, config) = (dir.join("files"), dir.join("sluice.toml"));
