@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::copy::{walk_file, FileSummary, Op, Resume, Summarizer, FDE_FLAGS_OFFSET, MAGIC};
 use super::store::{Remote, Uploader};
 
-pub use super::layout::{in_range, next_name, order_key, Range, INDEX};
+pub use super::layout::{in_range, next_name, order_key, size_problem, Range, Refusal, INDEX};
 
 /// Bytes of events buffered before a write.
 const BUFFER: usize = 1 << 20;
@@ -742,31 +742,6 @@ fn cut_file(root: &Path, index: &[FileSummary], files: &[Stored]) -> Result<Opti
     Ok(None)
 }
 
-/// What is wrong with `path`, the archived copy (gzipped when `compressed`) of a file the index
-/// lists complete at `size` bytes, called `shown`: None when it has that size (a gzipped one,
-/// the size its gzip trailer gives, modulo 2^32), else what it has instead.
-///
-/// # Errors
-/// The file cannot be looked at.
-pub(super) fn size_problem(path: &Path, compressed: bool, size: u64, shown: &str) -> std::io::Result<Option<String>> {
-    if compressed {
-        // a gzip member ends with the size of what it holds, modulo 2^32: a cut file ends
-        // with other bytes there (or is too short to have them)
-        let mut file = File::open(path)?;
-        let len = file.metadata()?.len();
-        let mut trailer = [0u8; 4];
-        let read = len >= 18
-            && std::io::Seek::seek(&mut file, std::io::SeekFrom::End(-4)).is_ok()
-            && std::io::Read::read_exact(&mut file, &mut trailer).is_ok();
-        let isize = if read { u64::from(u32::from_le_bytes(trailer)) } else { u64::MAX };
-        Ok((isize != size & u64::from(u32::MAX))
-            .then(|| format!("{shown}'s gzip trailer does not give the {size} bytes")))
-    } else {
-        let len = std::fs::metadata(path)?.len();
-        Ok((len != size).then(|| format!("{shown} is {len} bytes, not the {size}")))
-    }
-}
-
 /// [`cut_file`] for the archive in `root`.
 ///
 /// # Errors
@@ -787,30 +762,6 @@ pub fn uploaded_away(root: &Path, range: &Range) -> Vec<String> {
         .map(|s| (s.file.clone(), s.file.clone()))
         .collect();
     in_range(&index, away, range).unwrap_or_default()
-}
-
-/// Why the files of an archive cannot be read out: the two call for different acts, so
-/// `sluice dump` exits with a different code for each (66 and 65).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// The archive cannot be read: not there, not an archive, an unreadable index or file.
-    Unreadable(String),
-    /// The archive can be read but lacks events: a file cut or gone after it was archived.
-    Damaged(String),
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::Unreadable(why) | Refusal::Damaged(why) => f.write_str(why),
-        }
-    }
-}
-
-impl From<String> for Refusal {
-    fn from(why: String) -> Self {
-        Refusal::Unreadable(why)
-    }
 }
 
 /// The files of the archive in `root` that may hold events from `from` to before `to`

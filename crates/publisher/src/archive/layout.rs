@@ -1,6 +1,10 @@
 //! **How an archive is laid out**, whatever holds it: the files' names and order, the
-//! index's name, and which files a reader needs (shared by [`super::dir`], [`super::store`] and
-//! [`super::read`]).
+//! index's name, which files a reader needs, whether an archived copy has the size its index
+//! gives, and why an archive cannot be read out (shared by [`super::dir`], [`super::store`]
+//! and [`super::read`]).
+
+use std::fs::File;
+use std::path::Path;
 
 use sluice_binlog::transaction::GtidState;
 
@@ -109,4 +113,53 @@ pub fn next_name(name: &str) -> String {
 pub fn order_key(name: &str) -> (u64, String) {
     let n = name.rsplit_once('.').and_then(|(_, n)| n.parse().ok()).unwrap_or(0);
     (n, name.to_string())
+}
+
+/// Why the files of an archive cannot be read out: the two call for different acts, so
+/// `sluice dump` exits with a different code for each (66 and 65).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The archive cannot be read: not there, not an archive, an unreadable index or file.
+    Unreadable(String),
+    /// The archive can be read but lacks events: a file cut or gone after it was archived.
+    Damaged(String),
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Self {
+        Refusal::Unreadable(why)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Unreadable(why) | Refusal::Damaged(why) => f.write_str(why),
+        }
+    }
+}
+
+/// What is wrong with `path`, the archived copy (gzipped when `compressed`) of a file the index
+/// lists complete at `size` bytes, called `shown`: None when it has that size (a gzipped one,
+/// the size its gzip trailer gives, modulo 2^32), else what it has instead.
+///
+/// # Errors
+/// The file cannot be looked at.
+pub fn size_problem(path: &Path, compressed: bool, size: u64, shown: &str) -> std::io::Result<Option<String>> {
+    if compressed {
+        // a gzip member ends with the size of what it holds, modulo 2^32: a cut file ends
+        // with other bytes there (or is too short to have them)
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let mut trailer = [0u8; 4];
+        let read = len >= 18
+            && std::io::Seek::seek(&mut file, std::io::SeekFrom::End(-4)).is_ok()
+            && std::io::Read::read_exact(&mut file, &mut trailer).is_ok();
+        let isize = if read { u64::from(u32::from_le_bytes(trailer)) } else { u64::MAX };
+        Ok((isize != size & u64::from(u32::MAX))
+            .then(|| format!("{shown}'s gzip trailer does not give the {size} bytes")))
+    } else {
+        let len = std::fs::metadata(path)?.len();
+        Ok((len != size).then(|| format!("{shown} is {len} bytes, not the {size}")))
+    }
 }

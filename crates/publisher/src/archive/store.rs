@@ -21,7 +21,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::copy::FileSummary;
-use super::dir::Refusal;
+use super::layout::Refusal;
 use super::layout::{in_range, lacking, order_key, Range, INDEX};
 
 /// Bytes per request when uploading or downloading a file (S3 wants multipart parts of at least
@@ -291,7 +291,7 @@ impl Remote {
             let name = object.strip_suffix(".gz").unwrap_or(&object);
             if let Some(s) = index.iter().find(|s| s.complete && s.file == name) {
                 let shown = format!("{object} in {self}");
-                let problem = super::dir::size_problem(&path, name != object, s.size, &shown)
+                let problem = super::layout::size_problem(&path, name != object, s.size, &shown)
                     .map_err(|e| format!("reading the copy of {shown} in {}: {e}", path.display()))?;
                 if let Some(what) = problem {
                     return Err(Refusal::Damaged(format!(
@@ -598,7 +598,7 @@ mod tests {
     #[tokio::test]
     async fn a_file_gone_or_cut_from_the_store_is_damage() {
         use super::super::copy::{FileSummary, MAGIC};
-        use super::super::dir::Refusal;
+        use super::super::layout::Refusal;
         use super::super::layout::{Range, INDEX};
         let store = tempfile::tempdir().unwrap();
         let root = store.path();
