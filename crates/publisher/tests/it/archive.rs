@@ -75,24 +75,27 @@ fn assert_identical(server: &support::Server, files: &Path) {
     assert!(complete[..complete.len() - 1].iter().all(|c| *c) && !complete[complete.len() - 1], "{index:?}");
 }
 
+/// A directory archive of `server` in scratch directory `name`, with heartbeats each second and
+/// its metrics served on a free port, `archive` added to its `[archive]` section: the archive's
+/// files, the configuration, the archiver's log and the metrics port.
+fn metered_archive(server: &support::Server, name: &str, archive: &str) -> (PathBuf, PathBuf, PathBuf, u16) {
+    let dir = support::scratch(name);
+    let (files, config, log) = (dir.join("files"), dir.join("sluice.toml"), dir.join("archive.log"));
+    let metrics_port = support::free_port();
+    let toml = format!(
+        "[source]\nname = \"{name}\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[metrics]\nlisten = \
+         \"127.0.0.1:{metrics_port}\"\n\n[archive]\nto = \"{}\"\n{archive}",
+        server.url("root"),
+        files.display()
+    );
+    std::fs::write(&config, toml).unwrap();
+    (files, config, log, metrics_port)
+}
+
 #[test]
 fn archived_files_are_the_servers_own() {
     let Some(server) = support::Server::start("archive", &[]) else { return };
-    let dir = support::scratch("archive");
-    let files: PathBuf = dir.join("files");
-    let config = dir.join("sluice.toml");
-    let log = dir.join("archive.log");
-    let metrics_port = support::free_port();
-    std::fs::write(
-        &config,
-        format!(
-            "[source]\nname = \"archive\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[metrics]\nlisten = \
-             \"127.0.0.1:{metrics_port}\"\n\n[archive]\nto = \"{}\"\n",
-            server.url("root"),
-            files.display()
-        ),
-    )
-    .unwrap();
+    let (files, config, log, metrics_port) = metered_archive(&server, "archive", "");
     server.sql("CREATE DATABASE ar; CREATE TABLE ar.t (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT, n INT)");
     let stop = Arc::new(AtomicBool::new(false));
     let port = server.port;
@@ -115,7 +118,7 @@ fn archived_files_are_the_servers_own() {
     };
 
     // bad configurations: exit 2
-    let bad = dir.join("bad.toml");
+    let bad = config.with_file_name("bad.toml");
     std::fs::write(&bad, std::fs::read_to_string(&config).unwrap() + "server_id = 51001\n").unwrap();
     let out = support::sluice_cmd().args(["archive", "--config"]).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
@@ -233,7 +236,7 @@ fn archived_files_are_the_servers_own() {
 
     // archive.compress = "gzip": the completed files gzipped (each the server's bytes once
     // decompressed), the one being written plain; a dump reads them as they are
-    let gz = dir.join("gz");
+    let gz = config.with_file_name("gz");
     let out = support::sluice_cmd()
         .args(["archive", "--until-end", "--config"])
         .arg(&config)
@@ -285,7 +288,7 @@ fn archived_files_are_the_servers_own() {
         expected_gone += 1;
     }
     assert!(expected_gone >= 1, "the limit removes something: {sizes:?}");
-    let kept = dir.join("kept");
+    let kept = config.with_file_name("kept");
     let out = support::sluice_cmd()
         .args(["archive", "--until-end", "--config"])
         .arg(&config)
@@ -315,21 +318,7 @@ fn archived_files_are_the_servers_own() {
 #[test]
 fn the_purge_margin_follows_the_server_after_its_connection_is_lost() {
     let Some(server) = support::Server::start("archive-side", &[]) else { return };
-    let dir = support::scratch("archive-side");
-    let files: PathBuf = dir.join("files");
-    let config = dir.join("sluice.toml");
-    let log = dir.join("archive.log");
-    let metrics_port = support::free_port();
-    std::fs::write(
-        &config,
-        format!(
-            "[source]\nname = \"side\"\nurl = \"{}\"\ntls = \"disabled\"\nheartbeat = \"1s\"\n\n[metrics]\nlisten = \
-             \"127.0.0.1:{metrics_port}\"\n\n[archive]\nto = \"{}\"\nstart = \"earliest\"\n",
-            server.url("root"),
-            files.display()
-        ),
-    )
-    .unwrap();
+    let (_files, config, log, metrics_port) = metered_archive(&server, "archive-side", "start = \"earliest\"\n");
     server.sql_text(
         "CREATE DATABASE side; CREATE TABLE side.t (id INT PRIMARY KEY, v TEXT); INSERT INTO side.t VALUES \
          (1, REPEAT('x', 5000)); FLUSH BINARY LOGS; INSERT INTO side.t VALUES (2, 'y'); FLUSH BINARY LOGS;",
