@@ -253,6 +253,8 @@ impl Archiver<'_> {
         };
         // a second connection asks the server where it is, for the lag and purge metrics
         let mut side = Connection::connect(self.connect.clone()).await.ok();
+        // said once per failing spell (a privilege missing would fail every 10 s)
+        let mut side_failing = false;
         tracing::info!(%file, position, "Copying the binlog");
         // read ahead on a task of its own, as sluice run's source does: the socket is read while
         // the last events are checked and written
@@ -308,15 +310,22 @@ impl Archiver<'_> {
                     if let (Some(c), Some((file, size))) = (side.as_mut(), self.copier.position()) {
                         match crate::source::server::binary_logs(c).await {
                             Ok(logs) => {
+                                if std::mem::take(&mut side_failing) {
+                                    tracing::info!("The server lists its binlog files again: the lag and purge margin metrics follow it");
+                                }
                                 self.metrics.position(&logs, file, size, last_event, crate::process::now_ms() / 1000)
                             }
                             Err(e) => {
-                                tracing::warn!(
-                                    error = %e,
-                                    "Asking the server for its binlog files failed (for the lag and purge margin \
-                                     metrics, which keep their last values meanwhile); asking again on a new \
-                                     connection in 10 s"
-                                );
+                                if std::mem::replace(&mut side_failing, true) {
+                                    tracing::debug!(error = %e, "Asking the server for its binlog files failed again");
+                                } else {
+                                    tracing::warn!(
+                                        error = %e,
+                                        "Asking the server for its binlog files failed (for the lag and purge margin \
+                                         metrics, which keep their last values meanwhile); asking again on a new \
+                                         connection every 10 s"
+                                    );
+                                }
                                 side = None;
                             }
                         }
