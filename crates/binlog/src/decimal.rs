@@ -194,6 +194,24 @@ fn magnitude_digits(m: &[u64; 4], buf: &mut [u8; 80]) -> usize {
     pos
 }
 
+/// The unscaled value of a binary DECIMAL(precision, scale) of `size` bytes
+/// ([`binary_size`]) and at most 18 digits, read from `raw` (exactly `size` bytes): what
+/// [`Decimal::read`] then [`Decimal::unscaled_i64`] give, without the shape checks and the
+/// 256-bit value between them, for a caller that checked the shape once per column (the record
+/// path's fused writers, `sluice::avro::fused`).
+///
+/// # Errors
+/// [`Error::Invalid`] for a digit group out of range, as [`Decimal::read`]'s.
+#[inline]
+pub fn narrow_unscaled(raw: &[u8], precision: u8, scale: u8) -> Result<i64> {
+    let negative = raw.first().is_some_and(|b| b & 0x80 == 0);
+    let intg = usize::from(precision.saturating_sub(scale));
+    let magnitude = read_narrow(raw, intg, usize::from(scale), negative)?;
+    // below 10^18: a positive i64
+    let v = i64::try_from(magnitude).unwrap_or(i64::MAX);
+    Ok(if negative { -v } else { v })
+}
+
 impl Decimal {
     /// Reads a binary DECIMAL(precision, scale) (`bin2decimal`).
     ///

@@ -277,18 +277,11 @@ impl<'a> RowsEvent<'a> {
         // stack from narrow stores and copied out with wide loads, a store-forwarding stall
         // on every value (a tenth of a dump's time).
         values.resize_with(self.table.columns.len(), || None);
-        self.walk_image::<false>(
-            r,
-            present,
-            present_count,
-            after_of,
-            |_, _| {},
-            |i, value| {
-                if let Some(slot) = values.get_mut(i) {
-                    put(slot, value);
-                }
-            },
-        )
+        self.walk_image::<false>(r, present, present_count, after_of, &mut NoVisitor, |i, value| {
+            if let Some(slot) = values.get_mut(i) {
+                put(slot, value);
+            }
+        })
     }
 
     /// Decodes one row image, handing each present column's index and value in column order
@@ -305,12 +298,13 @@ impl<'a> RowsEvent<'a> {
         present: &[u8],
         present_count: usize,
         after_of: Option<&RowImage<'r>>,
-        mut lend: impl FnMut(usize, &Value<'r>),
+        lend: &mut impl ImageVisitor<'r>,
         mut own: impl FnMut(usize, Value<'r>),
     ) -> Result<()> {
-        let mut f = |i: usize, value: Value<'r>| {
+        // the visitor is an argument, not captured: the raw reads below use it too
+        let mut f = |visitor: &mut _, i: usize, value: Value<'r>| {
             if LEND {
-                lend(i, &value);
+                ImageVisitor::value(visitor, i, &value);
                 release(value);
             } else {
                 own(i, value);
@@ -332,12 +326,20 @@ impl<'a> RowsEvent<'a> {
         if present_count == self.column_count && partial_bits.is_none() {
             for (i, col) in columns.iter().enumerate() {
                 if bit_lsb(nulls, i) {
-                    f(i, Value::Null);
+                    if LEND {
+                        lend.null(i);
+                    } else {
+                        f(lend, i, Value::Null);
+                    }
+                    continue;
+                }
+                // a lending walk's visitor may read the value's bytes itself (ImageVisitor::raw)
+                if LEND && lend.raw(i, col, r) {
                     continue;
                 }
                 let start = r.position();
                 // `f` called in the arm that decodes the value: see decode_value_with
-                if let Err(e) = decode_value_with(r, col, |value| f(i, value)) {
+                if let Err(e) = decode_value_with(r, col, |value| f(lend, i, value)) {
                     return Err(column_error(table, i, col, start, e));
                 }
             }
@@ -363,7 +365,7 @@ impl<'a> RowsEvent<'a> {
             let is_null = bit_lsb(nulls, k);
             k += 1;
             if is_null {
-                f(i, Value::Null);
+                f(lend, i, Value::Null);
                 continue;
             }
             let start = r.position();
@@ -371,9 +373,10 @@ impl<'a> RowsEvent<'a> {
                 let value =
                     read_partial_json(r, col.meta, after_of.and_then(|b| b.values.get(i)).and_then(Option::as_ref))
                         .map_err(|e| column_error(table, i, col, start, e))?;
-                f(i, value);
+                f(lend, i, value);
             } else {
-                decode_value_with(r, col, |value| f(i, value)).map_err(|e| column_error(table, i, col, start, e))?;
+                decode_value_with(r, col, |value| f(lend, i, value))
+                    .map_err(|e| column_error(table, i, col, start, e))?;
             }
         }
         Ok(())
@@ -566,14 +569,7 @@ impl<'r> RowsIter<'r> {
             let (present, count) = ev.present(before);
             // let go in `walk_image` without `Value`'s out-of-line drop glue (3.5% of `sluice
             // dump`'s CPU), nor a look at each value's variant
-            ev.walk_image::<true>(
-                r,
-                present,
-                count,
-                None,
-                |i, value| visitor.value(i, value),
-                |_, value| release(value),
-            )
+            ev.walk_image::<true>(r, present, count, None, visitor, |_, value| release(value))
         };
         let res = match ev.kind {
             RowsKind::Write => image(r, false),
@@ -617,6 +613,30 @@ pub trait ImageVisitor<'r> {
     /// (columns the image leaves out are skipped; SQL NULL is [`Value::Null`]). Lent, not
     /// given: the walk drops it without the drop glue's call for the values that own nothing.
     fn value(&mut self, column: usize, value: &Value<'r>);
+    /// Column `column` is SQL NULL in a full image: by default [`ImageVisitor::value`] with
+    /// [`Value::Null`]; a visitor with a shorter way to say so may take it.
+    #[inline(always)]
+    fn null(&mut self, column: usize) {
+        self.value(column, &Value::Null);
+    }
+    /// Column `column`'s non-NULL value of a full image, read from `r` by the visitor itself,
+    /// straight from its bytes to what the visitor makes of them; true when it did (`r` then past
+    /// the value), false to have it decoded and given to [`ImageVisitor::value`] (`r` left where
+    /// it was). For a visitor that turns the commonest values into something else without
+    /// [`Value`]'s two dispatches (the record path's Avro: `sluice::avro::fused`); its result
+    /// must be what `value` makes of the decoded value. By default, none.
+    #[inline(always)]
+    fn raw(&mut self, _column: usize, _col: &Column, _r: &mut Reader<'r>) -> bool {
+        false
+    }
+}
+
+/// The visitor of a walk that keeps the values (`walk_image::<false>`): never called.
+struct NoVisitor;
+
+impl<'r> ImageVisitor<'r> for NoVisitor {
+    fn image(&mut self, _before: bool) {}
+    fn value(&mut self, _column: usize, _value: &Value<'r>) {}
 }
 
 impl<'r> Iterator for RowsIter<'r> {

@@ -5,7 +5,9 @@
 //! value envelope `{before, after, op, ts_ms, source, transaction}`, and the flattened value
 //! (the row's columns plus `__op` and `__deleted`). [`AvroEncoder`] turns row images into Avro
 //! datum bytes that match those schemas, written directly (no Confluent header: framing
-//! and the registry live elsewhere).
+//! and the registry live elsewhere). The one shortcut: `fused`, which writes the commonest
+//! column values of the record path from their row-image bytes in one step, and leaves every
+//! other value (and every value it is not sure of) to the encoder, whose bytes it must equal.
 //!
 //! The mapping of every MySQL type, and each choice where Avro has no exact counterpart (zero
 //! dates, signed TIME, ENUM symbols, MINIMAL row images), is in `schemas/README.md`; the
@@ -19,6 +21,7 @@
 
 mod binary;
 mod encode;
+mod fused;
 mod schema;
 mod skip;
 

@@ -14,7 +14,11 @@ use sluice_binlog::decimal::UNSCALED_BE_MAX;
 use sluice_binlog::rows::{ImageVisitor, RowImage};
 use sluice_binlog::Value;
 
+use sluice_binlog::Column;
+use sluice_protocol::Reader;
+
 use super::binary as w;
+use super::fused::Fused;
 use super::schema::{FieldPlan, Kind, TableSchema};
 use super::schema::{DELETED_FIELD, OP_FIELD};
 use super::{AvroError, Result};
@@ -441,7 +445,7 @@ impl AvroEncoder {
     /// value becomes Avro**. Each arm checks the value against the field's kind before writing
     /// anything, so the union branch it writes is the one the value takes.
     #[inline(never)] // out of line for the decoded images; `RowWriter` inlines `field_inline`
-    fn field(&self, schema: &TableSchema, f: &FieldPlan, v: &Value<'_>, out: &mut Vec<u8>) -> Result<()> {
+    pub(super) fn field(&self, schema: &TableSchema, f: &FieldPlan, v: &Value<'_>, out: &mut Vec<u8>) -> Result<()> {
         self.field_inline(schema, f, v, out)
     }
 
@@ -665,6 +669,8 @@ pub struct RowWriter<'a> {
     schema: &'a TableSchema,
     /// Each column's value and key field ([`TableSchema`]'s map).
     columns: &'a [[u32; 2]],
+    /// Each column's one-step writer, where it has one ([`TableSchema`]'s).
+    fused: &'a [Option<Fused>],
     /// The key's fields (none for a table without a key).
     key_fields: &'a [FieldPlan],
     /// The image being written is the before image.
@@ -735,6 +741,7 @@ impl<'a> RowWriter<'a> {
             encoder,
             schema,
             columns,
+            fused: &schema.fused,
             key_fields,
             before: false,
             split: false,
@@ -852,6 +859,26 @@ impl<'r> ImageVisitor<'r> for RowWriter<'_> {
     fn value(&mut self, column: usize, value: &Value<'r>) {
         self.write(column, value);
     }
+
+    #[inline(always)]
+    fn null(&mut self, column: usize) {
+        let written = match self.fused.get(column) {
+            Some(Some(f)) => f.write_null(&mut self.bufs.row, &mut self.bufs.key),
+            _ => false,
+        };
+        if !written {
+            self.write(column, &Value::Null);
+        }
+    }
+
+    // the commonest values go from their bytes to Avro in one step (`super::fused`)
+    #[inline(always)]
+    fn raw(&mut self, column: usize, col: &Column, r: &mut Reader<'r>) -> bool {
+        match self.fused.get(column) {
+            Some(Some(f)) => f.write(col, r, &mut self.bufs.row, &mut self.bufs.key),
+            _ => false,
+        }
+    }
 }
 
 /// Reads a datum back with apache-avro under its schema and writes the reading again: the
@@ -945,7 +972,7 @@ fn zero_date(schema: &TableSchema, f: &FieldPlan, text: String, out: &mut Vec<u8
 /// 32-byte blocks with it for the tail, took 4% of the record path's instructions (`make
 /// bench-instructions`).
 #[inline]
-fn all_ascii(bytes: &[u8]) -> bool {
+pub(super) fn all_ascii(bytes: &[u8]) -> bool {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // the word at `at` (a high bit, so "not ASCII", where there is none: never, by the lengths)
     let word = |b: &[u8], at: usize| b.get(at..at + 8).and_then(|w| w.try_into().ok()).map_or(HIGH, u64::from_ne_bytes);

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value as Json};
 use sluice_binlog::charset::BINARY_COLLATION;
 use sluice_binlog::{Column, ColumnType, TableMap};
 
+use super::fused::{self, Fused};
 use super::{column_label, is_valid_name, sanitize_name, table_namespace, AvroError, Result};
 use super::{GEOMETRY_AVSC, SOURCE_AVSC, TRANSACTION_AVSC};
 
@@ -193,6 +194,9 @@ pub struct TableSchema {
     /// fields do not come in column order, as a key is written while its columns are decoded:
     /// the writer is not used for the table then.
     pub(crate) fields_of_column: Option<Vec<[u32; 2]>>,
+    /// For each column, its one-step writer when its type and field have one (empty without
+    /// `fields_of_column`): [`super::fused`].
+    pub(crate) fused: Vec<Option<Fused>>,
     /// At most the bytes one image's Avro adds to its row data, text's growth as UTF-8 aside:
     /// per field a union index and a length (20), a zero date as text (32), an ENUM's longest
     /// name, a SET's every name (a SET is 1 to 8 bytes in the binlog).
@@ -363,6 +367,10 @@ impl TableSchema {
             }
             of
         });
+        let fused = fields_of_column
+            .as_deref()
+            .map(|of| fused::plan(tm, &fields, key.as_deref().unwrap_or_default(), of))
+            .unwrap_or_default();
         let image_overhead = fields
             .iter()
             .map(|f| {
@@ -380,6 +388,7 @@ impl TableSchema {
             table: tm.table.clone(),
             partial_images: opts.partial_images,
             fields_of_column,
+            fused,
             qualified,
             namespace,
             fields,
