@@ -87,6 +87,7 @@ pub struct Timestamp {
 }
 
 /// Days from 1970-01-01 to the given proleptic Gregorian date (Hinnant's `days_from_civil`).
+#[inline]
 pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = if y >= 0 { y } else { y - 399 } / 400;
@@ -113,11 +114,13 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
 }
 
+#[inline]
 fn is_leap(y: u16) -> bool {
     (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
 }
 
 /// The days of month `m` (1-12) of year `y` (0 for no month).
+#[inline]
 pub fn days_in_month(y: u16, m: u8) -> u8 {
     match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
@@ -188,11 +191,13 @@ impl Date {
     }
 
     /// True when the date exists on the proleptic Gregorian calendar.
+    #[inline]
     pub fn is_valid(&self) -> bool {
         self.month >= 1 && self.month <= 12 && self.day >= 1 && self.day <= days_in_month(self.year, self.month)
     }
 
     /// Days since 1970-01-01 (negative before), or None for zero, partial-zero and invalid dates.
+    #[inline]
     pub fn days_since_epoch(&self) -> Option<i32> {
         if !self.is_valid() {
             return None;
@@ -333,6 +338,7 @@ impl DateTime {
     }
 
     /// A DATETIME from MySQL's packed `longlong` form (`TIME_from_longlong_datetime_packed`).
+    #[inline]
     pub fn from_packed(packed: i64, fsp: u8) -> DateTime {
         let a = packed.unsigned_abs();
         let micros = u32::try_from(a % (1 << 24)).unwrap_or(0);
@@ -365,6 +371,7 @@ impl DateTime {
 
     /// Microseconds since 1970-01-01 00:00:00 read as local wall-clock time (no zone), or
     /// None for zero and invalid dates.
+    #[inline]
     pub fn micros_since_epoch_local(&self) -> Option<i64> {
         let days = i64::from(self.date().days_since_epoch()?);
         let secs = days * 86_400 + i64::from(self.hour) * 3600 + i64::from(self.minute) * 60 + i64::from(self.second);
