@@ -324,24 +324,23 @@ impl<'a> RowsEvent<'a> {
         // The common case, a full image without partial JSON: every column present, so the
         // n-th value goes to the n-th column and the NULL bitmap is indexed by column.
         if present_count == self.column_count && partial_bits.is_none() {
-            for (i, col) in columns.iter().enumerate() {
+            let mut i = 0;
+            loop {
+                // a lending walk's visitor reads what values it can itself (ImageVisitor::raw_run)
+                if LEND {
+                    i = lend.raw_run(i, columns, nulls, r);
+                }
+                let Some(col) = columns.get(i) else { break };
                 if bit_lsb(nulls, i) {
-                    if LEND {
-                        lend.null(i);
-                    } else {
-                        f(lend, i, Value::Null);
+                    f(lend, i, Value::Null);
+                } else {
+                    let start = r.position();
+                    // `f` called in the arm that decodes the value: see decode_value_with
+                    if let Err(e) = decode_value_with(r, col, |value| f(lend, i, value)) {
+                        return Err(column_error(table, i, col, start, e));
                     }
-                    continue;
                 }
-                // a lending walk's visitor may read the value's bytes itself (ImageVisitor::raw)
-                if LEND && lend.raw(i, col, r) {
-                    continue;
-                }
-                let start = r.position();
-                // `f` called in the arm that decodes the value: see decode_value_with
-                if let Err(e) = decode_value_with(r, col, |value| f(lend, i, value)) {
-                    return Err(column_error(table, i, col, start, e));
-                }
+                i += 1;
             }
             return Ok(());
         }
@@ -613,21 +612,17 @@ pub trait ImageVisitor<'r> {
     /// (columns the image leaves out are skipped; SQL NULL is [`Value::Null`]). Lent, not
     /// given: the walk drops it without the drop glue's call for the values that own nothing.
     fn value(&mut self, column: usize, value: &Value<'r>);
-    /// Column `column` is SQL NULL in a full image: by default [`ImageVisitor::value`] with
-    /// [`Value::Null`]; a visitor with a shorter way to say so may take it.
+    /// Reads the values of a full image itself from column `from` on, as far as it can: straight
+    /// from their bytes (or SQL NULL, where `nulls`, the image's NULL bitmap indexed by column,
+    /// says) to what the visitor makes of them. Returns the first column it did not read
+    /// (`columns.len()` when it read them all), `r` past the values it read: the walk decodes
+    /// that column's value and gives it to [`ImageVisitor::value`], then asks again from the
+    /// next. For a visitor that turns the commonest values into something else without
+    /// [`Value`]'s two dispatches (the record path's Avro: `sluice::avro::fused`); what it makes
+    /// of a value must be what `value` makes of the decoded value. By default, none.
     #[inline(always)]
-    fn null(&mut self, column: usize) {
-        self.value(column, &Value::Null);
-    }
-    /// Column `column`'s non-NULL value of a full image, read from `r` by the visitor itself,
-    /// straight from its bytes to what the visitor makes of them; true when it did (`r` then past
-    /// the value), false to have it decoded and given to [`ImageVisitor::value`] (`r` left where
-    /// it was). For a visitor that turns the commonest values into something else without
-    /// [`Value`]'s two dispatches (the record path's Avro: `sluice::avro::fused`); its result
-    /// must be what `value` makes of the decoded value. By default, none.
-    #[inline(always)]
-    fn raw(&mut self, _column: usize, _col: &Column, _r: &mut Reader<'r>) -> bool {
-        false
+    fn raw_run(&mut self, from: usize, _columns: &[Column], _nulls: &[u8], _r: &mut Reader<'r>) -> usize {
+        from
     }
 }
 

@@ -860,24 +860,23 @@ impl<'r> ImageVisitor<'r> for RowWriter<'_> {
         self.write(column, value);
     }
 
+    // the commonest values go from their bytes to Avro in one step (`super::fused`), a run of
+    // columns at a time, the image's cursor kept in registers between them
     #[inline(always)]
-    fn null(&mut self, column: usize) {
-        let written = match self.fused.get(column) {
-            Some(Some(f)) => f.write_null(&mut self.bufs.row, &mut self.bufs.key),
-            _ => false,
-        };
-        if !written {
-            self.write(column, &Value::Null);
+    fn raw_run(&mut self, from: usize, columns: &[Column], nulls: &[u8], r: &mut Reader<'r>) -> usize {
+        let (row, key) = (&mut self.bufs.row, &mut self.bufs.key);
+        let mut c = *r;
+        let mut i = from;
+        while let (Some(Some(f)), Some(col)) = (self.fused.get(i), columns.get(i)) {
+            let null = nulls.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 != 0);
+            let done = if null { f.write_null(row, key) } else { f.write(col, &mut c, row, key) };
+            if !done {
+                break;
+            }
+            i += 1;
         }
-    }
-
-    // the commonest values go from their bytes to Avro in one step (`super::fused`)
-    #[inline(always)]
-    fn raw(&mut self, column: usize, col: &Column, r: &mut Reader<'r>) -> bool {
-        match self.fused.get(column) {
-            Some(Some(f)) => f.write(col, r, &mut self.bufs.row, &mut self.bufs.key),
-            _ => false,
-        }
+        *r = c;
+        i
     }
 }
 

@@ -181,10 +181,10 @@ impl Fused {
         if col.ty != self.ty || col.meta != self.meta {
             return false;
         }
-        let mut c = *r;
-        let done = self.read_write(&mut c, row, key).is_some();
-        if done {
-            *r = c;
+        let at = *r;
+        let done = self.read_write(r, row, key).is_some();
+        if !done {
+            *r = at;
         }
         done
     }
