@@ -812,6 +812,7 @@ impl<'c> Pipeline<'c> {
             t,
             self.settings.output,
             (rows.value_bytes_bound(), rows.full_images()),
+            &rows.table.columns,
             envelope.as_ref(),
             sink.max_message_bytes(),
             watched,

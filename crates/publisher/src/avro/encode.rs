@@ -750,6 +750,17 @@ impl<'a> RowWriter<'a> {
         })
     }
 
+    /// The writer for the rows of an event of `columns` (its table map's): the one-step
+    /// writers ([`super::fused`]) only where the schema's were made for these very columns (the
+    /// pipeline builds a table's schema anew for a table map that differs; should one not, its
+    /// values take the long way, which checks each against its field).
+    pub fn fitted(mut self, columns: &[Column]) -> RowWriter<'a> {
+        if !super::fused::fits(self.fused, columns) {
+            self.fused = &[];
+        }
+        self
+    }
+
     /// The buffers back, for the next event.
     pub fn into_buffers(self) -> RowBuffers {
         self.bufs
@@ -867,9 +878,10 @@ impl<'r> ImageVisitor<'r> for RowWriter<'_> {
         let (row, key) = (&mut self.bufs.row, &mut self.bufs.key);
         let mut c = *r;
         let mut i = from;
-        while let (Some(Some(f)), Some(col)) = (self.fused.get(i), columns.get(i)) {
+        // (`fitted` checked the plan against these columns once for the event)
+        while let (Some(Some(f)), Some(_)) = (self.fused.get(i), columns.get(i)) {
             let null = nulls.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 != 0);
-            let done = if null { f.write_null(row, key) } else { f.write(col, &mut c, row, key) };
+            let done = if null { f.write_null(row, key) } else { f.write(&mut c, row, key) };
             if !done {
                 break;
             }

@@ -59,11 +59,11 @@ enum Op {
 /// column) in one step. Made by [`plan`] for the column of a table map it describes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fused {
-    /// The column's type and metadata it was made for: a value of another shape goes the long
-    /// way (a table map that differs from the schema's would be a bug elsewhere; this costs
-    /// two comparisons).
+    /// The column's shape it was made for ([`fits`]).
     ty: ColumnType,
     meta: u16,
+    unsigned: bool,
+    collation: Option<u16>,
     op: Op,
     /// The value field's union branch byte (its value's branch), None when the field is no union.
     row_head: Option<u8>,
@@ -95,9 +95,21 @@ pub(crate) fn plan(tm: &TableMap, fields: &[FieldPlan], key: &[FieldPlan], of: &
             };
             let null_ok = |f: &FieldPlan| f.sql_nullable && f.nullable;
             let null = null_ok(f) && key.get(key_field as usize).is_none_or(null_ok);
-            Some(Fused { ty: col.ty, meta: col.meta, op: op_of(col, &f.kind)?, row_head: head(f), key_head, null })
+            let op = op_of(col, &f.kind)?;
+            let (ty, meta, unsigned, collation) = (col.ty, col.meta, col.unsigned, col.collation);
+            Some(Fused { ty, meta, unsigned, collation, op, row_head: head(f), key_head, null })
         })
         .collect()
+}
+
+/// True when `plan` was made for `columns` (a rows event's table map): each of its writers for a
+/// column of the shape it was made for. Asked once per rows event, so that no value is asked.
+pub(crate) fn fits(plan: &[Option<Fused>], columns: &[Column]) -> bool {
+    plan.len() == columns.len()
+        && plan.iter().zip(columns).all(|(f, c)| {
+            f.as_ref()
+                .is_none_or(|f| (f.ty, f.meta, f.unsigned, f.collation) == (c.ty, c.meta, c.unsigned, c.collation))
+        })
 }
 
 /// The shortcut for a column of `col`'s shape encoded as `kind`, when there is one: the pairs
@@ -173,14 +185,12 @@ fn le(c: &mut Reader<'_>, width: u8) -> Option<u64> {
 }
 
 impl Fused {
-    /// Reads the non-NULL value of `col` at `r` and appends its field's Avro to `row` (and its key
-    /// field's to `key`, for a key column); true when it did, `r` then past the value. False when
-    /// the value is not the plain case, with nothing read or written.
+    /// Reads the non-NULL value of its column at `r` (of the shape [`fits`] checked) and appends
+    /// its field's Avro to `row` (and its key field's to `key`, for a key column); true when it
+    /// did, `r` then past the value. False when the value is not the plain case, with nothing
+    /// read or written.
     #[inline(always)]
-    pub(crate) fn write(&self, col: &Column, r: &mut Reader<'_>, row: &mut Vec<u8>, key: &mut Vec<u8>) -> bool {
-        if col.ty != self.ty || col.meta != self.meta {
-            return false;
-        }
+    pub(crate) fn write(&self, r: &mut Reader<'_>, row: &mut Vec<u8>, key: &mut Vec<u8>) -> bool {
         let at = *r;
         let done = self.read_write(r, row, key).is_some();
         if !done {
@@ -320,6 +330,7 @@ mod tests {
 
     use super::super::schema::ZeroDates;
     use super::super::{AvroEncoder, SchemaOptions, TableSchema};
+    use super::fits;
 
     /// `db.t` of the one column `c`.
     fn table(col: &Column) -> TableMap {
@@ -484,6 +495,10 @@ mod tests {
                         let opts = SchemaOptions { key_columns, ..opts.clone() };
                         let schema = TableSchema::new(&tm, &opts).unwrap();
                         let Some(Some(fused)) = schema.fused.first() else { continue };
+                        assert!(fits(&schema.fused, &tm.columns));
+                        let mut other = column.clone();
+                        other.unsigned = !other.unsigned;
+                        assert!(!fits(&schema.fused, &[other]) && !fits(&schema.fused, &[]));
                         shortcuts += 1;
                         let (field, key_field) = (&schema.fields[0], schema.key.as_ref().map(|k| &k[0]));
                         let (mut written, mut fallbacks) = (0, 0);
@@ -491,7 +506,7 @@ mod tests {
                             let (mut row, mut key) = (Vec::new(), Vec::new());
                             let mut r = Reader::new(bytes.map_or(&[][..], |b| b));
                             let done = match bytes {
-                                Some(_) => fused.write(&column, &mut r, &mut row, &mut key),
+                                Some(_) => fused.write(&mut r, &mut row, &mut key),
                                 None => fused.write_null(&mut row, &mut key),
                             };
                             // the two steps, from the same bytes

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 
 use sluice_binlog::rows::{RowChange, RowImage, RowsIter, RowsKind};
+use sluice_binlog::Column;
 
 use super::tables::CachedTable;
 use super::Error;
@@ -121,13 +122,15 @@ impl<'t, 'r> Reading<'t, 'r> {
     /// whose key fields are in column order, when no row of the event can make a record the
     /// sink refuses as too large (so none needs its images to be named), unless `values` asks
     /// for the values (a snapshot compares the keys of the rows a chunk's window changes).
-    /// Otherwise the values. `bufs` are the writer's, kept from event to event.
+    /// Otherwise the values. `columns` are the rows' table map's; `bufs` are the writer's, kept
+    /// from event to event.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         encoder: &'t AvroEncoder,
         table: &'t CachedTable,
         output: &OutputSection,
         (value_bytes_bound, full_images): (usize, bool),
+        columns: &[Column],
         envelope: Option<&EnvelopeParts>,
         max_message_bytes: usize,
         values: bool,
@@ -148,7 +151,7 @@ impl<'t, 'r> Reading<'t, 'r> {
         });
         let writable = !values && output.value_mode == ValueMode::Envelope && full_images;
         let most = most.filter(|&m| writable && m <= max_message_bytes.min(LARGE_RECORD));
-        match most.and_then(|m| Some((RowWriter::new(encoder, &table.schema, bufs)?, m))) {
+        match most.and_then(|m| Some((RowWriter::new(encoder, &table.schema, bufs)?.fitted(columns), m))) {
             Some((w, most)) => Reading::Written(w, most),
             None => Reading::Values(RowChange { before: None, after: None }),
         }

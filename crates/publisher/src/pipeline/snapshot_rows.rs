@@ -213,6 +213,7 @@ impl Pipeline<'_> {
             t,
             self.settings.output,
             (longest, true),
+            &t.tm.columns,
             parts.as_ref(),
             sink.max_message_bytes(),
             false,
