@@ -879,8 +879,20 @@ impl<'r> ImageVisitor<'r> for RowWriter<'_> {
         let mut c = *r;
         let mut i = from;
         // (`fitted` checked the plan against these columns once for the event)
-        while let (Some(Some(f)), Some(_)) = (self.fused.get(i), columns.get(i)) {
-            let null = nulls.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 != 0);
+        let plan = self.fused.get(from..columns.len()).unwrap_or_default();
+        // the NULL bitmap of a table of up to 64 columns in one word (a bounds-checked byte per
+        // value cost 1.5% of the record path)
+        let word = nulls.first_chunk::<8>().map(|w| u64::from_le_bytes(*w)).or_else(|| {
+            let mut w = [0u8; 8];
+            w.get_mut(..nulls.len())?.copy_from_slice(nulls);
+            Some(u64::from_le_bytes(w))
+        });
+        for f in plan {
+            let Some(f) = f else { break };
+            let null = match word {
+                Some(w) if i < 64 => w >> i & 1 != 0,
+                _ => nulls.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 != 0),
+            };
             let done = if null { f.write_null(row, key) } else { f.write(&mut c, row, key) };
             if !done {
                 break;
