@@ -328,7 +328,8 @@ impl<'a> RowsEvent<'a> {
             loop {
                 // a lending walk's visitor reads what values it can itself (ImageVisitor::raw_run)
                 if LEND {
-                    i = lend.raw_run(i, columns, nulls, r);
+                    // (never backwards: a visitor's mistake must not loop)
+                    i = lend.raw_run(i, columns, nulls, r).max(i);
                 }
                 let Some(col) = columns.get(i) else { break };
                 if bit_lsb(nulls, i) {
