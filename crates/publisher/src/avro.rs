@@ -21,6 +21,7 @@
 
 mod binary;
 mod encode;
+mod field;
 mod fused;
 mod schema;
 mod skip;

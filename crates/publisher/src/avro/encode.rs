@@ -18,8 +18,9 @@ use sluice_binlog::Column;
 use sluice_protocol::Reader;
 
 use super::binary as w;
-use super::fused::Fused;
-use super::schema::{FieldPlan, Kind, TableSchema};
+use super::field::{FieldPlan, Kind};
+use super::fused::{all_ascii, Fused};
+use super::schema::TableSchema;
 use super::schema::{DELETED_FIELD, OP_FIELD};
 use super::{AvroError, Result};
 
@@ -987,30 +988,6 @@ fn zero_date(schema: &TableSchema, f: &FieldPlan, text: String, out: &mut Vec<u8
         Ok(())
     } else {
         Err(mismatch(schema, f, format!("the zero or invalid value {text}")))
-    }
-}
-
-/// Whether every byte is ASCII, a word (8 bytes) at a time with no loop for text up to 32
-/// bytes (two or four words, overlapping where the length is not a multiple of 8), 32 bytes at a
-/// time beyond. Most of a row's text is short (names, codes): `<[u8]>::is_ascii`, and a loop of
-/// 32-byte blocks with it for the tail, took 4% of the record path's instructions (`make
-/// bench-instructions`).
-#[inline]
-pub(super) fn all_ascii(bytes: &[u8]) -> bool {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // the word at `at` (a high bit, so "not ASCII", where there is none: never, by the lengths)
-    let word = |b: &[u8], at: usize| b.get(at..at + 8).and_then(|w| w.try_into().ok()).map_or(HIGH, u64::from_ne_bytes);
-    let n = bytes.len();
-    match n {
-        0..8 => bytes.iter().fold(0, |acc, &b| acc | b) < 0x80,
-        8..=16 => (word(bytes, 0) | word(bytes, n - 8)) & HIGH == 0,
-        17..=32 => (word(bytes, 0) | word(bytes, 8) | word(bytes, n - 16) | word(bytes, n - 8)) & HIGH == 0,
-        _ => {
-            let four = |b: &[u8], at: usize| word(b, at) | word(b, at + 8) | word(b, at + 16) | word(b, at + 24);
-            let mut blocks = bytes.chunks_exact(32);
-            // the last 32 bytes, overlapping the blocks before them
-            blocks.all(|block| four(block, 0) & HIGH == 0) && four(bytes, n - 32) & HIGH == 0
-        }
     }
 }
 

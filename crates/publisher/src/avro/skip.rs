@@ -4,7 +4,7 @@
 //! the encoding is deterministic, so equal values give equal bytes, and the comparison of a
 //! million rows needs no decoding at all.
 
-use super::schema::{FieldPlan, Kind};
+use super::field::{FieldPlan, Kind};
 use super::TableSchema;
 
 /// Reads a zigzag varint long.
