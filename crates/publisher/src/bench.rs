@@ -115,7 +115,29 @@ impl RecordSink for Counter {
     fn max_message_bytes(&self) -> usize {
         self.max
     }
+    fn try_send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<bool, crate::kafka::Error> {
+        self.count(topic, key, value, timestamp_ms).map(|()| true)
+    }
     async fn send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<(), crate::kafka::Error> {
+        self.count(topic, key, value, timestamp_ms)
+    }
+}
+
+impl Counter {
+    /// Counts (and hashes) one record, refusing one above the limit as the producer would.
+    fn count(
         &mut self,
         topic: &str,
         key: Option<&[u8]>,

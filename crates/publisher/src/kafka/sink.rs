@@ -173,6 +173,21 @@ struct HeldRecord {
     timestamp_ms: i64,
 }
 
+/// The record librdkafka takes (`timestamp_ms` 0: its own clock's time), built in one piece
+/// rather than by the builder's chain of moves.
+fn record<'a>(
+    topic: &'a str,
+    key: Option<&'a [u8]>,
+    payload: Option<&'a [u8]>,
+    timestamp_ms: i64,
+) -> BaseRecord<'a, [u8], [u8]> {
+    let mut rec = BaseRecord::to(topic);
+    rec.key = key;
+    rec.payload = payload;
+    rec.timestamp = (timestamp_ms != 0).then_some(timestamp_ms);
+    rec
+}
+
 /// A `key_len`/`value_len` for no key or value (a tombstone).
 const ABSENT: u32 = u32::MAX;
 
@@ -402,24 +417,76 @@ impl KafkaSink {
         value: Option<&[u8]>,
         timestamp_ms: i64,
     ) -> Result<(), Error> {
+        if self.try_send(topic, key, value, timestamp_ms)? {
+            return Ok(());
+        }
+        // a commit in flight that could not hold it (it is through, or the record would take the
+        // held bytes past their bound: a huge row is never copied into held blocks that stay
+        // allocated) is waited for first
         self.open = true;
         let size = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
         self.txn_bytes += size as u64;
-        if let Some(c) = &self.committing {
-            // a record that would take the held bytes past the bound waits for the commit
-            // instead (a huge row is never copied into held blocks that stay allocated)
-            if !c.is_finished()
-                && self.held.bytes + size <= self.hold_max
-                && self.held.push(topic, key, value, timestamp_ms)
-            {
-                return Ok(());
-            }
-            self.settle().await?;
-        }
+        self.settle().await?;
         if !self.begun {
             self.begin_now()?;
         }
         self.produce(topic, key, value, timestamp_ms).await
+    }
+
+    /// [`KafkaSink::send`] where it needs no waiting, as nearly every record does: held while a
+    /// commit is in flight and there is room, else handed to librdkafka. False, having done
+    /// nothing, where `send` must wait: for a commit that is through (its held records go
+    /// first), for room in librdkafka's queue, or for the delivery report that explains an
+    /// error. Called per record without the future of `send` and `produce` (building and
+    /// polling them was about 3% of the pipeline thread's instructions, `BENCH_CALLGRIND=1
+    /// bench/kafka_bench.sh`, 2026-12-08).
+    ///
+    /// # Errors
+    /// A record larger than the producer's `message.max.bytes` ([`Error::TooLarge`]), or a
+    /// transaction that cannot begin.
+    pub fn try_send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<bool, Error> {
+        let size = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        if let Some(c) = &self.committing {
+            if c.is_finished()
+                || self.held.bytes + size > self.hold_max
+                || !self.held.push(topic, key, value, timestamp_ms)
+            {
+                return Ok(false);
+            }
+        } else {
+            if !self.begun {
+                self.begin_now()?;
+            }
+            match self.producer.send(record(topic, key, value, timestamp_ms)) {
+                Ok(()) => {}
+                Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    // (as `send` leaves it: the batch is open, to be aborted)
+                    self.open = true;
+                    self.txn_bytes += size as u64;
+                    return Err(self.too_large(topic, size));
+                }
+                Err(_) => return Ok(false),
+            }
+        }
+        self.open = true;
+        self.txn_bytes += size as u64;
+        Ok(true)
+    }
+
+    /// A record of `size` bytes for `topic` the producer refuses as larger than it takes.
+    fn too_large(&self, topic: &str, size: usize) -> Error {
+        Error::TooLarge {
+            topic: topic.to_string(),
+            size,
+            by: format!("the producer (message.max.bytes = {})", self.max_message_bytes),
+            key: None,
+        }
     }
 
     /// The partitions of `topic`, which exists (Sluice created it, or it was there).
@@ -487,28 +554,13 @@ impl KafkaSink {
         timestamp_ms: i64,
     ) -> Result<(), Error> {
         loop {
-            let mut rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
-            if timestamp_ms != 0 {
-                rec = rec.timestamp(timestamp_ms);
-            }
-            if let Some(k) = key {
-                rec = rec.key(k);
-            }
-            if let Some(v) = value {
-                rec = rec.payload(v);
-            }
-            match self.producer.send(rec) {
+            match self.producer.send(record(topic, key, value, timestamp_ms)) {
                 Ok(()) => return Ok(()),
                 Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                    return Err(Error::TooLarge {
-                        topic: topic.to_string(),
-                        size: key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len),
-                        by: format!("the producer (message.max.bytes = {})", self.max_message_bytes),
-                        key: None,
-                    });
+                    return Err(self.too_large(topic, key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)));
                 }
                 Err((e, _)) => {
                     // a record the broker refused earlier in this transaction puts it in an
@@ -769,6 +821,49 @@ mod tests {
         s.commit(&checkpoint(), then2).await.unwrap();
         s.finish().await.unwrap();
         assert_eq!((n.load(Ordering::SeqCst), n2.load(Ordering::SeqCst)), (1, 1));
+    }
+
+    /// The send that never waits: straight to librdkafka with no commit in flight; held while
+    /// one is; once that commit is through it leaves the record to `send`, whose settle sends the
+    /// held records first, so nothing is reordered; a record above the producer's limit is
+    /// refused with its topic and size, not left to wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn try_send_holds_during_a_commit_and_leaves_the_rest_to_send() {
+        let mock = MockCluster::new(1).unwrap();
+        let (mut s, _) = sink(&mock).await;
+        assert!(s.try_send("m.shop.t", Some(b"k1"), Some(b"v1"), 0).unwrap());
+        assert_eq!((s.in_transaction(), s.transaction_bytes(), s.held.records.len()), (true, 4, 0));
+        let (n, then) = counter();
+        s.commit(&checkpoint(), then).await.unwrap();
+        // the commit stays in flight, as the sink sees it, until the gate opens
+        let (open, gate) = tokio::sync::oneshot::channel::<()>();
+        let commit = s.committing.take().unwrap();
+        s.committing = Some(tokio::spawn(async move {
+            let _ = gate.await;
+            commit.await.unwrap()
+        }));
+        assert!(s.try_send("m.shop.t", Some(b"k2"), Some(b"v22"), 7).unwrap(), "held while the commit is in flight");
+        assert_eq!((s.held.records.len(), s.transaction_bytes()), (1, 5));
+        assert_eq!(s.held.get(&s.held.records[0]), ("m.shop.t", Some(&b"k2"[..]), Some(&b"v22"[..])));
+        open.send(()).unwrap();
+        while !s.committing.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!s.try_send("m.shop.t", Some(b"k3"), Some(b"v3"), 0).unwrap(), "the commit is through: send's turn");
+        assert_eq!((s.held.records.len(), s.transaction_bytes()), (1, 5), "left untouched");
+        s.send("m.shop.t", Some(b"k3"), Some(b"v3"), 0).await.unwrap();
+        assert_eq!((s.held.records.len(), s.transaction_bytes(), n.load(Ordering::SeqCst)), (0, 9, 1));
+        let big = vec![0u8; s.max_message_bytes() + 1];
+        match s.try_send("m.shop.t", Some(b"k4"), Some(&big), 0) {
+            Err(Error::TooLarge { topic, size, key: None, .. }) => {
+                assert_eq!((topic.as_str(), size), ("m.shop.t", big.len() + 2));
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        let (n2, then2) = counter();
+        s.commit(&checkpoint(), then2).await.unwrap();
+        s.finish().await.unwrap();
+        assert_eq!(n2.load(Ordering::SeqCst), 1);
     }
 
     /// A record the broker refuses as too large: the commit fails with the record's topic, size

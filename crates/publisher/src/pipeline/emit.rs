@@ -24,6 +24,15 @@ use crate::registry::frame_header;
 pub trait RecordSink {
     /// The largest record the sink takes.
     fn max_message_bytes(&self) -> usize;
+    /// Sends one record (`value` None: a tombstone) with its Kafka timestamp where that needs no
+    /// waiting; false, having done nothing, where [`RecordSink::send`] must wait.
+    fn try_send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<bool, crate::kafka::Error>;
     /// Sends one record (`value` None: a tombstone) with its Kafka timestamp.
     async fn send(
         &mut self,
@@ -37,6 +46,15 @@ pub trait RecordSink {
 impl RecordSink for KafkaSink {
     fn max_message_bytes(&self) -> usize {
         KafkaSink::max_message_bytes(self)
+    }
+    fn try_send(
+        &mut self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<bool, crate::kafka::Error> {
+        KafkaSink::try_send(self, topic, key, value, timestamp_ms)
     }
     async fn send(
         &mut self,
@@ -353,13 +371,20 @@ impl Out<'_> {
         // the record's Kafka timestamp is the envelope's ts_ms, when Sluice processed the event
         // (read once per event: librdkafka would read the clock per record)
         let ts = self.ctx.ts_ms;
-        sink.send(&self.table.topic, key, Some(value), ts).await.map_err(|e| self.too_large(e, op, images))?;
+        // (the waiting way only where the sink must wait: a future per record cost more than
+        // the send)
+        let topic = &self.table.topic;
+        if !sink.try_send(topic, key, Some(value), ts).map_err(|e| self.too_large(e, op, images))? {
+            sink.send(topic, key, Some(value), ts).await.map_err(|e| self.too_large(e, op, images))?;
+        }
         if value.capacity() > LARGE_RECORD {
             // librdkafka has its copy: a large row's buffer is not kept for the rows after it
             *value = Vec::new();
         }
         if op == Op::Delete && self.output.tombstones && key.is_some() {
-            sink.send(&self.table.topic, key, None, ts).await?;
+            if !sink.try_send(topic, key, None, ts)? {
+                sink.send(topic, key, None, ts).await?;
+            }
             return Ok(2);
         }
         Ok(1)
