@@ -195,25 +195,37 @@ impl Held {
     /// Holds a record; false when it cannot be (a part of 4 GiB or more: send it once the
     /// commit is through instead).
     fn push(&mut self, topic: &str, key: Option<&[u8]>, value: Option<&[u8]>, timestamp_ms: i64) -> bool {
-        let len = |p: Option<&[u8]>| p.map_or(Some(ABSENT), |p| u32::try_from(p.len()).ok().filter(|&n| n != ABSENT));
-        let (Some(key_len), Some(value_len)) = (len(key), len(value)) else { return false };
-        let need = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        let (k, v) = (key.unwrap_or_default(), value.unwrap_or_default());
+        let need = k.len() + v.len();
+        // both parts, and the sum, below ABSENT
+        if u32::try_from(need).is_err() || need == ABSENT as usize {
+            return false;
+        }
+        let len = |part: Option<&[u8]>, bytes: &[u8]| match part {
+            Some(_) => u32::try_from(bytes.len()).unwrap_or(ABSENT),
+            None => ABSENT,
+        };
+        let (key_len, value_len) = (len(key, k), len(value, v));
+        // the topic of the record before, nearly always
+        let topic = match self.topics.last() {
+            Some(t) if t == topic => self.topics.len() - 1,
+            _ => match self.topics.iter().position(|t| t == topic) {
+                Some(i) => i,
+                None => {
+                    self.topics.push(topic.to_string());
+                    self.topics.len() - 1
+                }
+            },
+        };
         if self.blocks.last().is_none_or(|b| b.capacity() - b.len() < need) {
             let spare = if need <= HELD_BLOCK { self.spare.pop() } else { None };
             self.blocks.push(spare.unwrap_or_else(|| Vec::with_capacity(need.max(HELD_BLOCK))));
         }
-        let topic = match self.topics.iter().rposition(|t| t == topic) {
-            Some(i) => i,
-            None => {
-                self.topics.push(topic.to_string());
-                self.topics.len() - 1
-            }
-        };
         let (Ok(topic), Ok(block)) = (u32::try_from(topic), u32::try_from(self.blocks.len() - 1)) else { return false };
         let Some(buf) = self.blocks.last_mut() else { return false };
         let Ok(start) = u32::try_from(buf.len()) else { return false };
-        buf.extend_from_slice(key.unwrap_or_default());
-        buf.extend_from_slice(value.unwrap_or_default());
+        buf.extend_from_slice(k);
+        buf.extend_from_slice(v);
         self.bytes += need + std::mem::size_of::<HeldRecord>();
         self.records.push(HeldRecord { topic, block, start, key_len, value_len, timestamp_ms });
         true
@@ -618,7 +630,11 @@ impl KafkaSink {
         let held = std::mem::take(&mut self.held);
         for r in &held.records {
             let (topic, key, value) = held.get(r);
-            self.produce(topic, key, value, r.timestamp_ms).await?;
+            // straight to librdkafka (as `try_send`), the waiting way only for a record it did not
+            // take: nearly every record is held, and a future for each cost 100 instructions
+            if self.producer.send(record(topic, key, value, r.timestamp_ms)).is_err() {
+                self.produce(topic, key, value, r.timestamp_ms).await?;
+            }
         }
         // keep the arena's capacity for the next commit
         self.held = held;
