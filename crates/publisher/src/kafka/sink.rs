@@ -449,9 +449,9 @@ impl KafkaSink {
     /// commit is in flight and there is room, else handed to librdkafka. False, having done
     /// nothing, where `send` must wait: for a commit that is through (its held records go
     /// first), for room in librdkafka's queue, or for the delivery report that explains an
-    /// error. Called per record without the future of `send` and `produce` (building and
-    /// polling them was about 3% of the pipeline thread's instructions, `BENCH_CALLGRIND=1
-    /// bench/kafka_bench.sh`, 2026-12-08).
+    /// error. Called per record without the futures of `send` and `produce` (building and
+    /// polling them cost 86 of the pipeline thread's 6,268 instructions a record,
+    /// `BENCH_CALLGRIND=1 bench/kafka_bench.sh`, 2026-12-08).
     ///
     /// # Errors
     /// A record larger than the producer's `message.max.bytes` ([`Error::TooLarge`]), or a
