@@ -19,7 +19,7 @@
 //! change (`make bench-instructions`; figures in `bench/README.md`).
 
 use sluice_binlog::charset::{ascii_compatible, charset_of, Charset, BINARY_COLLATION};
-use sluice_binlog::decimal::{binary_size, narrow_unscaled};
+use sluice_binlog::decimal::{binary_size, narrow_unscaled, narrow_unscaled_word};
 use sluice_binlog::temporal::{Date, DateTime};
 use sluice_binlog::{Column, ColumnType, TableMap};
 use sluice_protocol::Reader;
@@ -247,8 +247,18 @@ impl Fused {
                 self.put(row, key, |out| out.extend_from_slice(&b));
             }
             Op::Decimal { precision, scale, size } => {
-                let raw = c.take(usize::from(size), "DECIMAL").ok()?;
-                let v = narrow_unscaled(raw, precision, scale).ok()?;
+                let size = usize::from(size);
+                // up to 8 bytes with 8 left (all but a row image's last values): one big-endian
+                // load of 8, shifted down to the value's bytes, not a loop over them
+                let v = match c.rest().first_chunk::<8>() {
+                    Some(word) if size <= 8 => {
+                        let word = u64::from_be_bytes(*word) >> (64 - 8 * size);
+                        let v = narrow_unscaled_word(word, size, precision, scale).ok()?;
+                        c.skip(size, "DECIMAL").ok()?;
+                        v
+                    }
+                    _ => narrow_unscaled(c.take(size, "DECIMAL").ok()?, precision, scale).ok()?,
+                };
                 self.put(row, key, |out| w::decimal_i64(v, out));
             }
             Op::Date => {
@@ -547,7 +557,10 @@ mod tests {
                         shortcuts += 1;
                         let (field, key_field) = (&schema.fields[0], schema.key.as_ref().map(|k| &k[0]));
                         let (mut written, mut fallbacks) = (0, 0);
-                        for bytes in values.iter().map(Some).chain([None]) {
+                        // each value alone, and with the next values' bytes after it (loads wider
+                        // than the value are taken where there is room: the image's other columns)
+                        let padded: Vec<Vec<u8>> = values.iter().map(|v| [&v[..], &[0xa5; 8]].concat()).collect();
+                        for bytes in values.iter().chain(&padded).map(Some).chain([None]) {
                             let (mut row, mut key) = (Vec::new(), Vec::new());
                             let mut r = Reader::new(bytes.map_or(&[][..], |b| b));
                             let done = match bytes {
