@@ -29,21 +29,22 @@ fn varint(z: u64, out: &mut Vec<u8>) {
     // (growing the buffer, and the wide ones, apart: the short ones then save no registers, and
     // a call costs 15 instructions, not 30)
     if z < 1 << 14 {
-        let b = [(z as u8) | 0x80, (z >> 7) as u8];
-        if out.capacity() - out.len() >= b.len() {
-            out.extend_from_slice(&b);
-        } else {
-            grow_and_append(&b, out);
-        }
+        append(&[(z as u8) | 0x80, (z >> 7) as u8], out);
     } else if z < 1 << 21 {
-        let b = [(z as u8) | 0x80, ((z >> 7) as u8) | 0x80, (z >> 14) as u8];
-        if out.capacity() - out.len() >= b.len() {
-            out.extend_from_slice(&b);
-        } else {
-            grow_and_append(&b, out);
-        }
+        append(&[(z as u8) | 0x80, ((z >> 7) as u8) | 0x80, (z >> 14) as u8], out);
     } else {
         wide_varint(z, out);
+    }
+}
+
+/// Appends `b`, growing the buffer out of line (so that a caller that only appends needs no
+/// registers saved for the call that grows it).
+#[inline(always)]
+fn append(b: &[u8], out: &mut Vec<u8>) {
+    if out.capacity() - out.len() >= b.len() {
+        out.extend_from_slice(b);
+    } else {
+        grow_and_append(b, out);
     }
 }
 
@@ -59,9 +60,10 @@ fn wide_varint(mut z: u64, out: &mut Vec<u8>) {
     if z < 1 << 56 {
         // 4 to 8 bytes (a timestamp's microseconds take 8): the 7-bit groups spread into the
         // bytes of one word, a continuation bit on each but the last, appended whole and cut
-        let n = (70 - z.leading_zeros() as usize) / 7; // bytes: 7 bits each, at least one
-                                                       // (56 bits as two halves of 28, each as two quarters of 14, each as two bytes of 7: a
-                                                       // loop over the eight groups took twice the instructions)
+        // (its length: 7 bits a byte, at least one byte)
+        let n = (70 - z.leading_zeros() as usize) / 7;
+        // (56 bits as two halves of 28, each as two quarters of 14, each as two bytes of 7: a
+        // loop over the eight groups took twice the instructions)
         let mut word = (z & 0x0FFF_FFFF) | (z & 0x00FF_FFFF_F000_0000) << 4;
         word = (word & 0x0000_3FFF_0000_3FFF) | (word & 0x0FFF_C000_0FFF_C000) << 2;
         word = (word & 0x007F_007F_007F_007F) | (word & 0x3F80_3F80_3F80_3F80) << 1;
